@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# make demo: run examples/fix-median with the scripted model and print the verified diff.
+# The example's repo/ is plain files in this checkout; the demo copies it to a
+# scratch directory and makes it a git repository, so this checkout is never touched.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/agent-runner-demo.XXXXXX")
+cp -r "$root/examples/fix-median/." "$scratch/"
+git -C "$scratch/repo" init -q -b main
+git -C "$scratch/repo" add -A
+git -C "$scratch/repo" -c user.name=demo -c user.email=demo@localhost commit -q -m "stats: mean and median"
+set +e
+node "$root/dist/cli/main.js" exec "$scratch/task.yaml"
+status=$?
+set -e
+report=$(ls -td "${RUNNER_HOME:-$HOME/.runner}"/runs/*/ | head -1)
+echo
+echo "=== verified diff (${report}patch.diff) ==="
+cat "${report}patch.diff"
+echo "=== branch in $scratch/repo ==="
+git -C "$scratch/repo" branch --list 'runner/*'
+exit $status

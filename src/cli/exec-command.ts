@@ -1,0 +1,86 @@
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
+import { ConfigError } from "../errors.js";
+import { runTask } from "../run/run-task.js";
+import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
+import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
+import { resolveRepository } from "../workspace/run-worktree.js";
+import { openAIClient, openModel } from "./open-model.js";
+import { ProgressView } from "./progress-view.js";
+
+export interface ExecOptions {
+  json?: boolean;
+  instruction?: string;
+  workspace?: string;
+  name?: string;
+  maxSteps?: string;
+  verify?: string;
+  image?: string;
+}
+
+export function runnerHome(environment: NodeJS.ProcessEnv = process.env): string {
+  return resolve(environment.RUNNER_HOME ?? join(homedir(), ".runner"));
+}
+
+/** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
+export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
+  const task = loadTask(taskFile, options);
+  // Fail on what the user can fix before anything starts.
+  await resolveRepository(task.workspacePath);
+  if (task.model.provider === "openai") openAIClient(task, process.env);
+
+  const provider = new DockerSandboxProvider();
+  await sweepLeftovers(provider.docker).catch(() => undefined);
+  const view = options.json ? undefined : new ProgressView();
+  const { report, exitCode, runDirectory } = await runTask(
+    task,
+    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: runnerHome() },
+    {
+      signal,
+      events: view,
+      onEnvelope: options.json ? (line) => process.stdout.write(line) : undefined,
+    },
+  );
+  if (!options.json) {
+    const lines = [
+      "",
+      `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${report.error}` : ""}`,
+      report.verify ? `verify: ${report.verify.command} → exit ${report.verify.exit_code}` : "verify: (no verify.command in the task)",
+      `branch: ${report.branch ?? "-"}`,
+      `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
+      `run directory: ${runDirectory}`,
+      report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
+    ];
+    process.stdout.write(`${lines.filter(Boolean).join("\n")}\n`);
+  }
+  return exitCode;
+}
+
+function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
+  if (taskFile && (options.instruction || options.workspace)) {
+    throw new ConfigError("give either a task file or --instruction/--workspace, not both");
+  }
+  if (taskFile) {
+    const task = loadTaskFile(taskFile);
+    return options.maxSteps ? { ...task, max_steps: positiveInteger(options.maxSteps, "--max-steps") } : task;
+  }
+  if (!options.instruction) {
+    throw new ConfigError("missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction \"...\" --workspace DIR`");
+  }
+  const raw: Record<string, unknown> = {
+    name: options.name ?? "adhoc",
+    instruction: options.instruction,
+    workspace: options.workspace ?? ".",
+  };
+  if (options.maxSteps) raw.max_steps = positiveInteger(options.maxSteps, "--max-steps");
+  if (options.verify) raw.verify = { command: options.verify };
+  if (options.image) raw.sandbox = { image: options.image };
+  return validateTask(raw, null, process.cwd());
+}
+
+function positiveInteger(value: string, flag: string): number {
+  const number = Number(value);
+  if (!Number.isInteger(number) || number <= 0) throw new ConfigError(`${flag}: expected a positive whole number, got "${value}"`);
+  return number;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env node
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { Command, CommanderError } from "commander";
+import { RunnerError } from "../errors.js";
+import { execCommand } from "./exec-command.js";
+
+const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
+
+async function main(argv: string[]): Promise<number> {
+  const controller = new AbortController();
+  let interrupts = 0;
+  const onSignal = (name: NodeJS.Signals) => {
+    interrupts += 1;
+    if (interrupts === 1) {
+      process.stderr.write(`\n${name}: stopping the run and cleaning up (press Ctrl-C again to quit at once)\n`);
+      controller.abort();
+    } else {
+      // The container stops by itself when our attach connection drops, and the next start sweeps it.
+      process.exit(130);
+    }
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  let exitCode = 0;
+  const program = new Command()
+    .name("runner")
+    .description("Run an LLM coding agent on a task, every tool inside a per-task Docker container.")
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+
+  program
+    .command("exec")
+    .description("run a task (task.yaml), or an ad-hoc one with --instruction and --workspace")
+    .argument("[task]", "path to task.yaml")
+    .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
+    .option("--instruction <text>", "ad-hoc task: what the agent must do")
+    .option("--workspace <dir>", "ad-hoc task: the git repository to work on", undefined)
+    .option("--name <name>", "ad-hoc task: its name ([a-z0-9-])")
+    .option("--verify <command>", "ad-hoc task: verification command run in the sandbox")
+    .option("--image <image>", "ad-hoc task: sandbox image")
+    .option("--max-steps <n>", "override max_steps")
+    .action(async (task: string | undefined, options) => {
+      exitCode = await execCommand(task, options, controller.signal);
+    });
+
+  const image = program.command("image").description("manage the sandbox image");
+  image
+    .command("build")
+    .description("build agent-runner/sandbox:bookworm (offline fallback: debootstrap + docker import)")
+    .option("--force", "rebuild even when the image is up to date")
+    .option("--tag <tag>", "image tag", "agent-runner/sandbox:bookworm")
+    .action((options: { force?: boolean; tag: string }) => {
+      const args = [BUILD_SCRIPT, "--tag", options.tag, ...(options.force ? ["--force"] : [])];
+      const result = spawnSync("bash", args, { stdio: "inherit" });
+      exitCode = result.status ?? 3;
+    });
+
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    throw error;
+  }
+  return exitCode;
+}
+
+main(process.argv).then(
+  (code) => {
+    process.exitCode = code;
+    // Keep-alive sockets (Docker, HTTP) must not hold the process open.
+    setImmediate(() => process.exit(code));
+  },
+  (error: unknown) => {
+    if (error instanceof RunnerError) {
+      process.stderr.write(`runner: ${error.message}\n`);
+      process.exit(error.exitCode);
+    }
+    process.stderr.write(`runner: internal error: ${(error as Error)?.stack ?? String(error)}\n`);
+    process.exit(3);
+  },
+);

@@ -1,0 +1,55 @@
+import pc from "picocolors";
+import type { EventSink, RunEvent } from "../events/run-events.js";
+
+/**
+ * The human view of a run on stderr: one line per model call, tool call and
+ * phase, with step numbers and elapsed time. Colours only on a TTY.
+ */
+export class ProgressView implements EventSink {
+  private readonly started = Date.now();
+  private readonly colours: ReturnType<typeof pc.createColors>;
+
+  constructor(private readonly stream: NodeJS.WriteStream = process.stderr) {
+    this.colours = pc.createColors(Boolean(stream.isTTY));
+  }
+
+  emit(event: RunEvent): void {
+    const line = this.describe(event);
+    if (line) this.stream.write(`${this.colours.dim(this.elapsed())} ${line}\n`);
+  }
+
+  private elapsed(): string {
+    return `[${((Date.now() - this.started) / 1000).toFixed(1).padStart(6)}s]`;
+  }
+
+  private describe(event: RunEvent): string | null {
+    const c = this.colours;
+    switch (event.type) {
+      case "run.started":
+        return `${c.bold("run")} ${event.data.run_id}  task ${event.data.task}  branch ${event.data.branch}`;
+      case "sandbox.created":
+        return `sandbox ${event.data.sandbox_id} ready in ${event.data.ready_ms} ms (uid ${event.data.uid})`;
+      case "model_call.finished":
+        return event.data.content ? `${c.cyan(`step ${event.data.step + 1}`)} model: ${oneLine(event.data.content, 160)}` : null;
+      case "tool_call.started":
+        return `${c.cyan(`step ${event.data.step + 1}`)} ${c.bold(event.data.name)} ${oneLine(event.data.arguments, 140)}`;
+      case "tool_call.finished":
+        return event.data.is_error ? `  ${c.yellow("↳")} ${oneLine(event.data.result_preview, 160)}` : null;
+      case "workspace.committed":
+        return event.data.changed ? `committed ${event.data.commit.slice(0, 10)} on ${event.data.branch}` : "no changes to commit";
+      case "verify.started":
+        return `${c.bold("verify")} ${event.data.command}`;
+      case "verify.finished":
+        return event.data.passed ? c.green(`verify passed (${event.data.duration_ms} ms)`) : c.red(`verify failed: exit ${event.data.exit_code}${event.data.timed_out ? " (timed out)" : ""}`);
+      case "cleanup.failed":
+        return c.yellow(`cleanup of ${event.data.what} failed: ${event.data.error}`);
+      default:
+        return null;
+    }
+  }
+}
+
+function oneLine(text: string, limit: number): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
+}

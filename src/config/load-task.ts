@@ -1,0 +1,100 @@
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { parseDocument } from "yaml";
+import type { z } from "zod";
+import { ConfigError } from "../errors.js";
+import { taskSchema, type TaskFile } from "./task-schema.js";
+
+/** A validated task with every path made absolute. */
+export interface Task extends TaskFile {
+  /** Absolute path of task.yaml, or null for an ad-hoc task. */
+  file: string | null;
+  /** Absolute workspace directory. */
+  workspacePath: string;
+  /** Absolute script path when the model is scripted. */
+  scriptPath: string | null;
+}
+
+/** One problem in a task file: where, and what is expected. */
+export interface TaskProblem {
+  /** Dotted field path, e.g. `sandbox.limits.memory`; empty for the file itself. */
+  path: string;
+  message: string;
+}
+
+/** Thrown with *all* problems of a task file, so the user fixes them in one go. Exit 2. */
+export class TaskValidationError extends ConfigError {
+  constructor(readonly file: string, readonly problems: TaskProblem[]) {
+    super(`${file}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `  - ${problem.path || "(file)"}: ${problem.message}`).join("\n")}`);
+  }
+}
+
+/**
+ * Reads, parses and validates a task file. Throws {@link TaskValidationError}
+ * listing every problem (YAML syntax, schema, and cross-field checks such as
+ * a missing workspace or script) with its field path.
+ */
+export function loadTaskFile(file: string): Task {
+  const absolute = resolve(file);
+  if (!existsSync(absolute)) throw new TaskValidationError(absolute, [{ path: "", message: "file not found" }]);
+  const document = parseDocument(readFileSync(absolute, "utf8"), { prettyErrors: true });
+  if (document.errors.length) {
+    throw new TaskValidationError(
+      absolute,
+      document.errors.map((error) => ({ path: "", message: `YAML syntax: ${error.message.split("\n")[0]}` })),
+    );
+  }
+  return validateTask(document.toJS() ?? {}, absolute, dirname(absolute));
+}
+
+/** Validates an already-parsed task object; paths resolve against `baseDirectory`. */
+export function validateTask(raw: unknown, file: string | null, baseDirectory: string): Task {
+  const label = file ?? "task";
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw new TaskValidationError(label, [{ path: "", message: "expected a mapping of task fields (name, instruction, workspace, ...)" }]);
+  }
+  const parsed = taskSchema.safeParse(raw);
+  const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map(describeIssue);
+  if (!parsed.success) throw new TaskValidationError(label, problems);
+  const task = parsed.data;
+  const workspacePath = isAbsolute(task.workspace) ? task.workspace : resolve(baseDirectory, task.workspace);
+  if (!existsSync(workspacePath)) {
+    problems.push({ path: "workspace", message: `directory ${workspacePath} does not exist` });
+  }
+  let scriptPath: string | null = null;
+  if (task.model.provider === "scripted") {
+    if (!task.model.script) {
+      problems.push({ path: "model.script", message: "required when model.provider is scripted (path to the script YAML)" });
+    } else {
+      scriptPath = isAbsolute(task.model.script) ? task.model.script : resolve(baseDirectory, task.model.script);
+      if (!existsSync(scriptPath)) problems.push({ path: "model.script", message: `file ${scriptPath} does not exist` });
+    }
+  } else if (task.model.script) {
+    problems.push({ path: "model.script", message: "only used with model.provider: scripted" });
+  }
+  if (task.sandbox.network.allow.length > 0) {
+    problems.push({
+      path: "sandbox.network.allow",
+      message: "allow-listed network egress is not implemented yet (issue 3: egress proxy); use [] for no network",
+    });
+  }
+  if (task.policy !== "worker") {
+    problems.push({
+      path: "policy",
+      message: `policy files are not implemented yet (issue 6); only the built-in "worker" behaviour exists, got "${task.policy}"`,
+    });
+  }
+  if (problems.length) throw new TaskValidationError(label, problems);
+  return { ...task, file, workspacePath, scriptPath };
+}
+
+function describeIssue(issue: z.core.$ZodIssue): TaskProblem {
+  const path = issue.path.map(String).join(".");
+  if (issue.code === "unrecognized_keys") {
+    return { path, message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")} (check the spelling; see README "task.yaml")` };
+  }
+  if (issue.code === "invalid_type" && issue.input === undefined) {
+    return { path, message: `required: expected ${issue.expected}` };
+  }
+  return { path, message: issue.message };
+}

@@ -1,0 +1,82 @@
+import { z } from "zod";
+
+/** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
+export function parseMemory(value: string | number): number | null {
+  if (typeof value === "number") return Number.isFinite(value) && value > 0 ? Math.floor(value) : null;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$/i.exec(value);
+  if (!match) return null;
+  const scale = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[match[2]!.toLowerCase() as "" | "k" | "m" | "g"];
+  return Math.floor(Number(match[1]) * scale);
+}
+
+const memory = z
+  .union([z.string(), z.number()])
+  .transform((value, context) => {
+    const bytes = parseMemory(value);
+    if (bytes === null || bytes < 16 * 1024 * 1024) {
+      context.addIssue({ code: "custom", message: `expected a size of at least 16m such as "512m" or "2g", got ${JSON.stringify(value)}` });
+      return z.NEVER;
+    }
+    return bytes;
+  });
+
+const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
+
+export const modelSchema = z.strictObject({
+  provider: z.enum(["openai", "scripted"]).default("openai"),
+  /** Scripted only: path of the script, relative to task.yaml. */
+  script: z.string().min(1).optional(),
+  /** OpenAI-compatible model name. */
+  name: z.string().min(1).optional(),
+  /** Overrides OPENAI_BASE_URL. */
+  base_url: z.url().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  /** Context window of the model, in tokens. */
+  context_window: z.number().int().positive().default(128_000),
+});
+
+export const sandboxSchema = z.strictObject({
+  image: z.string().min(1).default("agent-runner/sandbox:bookworm"),
+  network: z
+    .strictObject({
+      allow: z.array(z.string().min(1)).default([]),
+    })
+    .default({ allow: [] }),
+  limits: z
+    .strictObject({
+      cpus: z.number().positive().max(64).default(1),
+      memory: memory.default(1024 ** 3),
+      pids: z.number().int().min(16).max(32768).default(256),
+    })
+    .default({ cpus: 1, memory: 1024 ** 3, pids: 256 }),
+  /** Literal variables set in the container. */
+  env: z.record(environmentName, z.string()).default({}),
+  /** Host variables passed through by name (the only way host environment reaches the container). */
+  pass_env: z.array(environmentName).default([]),
+});
+
+export const verifySchema = z.strictObject({
+  command: z.string().min(1),
+  timeout_sec: z.number().int().positive().max(24 * 3600).default(600),
+});
+
+export const taskSchema = z.strictObject({
+  name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected lowercase letters, digits and dashes, like fix-add"),
+  instruction: z.string().trim().min(1, "expected the agent's instruction as text"),
+  workspace: z.string().min(1).default("."),
+  model: modelSchema.default({ provider: "openai", context_window: 128_000 }),
+  sandbox: sandboxSchema.default({
+    image: "agent-runner/sandbox:bookworm",
+    network: { allow: [] },
+    limits: { cpus: 1, memory: 1024 ** 3, pids: 256 },
+    env: {},
+    pass_env: [],
+  }),
+  verify: verifySchema.optional(),
+  max_steps: z.number().int().positive().max(10_000).default(50),
+  /** Per tool call default timeout for run_shell, ms. */
+  tool_timeout_ms: z.number().int().positive().default(120_000),
+  policy: z.string().min(1).default("worker"),
+});
+
+export type TaskFile = z.infer<typeof taskSchema>;

@@ -1,0 +1,55 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
+import { CloudEvent } from "cloudevents";
+import { EVENT_SCHEMA_VERSION, type EventSink, type RunEvent } from "./run-events.js";
+
+/** W3C trace context for a run: one trace id, a span id per event. */
+export function newTraceId(): string {
+  return randomBytes(16).toString("hex");
+}
+
+/**
+ * Wraps run events in CloudEvents 1.0 envelopes (type `dev.agent-runner.<event>.v<N>`,
+ * `traceparent` from the W3C Trace Context / CloudEvents distributed-tracing
+ * extension) and appends them, one JSON object per line, to events.jsonl.
+ * Each line is written with a single write() so a crash never leaves half a line.
+ */
+export class CloudEventLog implements EventSink {
+  private readonly fd: number;
+  /** Optional extra consumer of the envelopes (e.g. `--json` on stdout). */
+  onEnvelope: ((line: string) => void) | null = null;
+
+  constructor(path: string, private readonly runId: string, private readonly traceId: string) {
+    this.fd = openSync(path, "a", 0o600);
+  }
+
+  emit(event: RunEvent): void {
+    const envelope = new CloudEvent({
+      id: randomUUID(),
+      source: `agent-runner://runs/${this.runId}`,
+      type: `dev.agent-runner.${event.type}.v${EVENT_SCHEMA_VERSION}`,
+      datacontenttype: "application/json",
+      time: new Date().toISOString(),
+      traceparent: `00-${this.traceId}-${randomBytes(8).toString("hex")}-01`,
+      runid: this.runId,
+      data: event.data,
+    });
+    const line = `${JSON.stringify(envelope.toJSON())}\n`;
+    writeSync(this.fd, line);
+    this.onEnvelope?.(line);
+  }
+
+  /** Flushes to disk (turn boundaries, the end of the run). */
+  sync(): void {
+    try {
+      fsyncSync(this.fd);
+    } catch {
+      // not every file system supports fsync; the data is written regardless
+    }
+  }
+
+  close(): void {
+    this.sync();
+    closeSync(this.fd);
+  }
+}

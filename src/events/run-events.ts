@@ -1,0 +1,44 @@
+import type { Usage } from "../model/messages.js";
+
+/**
+ * Everything a run reports, noun-then-verb. `data` shapes are part of the
+ * events.jsonl contract (version {@link EVENT_SCHEMA_VERSION}); add fields,
+ * never change their meaning.
+ */
+export const EVENT_SCHEMA_VERSION = 1;
+
+export type RunEvent =
+  | { type: "run.started"; data: { run_id: string; task: string; workspace: string; branch: string; base_commit: string } }
+  | { type: "sandbox.created"; data: { sandbox_id: string; image: string; ready_ms: number; uid: number } }
+  | { type: "model_call.started"; data: { agent_id: string; step: number; messages: number } }
+  | { type: "model_call.finished"; data: { agent_id: string; step: number; duration_ms: number; usage: Usage; tool_calls: number; content: string | null } }
+  | { type: "tool_call.started"; data: { agent_id: string; step: number; tool_call_id: string; name: string; arguments: string } }
+  | {
+      type: "tool_call.finished";
+      data: { agent_id: string; step: number; tool_call_id: string; name: string; is_error: boolean; duration_ms: number; result_preview: string; details?: Record<string, unknown> };
+    }
+  | { type: "agent.finished"; data: { agent_id: string; reason: "final_answer" | "max_steps" | "cancelled"; steps: number; final_message: string | null } }
+  | { type: "workspace.committed"; data: { branch: string; commit: string; changed: boolean } }
+  | { type: "verify.started"; data: { command: string } }
+  | { type: "verify.finished"; data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string } }
+  | { type: "cleanup.failed"; data: { what: string; error: string } }
+  | { type: "run.finished"; data: { status: string; exit_code: number; duration_ms: number; error?: string } };
+
+export type RunEventType = RunEvent["type"];
+
+/** Receives events as they happen. Implementations must not throw. */
+export interface EventSink {
+  emit(event: RunEvent): void;
+}
+
+/** Fans one event out to several sinks. */
+export class EventFanout implements EventSink {
+  private readonly sinks: EventSink[] = [];
+  add(sink: EventSink): this {
+    this.sinks.push(sink);
+    return this;
+  }
+  emit(event: RunEvent): void {
+    for (const sink of this.sinks) sink.emit(event);
+  }
+}

@@ -1,0 +1,250 @@
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
+import { workspaceAgentSystemPrompt } from "../agent/system-prompt.js";
+import type { Task } from "../config/load-task.js";
+import { CancelledError, ModelError, RunnerError, errorMessage } from "../errors.js";
+import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
+import { EventFanout, type EventSink } from "../events/run-events.js";
+import { emptyUsage, type ChatMessage } from "../model/messages.js";
+import type { ModelClient } from "../model/model-client.js";
+import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
+import { workspaceTools } from "../tools/builtin/index.js";
+import { ToolRegistry } from "../tools/tool-registry.js";
+import { commitRunWorktree, containerGitMounts, createRunWorktree, diffRunBranch, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import { newRunId } from "./run-id.js";
+import { exitCodeFor, type RunReport, type RunStatus } from "./run-report.js";
+
+export interface RunDependencies {
+  sandboxProvider: SandboxProvider;
+  /** Opens the task's model (for a scripted task this starts the local server); `close` stops it. */
+  openModel(task: Task): Promise<{ client: ModelClient; close(): Promise<void> }>;
+  /** `$RUNNER_HOME`; runs go to `<home>/runs/<run-id>/`. */
+  runnerHome: string;
+}
+
+export interface RunOptions {
+  signal: AbortSignal;
+  /** Extra live consumer of run events (the terminal view). */
+  events?: EventSink;
+  /** Receives every CloudEvents line as written (for `--json`). */
+  onEnvelope?: (line: string) => void;
+  /** Called as soon as the run id and directory exist. */
+  onRunCreated?: (runId: string, runDirectory: string) => void;
+  /** Host variables the task may pass in (`sandbox.pass_env`); default process.env. */
+  hostEnvironment?: NodeJS.ProcessEnv;
+}
+
+export interface RunResult {
+  report: RunReport;
+  exitCode: number;
+  runDirectory: string;
+}
+
+const VERIFY_OUTPUT_TAIL_CHARACTERS = 4000;
+
+/**
+ * Runs one task end to end: worktree on `runner/<run-id>`, sandbox, agent
+ * loop, host-side commit, verification in the sandbox, patch.diff and
+ * report.json. Everything it started (container, model server, worktree
+ * directory) is gone when it returns or throws; the branch stays. Fatal
+ * problems become the report's `error` status rather than exceptions, except
+ * for failures before the run directory exists (bad workspace: ConfigError).
+ */
+export async function runTask(task: Task, dependencies: RunDependencies, options: RunOptions): Promise<RunResult> {
+  const started = Date.now();
+  const runId = newRunId();
+  const traceId = newTraceId();
+  const runDirectory = join(dependencies.runnerHome, "runs", runId);
+  mkdirSync(runDirectory, { recursive: true, mode: 0o700 });
+  options.onRunCreated?.(runId, runDirectory);
+  const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, traceId);
+  log.onEnvelope = options.onEnvelope ?? null;
+  const events = new EventFanout().add(log);
+  if (options.events) events.add(options.events);
+
+  const report: RunReport = {
+    run_id: runId,
+    trace_id: traceId,
+    task: task.name,
+    status: "error",
+    reason: "not_started",
+    error: null,
+    verify: null,
+    branch: null,
+    base_commit: null,
+    head_commit: null,
+    patch: null,
+    final_message: null,
+    steps: 0,
+    tool_calls: 0,
+    usage: emptyUsage(),
+    duration_ms: 0,
+  };
+  let worktree: RunWorktree | null = null;
+  let sandbox: Sandbox | null = null;
+  let model: { client: ModelClient; close(): Promise<void> } | null = null;
+  let messages: readonly ChatMessage[] = [];
+  const saveSession = () =>
+    writeAtomically(join(runDirectory, "session.json"), JSON.stringify({ run_id: runId, trace_id: traceId, task: task.name, agents: { main: { messages } } }, null, 2));
+
+  try {
+    worktree = await createRunWorktree(task.workspacePath, runId, join(runDirectory, "worktree"));
+    report.branch = worktree.branch;
+    report.base_commit = worktree.baseCommit;
+    events.emit({
+      type: "run.started",
+      data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit },
+    });
+    throwIfAborted(options.signal);
+    model = await dependencies.openModel(task);
+    const sandboxStarted = Date.now();
+    sandbox = await dependencies.sandboxProvider.create({
+      runId,
+      agentId: "main",
+      image: task.sandbox.image,
+      workspace: { hostPath: worktree.path },
+      readOnlyMounts: await containerGitMounts(worktree, runDirectory),
+      env: containerEnvironment(task, options.hostEnvironment ?? process.env),
+      user: worktree.sandboxUser,
+      limits: { cpus: task.sandbox.limits.cpus, memoryBytes: task.sandbox.limits.memory, pids: task.sandbox.limits.pids },
+    });
+    events.emit({
+      type: "sandbox.created",
+      data: { sandbox_id: sandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
+    });
+
+    let outcome: AgentOutcome;
+    try {
+      outcome = await runAgentLoop({
+        agentId: "main",
+        model: model.client,
+        tools: new ToolRegistry(workspaceTools()),
+        sandbox,
+        systemPrompt: workspaceAgentSystemPrompt(),
+        instruction: task.instruction,
+        maxSteps: task.max_steps,
+        toolTimeoutMs: task.tool_timeout_ms,
+        events,
+        signal: options.signal,
+        onTurn: (current) => {
+          messages = current;
+          saveSession();
+          log.sync();
+        },
+      });
+    } finally {
+      saveSession();
+    }
+    report.steps = outcome.steps;
+    report.tool_calls = outcome.toolCalls;
+    report.usage = outcome.usage;
+    report.final_message = outcome.finalMessage;
+
+    const committed = await commitRunWorktree(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`);
+    report.head_commit = committed.head;
+    events.emit({ type: "workspace.committed", data: { branch: worktree.branch, commit: committed.head, changed: committed.changed } });
+    writeFileSync(join(runDirectory, "patch.diff"), await diffRunBranch(worktree));
+    report.patch = "patch.diff";
+
+    throwIfAborted(options.signal);
+    if (task.verify) {
+      events.emit({ type: "verify.started", data: { command: task.verify.command } });
+      const result = await sandbox.exec({
+        command: task.verify.command,
+        timeoutMs: task.verify.timeout_sec * 1000,
+        signal: options.signal,
+      });
+      throwIfAborted(options.signal);
+      const tail = `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`.slice(-VERIFY_OUTPUT_TAIL_CHARACTERS);
+      const passed = result.exitCode === 0 && !result.timedOut;
+      report.verify = { command: task.verify.command, exit_code: result.exitCode, passed, timed_out: result.timedOut, output_tail: tail };
+      events.emit({
+        type: "verify.finished",
+        data: { command: task.verify.command, exit_code: result.exitCode, passed, timed_out: result.timedOut, duration_ms: result.durationMs, output_tail: tail.slice(-1000) },
+      });
+    }
+    const verified = report.verify === null || report.verify.passed;
+    if (outcome.reason === "max_steps") {
+      setOutcome(report, "failed", "max_steps");
+    } else if (!verified) {
+      setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");
+    } else {
+      setOutcome(report, "succeeded", report.verify ? "verified" : "finished_unverified");
+    }
+  } catch (error) {
+    if (error instanceof CancelledError || options.signal.aborted) {
+      setOutcome(report, "cancelled", "interrupted");
+    } else {
+      setOutcome(report, "error", error instanceof ModelError ? error.reason : error instanceof RunnerError ? error.name : "internal_error");
+      report.error = errorMessage(error);
+    }
+  } finally {
+    await cleanUp(async () => sandbox?.close(), "sandbox", events);
+    await cleanUp(async () => model?.close(), "model", events);
+    if (worktree) {
+      const failure = await removeRunWorktree(worktree);
+      if (failure) events.emit({ type: "cleanup.failed", data: { what: "worktree", error: failure.message } });
+    }
+    report.duration_ms = Date.now() - started;
+    writeAtomically(join(runDirectory, "report.json"), `${JSON.stringify(report, null, 2)}\n`);
+    events.emit({
+      type: "run.finished",
+      data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
+    });
+    log.close();
+  }
+  return { report, exitCode: exitCodeFor(report.status), runDirectory };
+}
+
+/**
+ * The container's environment: fixed variables, the task's literal `env`, and
+ * the host variables it names in `pass_env`. Nothing else of the host's.
+ */
+export function containerEnvironment(task: Task, host: NodeJS.ProcessEnv): Record<string, string> {
+  const environment: Record<string, string> = {
+    HOME: "/tmp",
+    LANG: "C.UTF-8",
+    PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    // Read-only git in the container: never write the (read-only) index, trust the mounted repository.
+    GIT_OPTIONAL_LOCKS: "0",
+    GIT_CONFIG_COUNT: "1",
+    GIT_CONFIG_KEY_0: "safe.directory",
+    GIT_CONFIG_VALUE_0: "*",
+    PIP_DISABLE_PIP_VERSION_CHECK: "1",
+    PYTHONDONTWRITEBYTECODE: "1",
+  };
+  Object.assign(environment, task.sandbox.env);
+  for (const name of task.sandbox.pass_env) {
+    const value = host[name];
+    if (value !== undefined) environment[name] = value;
+  }
+  return environment;
+}
+
+function setOutcome(report: RunReport, status: RunStatus, reason: string): void {
+  report.status = status;
+  report.reason = reason;
+}
+
+function throwIfAborted(signal: AbortSignal): void {
+  if (signal.aborted) throw new CancelledError();
+}
+
+async function cleanUp(action: () => Promise<unknown>, what: string, events: EventSink): Promise<void> {
+  try {
+    await action();
+  } catch (error) {
+    events.emit({ type: "cleanup.failed", data: { what, error: errorMessage(error) } });
+  }
+}
+
+function writeAtomically(path: string, content: string): void {
+  const temporary = `${path}.tmp`;
+  writeFileSync(temporary, content, { mode: 0o600 });
+  renameSync(temporary, path);
+}
+
+function firstLine(text: string | null): string {
+  return (text ?? "").split("\n")[0]!.slice(0, 200);
+}

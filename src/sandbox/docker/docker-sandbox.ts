@@ -1,0 +1,110 @@
+import type Docker from "dockerode";
+import { SandboxError } from "../../errors.js";
+import type { DirectoryEntry, ExecRequest, ExecResult, FileContent, PathInfo, Sandbox } from "../sandbox.js";
+import type { SandboxChannel } from "./sandbox-channel.js";
+
+/** Grace on top of a command's own timeout before the host stops waiting for the daemon. */
+const HOST_TIMEOUT_GRACE_MS = 15_000;
+
+/**
+ * A running task container, driven through the persistent daemon channel.
+ * Created by {@link DockerSandboxProvider}; `close()` removes the container.
+ */
+export class DockerSandbox implements Sandbox {
+  private closed = false;
+
+  constructor(
+    readonly id: string,
+    private readonly container: Docker.Container,
+    private readonly channel: SandboxChannel,
+  ) {}
+
+  async exec(request: ExecRequest): Promise<ExecResult> {
+    if (request.signal?.aborted) {
+      return abortedResult();
+    }
+    const execId = this.channel.peekNextId();
+    const onAbort = () => {
+      this.channel.request({ op: "kill", execId }).catch(() => undefined);
+    };
+    request.signal?.addEventListener("abort", onAbort, { once: true });
+    let hostTimer: NodeJS.Timeout | undefined;
+    try {
+      const answer = this.channel.request<ExecResult>({
+        op: "exec",
+        execId,
+        command: request.command,
+        cwd: request.cwd,
+        env: request.env,
+        timeoutMs: request.timeoutMs,
+        maxOutputBytes: request.maxOutputBytes,
+      });
+      if (!request.timeoutMs) return await answer;
+      const backstop = new Promise<never>((_, reject) => {
+        hostTimer = setTimeout(
+          () => reject(new SandboxError(`sandbox ${this.id}: no answer ${HOST_TIMEOUT_GRACE_MS} ms after a ${request.timeoutMs} ms command timeout`)),
+          request.timeoutMs! + HOST_TIMEOUT_GRACE_MS,
+        );
+      });
+      return await Promise.race([answer, backstop]);
+    } finally {
+      clearTimeout(hostTimer);
+      request.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  async readFile(path: string, options: { maxBytes?: number } = {}): Promise<FileContent | null> {
+    const result = await this.channel.request<{ path: string; size: number; content: string } | null>({
+      op: "read",
+      path,
+      maxBytes: options.maxBytes,
+    });
+    if (result === null) return null;
+    return { path: result.path, size: result.size, content: Buffer.from(result.content, "base64") };
+  }
+
+  writeFile(path: string, content: Buffer): Promise<{ path: string; bytesWritten: number }> {
+    return this.channel.request({ op: "write", path, content: content.toString("base64") });
+  }
+
+  stat(path: string): Promise<PathInfo | null> {
+    return this.channel.request({ op: "stat", path });
+  }
+
+  listDir(path: string): Promise<DirectoryEntry[] | null> {
+    return this.channel.request({ op: "list", path });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.channel.close();
+    try {
+      await this.container.remove({ force: true, v: true });
+    } catch (error) {
+      const status = (error as { statusCode?: number }).statusCode;
+      // 404: already gone (AutoRemove); 409: removal already in progress.
+      if (status !== 404 && status !== 409) {
+        throw new SandboxError(`could not remove container ${this.id}: ${(error as Error).message}`, { cause: error });
+      }
+    }
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+function abortedResult(): ExecResult {
+  return {
+    exitCode: null,
+    signal: "SIGKILL",
+    stdout: "",
+    stderr: "",
+    timedOut: false,
+    truncated: false,
+    stdoutBytes: 0,
+    stderrBytes: 0,
+    durationMs: 0,
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * The sandbox contract: where every tool of a task runs. Paths are workspace
+ * relative (or absolute under {@link WORKSPACE_ROOT}); an implementation
+ * resolves `..` and symlinks *inside* the sandbox and refuses anything that
+ * ends up outside the workspace by throwing {@link PathOutsideWorkspaceError}.
+ *
+ * A non-zero exit code or a missing file is data, not an exception; only an
+ * infrastructure failure (container gone, channel broken) throws `SandboxError`.
+ */
+export const WORKSPACE_ROOT = "/workspace";
+
+export interface ExecRequest {
+  /** Run by `bash -c` in the sandbox. */
+  command: string;
+  /** Working directory, workspace relative; default the workspace root. */
+  cwd?: string;
+  /** Extra environment variables for this command only. */
+  env?: Record<string, string>;
+  /** Wall-clock limit in ms; on expiry the command's whole process tree is killed. */
+  timeoutMs?: number;
+  /** Cap on the bytes kept per stream (head + tail halves); default 64 KiB. */
+  maxOutputBytes?: number;
+  /** Aborting kills the command's process tree; the promise then resolves with what was captured. */
+  signal?: AbortSignal;
+}
+
+export interface ExecResult {
+  exitCode: number | null;
+  /** Signal that ended the command, e.g. `SIGKILL`, or null. */
+  signal: string | null;
+  /** UTF-8 text; invalid bytes replaced with U+FFFD; if truncated, head + marker + tail. */
+  stdout: string;
+  stderr: string;
+  /** True when the timeout fired and the process tree was killed. */
+  timedOut: boolean;
+  /** True when either stream was cut to `maxOutputBytes`. */
+  truncated: boolean;
+  /** Bytes the command wrote to each stream, including what was cut. */
+  stdoutBytes: number;
+  stderrBytes: number;
+  durationMs: number;
+}
+
+export interface FileContent {
+  /** Absolute path inside the sandbox after resolving symlinks. */
+  path: string;
+  /** The file's bytes, at most `maxBytes` of them. */
+  content: Buffer;
+  /** Size of the whole file in bytes. */
+  size: number;
+}
+
+export interface PathInfo {
+  /** Absolute path inside the sandbox after resolving symlinks. */
+  path: string;
+  type: "file" | "directory" | "symlink" | "other";
+  /** Bytes. */
+  size: number;
+  mtimeMs: number;
+}
+
+export interface DirectoryEntry {
+  name: string;
+  type: "file" | "directory" | "symlink" | "other";
+}
+
+export interface Sandbox {
+  /** Identifier for logs and events (the container id for Docker). */
+  readonly id: string;
+  exec(request: ExecRequest): Promise<ExecResult>;
+  /** Reads a regular file; `null` when it does not exist. Throws PathOutsideWorkspaceError, NotAFileError. */
+  readFile(path: string, options?: { maxBytes?: number }): Promise<FileContent | null>;
+  /**
+   * Writes a file atomically (temporary file + rename, so a hard link or a
+   * symlink at the target never carries the write elsewhere), creating parent
+   * directories and keeping an existing file's mode. Returns the resolved path.
+   */
+  writeFile(path: string, content: Buffer): Promise<{ path: string; bytesWritten: number }>;
+  /** Resolves a path (following symlinks) and describes it; `null` when it does not exist. Throws PathOutsideWorkspaceError. */
+  stat(path: string): Promise<PathInfo | null>;
+  /** Lists a directory; `null` when it does not exist. Entries sorted by name. */
+  listDir(path: string): Promise<DirectoryEntry[] | null>;
+  /** Stops every process and removes the sandbox; safe to call twice. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A path resolved (after `..` and symlinks) to somewhere outside the workspace. */
+export class PathOutsideWorkspaceError extends Error {
+  constructor(readonly requested: string, readonly resolved: string) {
+    super(`path "${requested}" resolves to "${resolved}", outside ${WORKSPACE_ROOT}; only files under ${WORKSPACE_ROOT} can be used`);
+    this.name = "PathOutsideWorkspaceError";
+  }
+}
+
+/** The path exists but is not the kind of thing the operation needs (e.g. a directory given to readFile). */
+export class NotAFileError extends Error {
+  constructor(readonly requested: string, readonly actual: string) {
+    super(`"${requested}" is a ${actual}, not a regular file`);
+    this.name = "NotAFileError";
+  }
+}
+
+/** What a sandbox is made of. Everything the container sees from the host is listed here. */
+export interface SandboxSpec {
+  /** Run id; labels the container so a later start can sweep leftovers. */
+  runId: string;
+  /** Agent id within the run (e.g. `main`); part of the container name. */
+  agentId: string;
+  /** Image reference, e.g. `agent-runner/sandbox:bookworm`. */
+  image: string;
+  /** Host directory mounted read-write (or read-only) at {@link WORKSPACE_ROOT}. */
+  workspace: { hostPath: string; readOnly?: boolean };
+  /** Further read-only host paths (git metadata), mounted at `containerPath`. */
+  readOnlyMounts: { hostPath: string; containerPath: string }[];
+  /** The container's whole environment beyond the image's own: no host variable passes implicitly. */
+  env: Record<string, string>;
+  /** Unprivileged numeric user the processes run as; never 0. */
+  user: { uid: number; gid: number };
+  limits: {
+    /** CPUs, fractional allowed. */
+    cpus: number;
+    /** Memory limit in bytes; swap is not allowed beyond it. */
+    memoryBytes: number;
+    /** Maximum number of processes (pids cgroup). */
+    pids: number;
+  };
+}
+
+/** Creates sandboxes. `create` throws SandboxError when the backend cannot (no daemon, missing image). */
+export interface SandboxProvider {
+  create(spec: SandboxSpec): Promise<Sandbox>;
+}

@@ -1,0 +1,38 @@
+import type { z } from "zod";
+import type { Sandbox } from "../sandbox/sandbox.js";
+
+/** What a tool gets besides its arguments. */
+export interface ToolContext {
+  sandbox: Sandbox;
+  /** Aborted when the run is cancelled; long tools must honour it. */
+  signal: AbortSignal;
+  toolCallId: string;
+  /** Default run_shell timeout from the task, ms. */
+  defaultTimeoutMs: number;
+}
+
+/** A tool's answer. `content` goes to the model; `details` only to events and the terminal. */
+export interface ToolResult {
+  content: string;
+  /** True when the call failed; `content` then starts with `Error:` so the model can recover. */
+  isError?: boolean;
+  details?: Record<string, unknown>;
+}
+
+export interface Tool<Input extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  input: Input;
+  /** May throw: the registry turns any exception into an `Error:` result. */
+  execute(input: z.infer<Input>, context: ToolContext): Promise<ToolResult>;
+}
+
+/** Identity helper that keeps the input type flowing into `execute`. */
+export function defineTool<Input extends z.ZodType>(tool: Tool<Input>): Tool<Input> {
+  return tool;
+}
+
+/** An `Error:` result (DESIGN.md: tool failures start with `Error:`). */
+export function toolError(message: string, details?: Record<string, unknown>): ToolResult {
+  return { content: `Error: ${message}`, isError: true, details };
+}

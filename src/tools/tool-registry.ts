@@ -1,0 +1,77 @@
+import { z } from "zod";
+import { errorMessage } from "../errors.js";
+import type { ToolDefinition } from "../model/messages.js";
+import { PathOutsideWorkspaceError } from "../sandbox/sandbox.js";
+import { toolError, type Tool, type ToolContext, type ToolResult } from "./define-tool.js";
+
+/** Longest tool result the model receives, in characters; longer ones keep head and tail. */
+export const MAX_TOOL_RESULT_CHARACTERS = 50_000;
+
+/**
+ * Holds the tools of one agent. `definitions()` gives the JSON Schemas the
+ * model sees (stable order: registration order); `execute()` parses the
+ * model's raw JSON arguments, validates them with the tool's zod schema and
+ * runs the tool. Unknown tools, malformed JSON, invalid arguments and tool
+ * exceptions all come back as `Error:` results; the only thing it throws is a
+ * `RunnerError` (e.g. SandboxError: the container is gone), which ends the run.
+ */
+export class ToolRegistry {
+  private readonly tools = new Map<string, Tool>();
+
+  constructor(tools: Tool[] = []) {
+    for (const tool of tools) this.register(tool);
+  }
+
+  register(tool: Tool): void {
+    if (this.tools.has(tool.name)) throw new Error(`tool ${tool.name} registered twice`);
+    this.tools.set(tool.name, tool);
+  }
+
+  names(): string[] {
+    return [...this.tools.keys()];
+  }
+
+  definitions(): ToolDefinition[] {
+    return [...this.tools.values()].map((tool) => {
+      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.input, { io: "input" }) as Record<string, unknown>;
+      return { type: "function", function: { name: tool.name, description: tool.description, parameters } };
+    });
+  }
+
+  async execute(name: string, rawArguments: string, context: ToolContext): Promise<ToolResult> {
+    const tool = this.tools.get(name);
+    if (!tool) {
+      return toolError(`unknown tool "${name}". Available tools: ${this.names().join(", ")}`);
+    }
+    let parsedJson: unknown;
+    try {
+      parsedJson = rawArguments.trim() === "" ? {} : JSON.parse(rawArguments);
+    } catch (error) {
+      return toolError(
+        `arguments for ${name} are not valid JSON (${errorMessage(error)}); received: ${JSON.stringify(rawArguments.slice(0, 200))}. Send a JSON object.`,
+      );
+    }
+    const parsed = tool.input.safeParse(parsedJson);
+    if (!parsed.success) {
+      const problems = parsed.error.issues.map((issue) => `- ${issue.path.join(".") || "(arguments)"}: ${issue.message}`);
+      return toolError(`invalid arguments for ${name}:\n${problems.join("\n")}`);
+    }
+    try {
+      const result = await tool.execute(parsed.data, context);
+      return { ...result, content: capText(result.content, MAX_TOOL_RESULT_CHARACTERS) };
+    } catch (error) {
+      if (error instanceof PathOutsideWorkspaceError) return toolError(error.message);
+      // Infrastructure failures (the sandbox is gone) must end the run, not loop.
+      if ((error as { exitCode?: number }).exitCode !== undefined) throw error;
+      return toolError(`${name} failed: ${errorMessage(error)}`);
+    }
+  }
+}
+
+/** Keeps the first and last halves of `text` with a marker giving the omitted size. */
+export function capText(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  const half = Math.floor(limit / 2);
+  const omitted = text.length - 2 * half;
+  return `${text.slice(0, half)}\n[... ${omitted} characters omitted ...]\n${text.slice(text.length - half)}`;
+}

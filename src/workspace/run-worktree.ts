@@ -1,0 +1,199 @@
+import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ConfigError, SandboxError, errorMessage } from "../errors.js";
+import { driverOverrides, rawSafeGit } from "./safe-git.js";
+
+/** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
+export const FALLBACK_SANDBOX_UID = 1000;
+
+/** A task's own git worktree on branch `runner/<run-id>`, created from the repository's HEAD. */
+export interface RunWorktree {
+  /** Top level of the user's repository. */
+  repositoryRoot: string;
+  /** The repository's common git directory (real path). */
+  commonGitDirectory: string;
+  /** Host path of the worktree (mounted at /workspace). */
+  path: string;
+  /** The worktree's own git directory, `<common>/worktrees/<name>`. */
+  gitDirectory: string;
+  branch: string;
+  /** Commit the branch started from. */
+  baseCommit: string;
+  /** Owner of the repository; files are handed back to it at the end. */
+  owner: { uid: number; gid: number };
+  /** Who the sandbox runs as: the owner, or {@link FALLBACK_SANDBOX_UID} when the owner is root. */
+  sandboxUser: { uid: number; gid: number };
+  /** `-c` overrides disarming the repository's drivers. */
+  gitConfig: string[];
+}
+
+/**
+ * Checks that `directory` is the top level of a git repository with at least
+ * one commit. Throws ConfigError (exit 2) naming the fix otherwise.
+ */
+export async function resolveRepository(directory: string): Promise<{ root: string; commonGitDirectory: string; head: string }> {
+  if (!existsSync(directory) || !statSync(directory).isDirectory()) {
+    throw new ConfigError(`workspace: ${directory} is not a directory`);
+  }
+  let root: string;
+  try {
+    root = (await rawSafeGit({ baseDirectory: directory }, ["rev-parse", "--show-toplevel"])).trim();
+  } catch {
+    throw new ConfigError(`workspace: ${directory} is not a git repository; run \`git init && git add -A && git commit -m init\` there first`);
+  }
+  if (realpathSync(root) !== realpathSync(directory)) {
+    throw new ConfigError(`workspace: ${directory} is inside the git repository ${root} but not its top level; point workspace at ${root}`);
+  }
+  let head: string;
+  try {
+    head = (await rawSafeGit({ baseDirectory: root }, ["rev-parse", "--verify", "HEAD^{commit}"])).trim();
+  } catch {
+    throw new ConfigError(`workspace: the repository ${root} has no commits yet; commit the starting state first`);
+  }
+  const common = (await rawSafeGit({ baseDirectory: root }, ["rev-parse", "--path-format=absolute", "--git-common-dir"])).trim();
+  return { root: realpathSync(root), commonGitDirectory: realpathSync(common), head };
+}
+
+/**
+ * Creates the worktree at `worktreePath` on a new branch `runner/<runId>` from
+ * HEAD, without touching the user's checkout, and hands its files to the
+ * sandbox user. Throws SandboxError when git fails.
+ */
+export async function createRunWorktree(repositoryDirectory: string, runId: string, worktreePath: string): Promise<RunWorktree> {
+  const repository = await resolveRepository(repositoryDirectory);
+  const gitConfig = await driverOverrides(repository.root);
+  const branch = `runner/${runId}`;
+  const ownerStats = statSync(repository.root);
+  const owner = { uid: ownerStats.uid, gid: ownerStats.gid };
+  const myUid = process.getuid?.() ?? 0;
+  const sandboxUser =
+    myUid !== 0
+      ? { uid: myUid, gid: process.getgid?.() ?? myUid }
+      : owner.uid !== 0
+        ? owner
+        : { uid: FALLBACK_SANDBOX_UID, gid: FALLBACK_SANDBOX_UID };
+  try {
+    await rawSafeGit({ baseDirectory: repository.root, config: gitConfig }, [
+      "worktree",
+      "add",
+      "--quiet",
+      "-b",
+      branch,
+      worktreePath,
+      repository.head,
+    ]);
+  } catch (error) {
+    throw new SandboxError(`could not create the worktree for ${branch}: ${errorMessage(error)}`, { cause: error });
+  }
+  const path = realpathSync(worktreePath);
+  // Read once, now, while the `.git` file is still the one git just wrote;
+  // from here on the worktree is the agent's and its `.git` file is never trusted.
+  const gitDirectory = realpathSync(
+    (await rawSafeGit({ baseDirectory: path, config: gitConfig }, ["rev-parse", "--absolute-git-dir"])).trim(),
+  );
+  const worktree: RunWorktree = {
+    repositoryRoot: repository.root,
+    commonGitDirectory: repository.commonGitDirectory,
+    path,
+    gitDirectory,
+    branch,
+    baseCommit: repository.head,
+    owner,
+    sandboxUser,
+    gitConfig,
+  };
+  if (myUid === 0) changeOwnerRecursively(path, sandboxUser.uid, sandboxUser.gid);
+  return worktree;
+}
+
+/**
+ * Commits everything in the worktree (including deletions and new files) on
+ * the run branch. Hands files back to the repository owner first when the
+ * sandbox ran as another uid. Returns the new head and whether anything changed.
+ */
+export async function commitRunWorktree(worktree: RunWorktree, message: string): Promise<{ head: string; changed: boolean }> {
+  if ((process.getuid?.() ?? 0) === 0 && worktree.sandboxUser.uid !== worktree.owner.uid) {
+    changeOwnerRecursively(worktree.path, worktree.owner.uid, worktree.owner.gid);
+  }
+  const options = {
+    baseDirectory: worktree.path,
+    gitDirectory: worktree.gitDirectory,
+    workTree: worktree.path,
+    config: worktree.gitConfig,
+  };
+  try {
+    await rawSafeGit(options, ["add", "--all", "--", "."]);
+    const staged = await rawSafeGit(options, ["diff", "--cached", "--name-only", "--no-ext-diff", "--no-textconv"]);
+    if (staged.trim()) {
+      await rawSafeGit(options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message]);
+    }
+    const head = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
+    return { head, changed: head !== worktree.baseCommit };
+  } catch (error) {
+    throw new SandboxError(`could not commit the worktree on ${worktree.branch}: ${errorMessage(error)}`, { cause: error });
+  }
+}
+
+/** `git diff --binary base..branch` as text, for patch.diff. */
+export async function diffRunBranch(worktree: RunWorktree): Promise<string> {
+  return rawSafeGit(
+    { baseDirectory: worktree.repositoryRoot, config: worktree.gitConfig },
+    ["diff", "--binary", "--no-ext-diff", "--no-textconv", "--no-color", `${worktree.baseCommit}..${worktree.branch}`, "--"],
+  );
+}
+
+/**
+ * Removes the worktree directory (without following symlinks) and prunes its
+ * git admin entry; the branch stays. Errors are returned, not thrown: cleanup
+ * must go on.
+ */
+export async function removeRunWorktree(worktree: RunWorktree): Promise<Error | null> {
+  try {
+    rmSync(worktree.path, { recursive: true, force: true });
+    await rawSafeGit({ baseDirectory: worktree.repositoryRoot, config: worktree.gitConfig }, ["worktree", "prune"]);
+    return null;
+  } catch (error) {
+    return error as Error;
+  }
+}
+
+/**
+ * The read-only git metadata a container needs for `git status/diff/log`: the
+ * common git directory at its own path, with a config that holds only the
+ * repository format (no remotes, credentials or helpers).
+ */
+export async function containerGitMounts(worktree: RunWorktree, runDirectory: string): Promise<{ hostPath: string; containerPath: string }[]> {
+  const read = async (key: string) => {
+    try {
+      return (await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, ["config", "--get", key])).trim();
+    } catch {
+      return "";
+    }
+  };
+  const lines = ["[core]", `\trepositoryformatversion = ${(await read("core.repositoryformatversion")) || "0"}`, "\tbare = false"];
+  const objectFormat = await read("extensions.objectformat");
+  const worktreeConfig = await read("extensions.worktreeconfig");
+  if (objectFormat || worktreeConfig) {
+    lines.push("[extensions]");
+    if (objectFormat) lines.push(`\tobjectformat = ${objectFormat}`);
+    if (worktreeConfig) lines.push(`\tworktreeconfig = ${worktreeConfig}`);
+  }
+  mkdirSync(runDirectory, { recursive: true });
+  const sanitized = join(runDirectory, "container-git-config");
+  writeFileSync(sanitized, `${lines.join("\n")}\n`, { mode: 0o644 });
+  return [
+    { hostPath: worktree.commonGitDirectory, containerPath: worktree.commonGitDirectory },
+    { hostPath: sanitized, containerPath: join(worktree.commonGitDirectory, "config") },
+  ];
+}
+
+/** lchown every entry below `root`, never following a symlink. */
+function changeOwnerRecursively(root: string, uid: number, gid: number): void {
+  const pending = [root];
+  while (pending.length) {
+    const current = pending.pop()!;
+    lchownSync(current, uid, gid);
+    if (!lstatSync(current).isDirectory()) continue;
+    for (const name of readdirSync(current)) pending.push(join(current, name));
+  }
+}

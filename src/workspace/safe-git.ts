@@ -1,0 +1,136 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { simpleGit, type SimpleGit } from "simple-git";
+
+/**
+ * Host-side git that a hostile worktree cannot turn into code execution
+ * (DESIGN.md invariant 3). The agent may rewrite anything in its worktree:
+ * `.git` files, `.gitattributes`, nested repositories with their own config.
+ * So every host git call here:
+ * - starts from an environment with no inherited `GIT_*` variable, no system or
+ *   global config (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`) and an
+ *   empty HOME, so only the repository's own config (written by the user, never
+ *   mounted writable into a container) is read;
+ * - names the git directory and work tree explicitly, so a `.git` file the agent
+ *   planted never redirects git;
+ * - overrides, on the command line (which wins over any config file), every
+ *   setting that runs a program: hooks, fsmonitor, and each filter, diff and
+ *   merge driver the repository's config defines; submodules are not recursed.
+ *
+ * simple-git blocks these `-c` keys by default to protect callers passing
+ * untrusted arguments; we set them to *disarm* those features, so the matching
+ * `unsafe` switches are enabled here and only here.
+ */
+export interface SafeGitOptions {
+  /** Directory git runs in. */
+  baseDirectory: string;
+  /** Explicit `--git-dir`; when set, `workTree` should be too. */
+  gitDirectory?: string;
+  workTree?: string;
+  /** Extra `-c key=value` overrides, e.g. the driver overrides from {@link driverOverrides}. */
+  config?: string[];
+}
+
+const EMPTY_HOME = mkdtempSync(join(tmpdir(), "agent-runner-git-home-"));
+/** A directory that never holds hooks. */
+const NO_HOOKS = join(EMPTY_HOME, "no-hooks");
+
+const BASE_CONFIG = [
+  `core.hooksPath=${NO_HOOKS}`,
+  "core.fsmonitor=false",
+  "core.untrackedCache=false",
+  "core.attributesFile=/dev/null",
+  "core.askPass=",
+  "core.pager=cat",
+  "diff.external=",
+  "diff.ignoreSubmodules=all",
+  "submodule.recurse=false",
+  "status.submoduleSummary=false",
+  "commit.gpgSign=false",
+  "tag.gpgSign=false",
+  "gc.auto=0",
+  "maintenance.auto=false",
+  "safe.directory=*",
+  "user.name=agent-runner",
+  "user.email=agent-runner@localhost",
+];
+
+/** The environment every host git process gets: nothing inherited but PATH and locale. */
+export function safeGitEnvironment(): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: EMPTY_HOME,
+    LANG: "C",
+    LC_ALL: "C",
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_ATTR_NOSYSTEM: "1",
+    GIT_TERMINAL_PROMPT: "0",
+    GIT_ASKPASS: "/bin/false",
+    GIT_EDITOR: "/bin/false",
+  };
+}
+
+export function safeGit(options: SafeGitOptions): SimpleGit {
+  const git = simpleGit({
+    baseDir: options.baseDirectory,
+    config: [...BASE_CONFIG, ...(options.config ?? [])],
+    unsafe: {
+      allowUnsafeHooksPath: true,
+      allowUnsafeFsMonitor: true,
+      allowUnsafeFilter: true,
+      allowUnsafeDiffExternal: true,
+      allowUnsafeDiffTextConv: true,
+      allowUnsafeMergeDriver: true,
+      allowUnsafeConfigPaths: true,
+      allowUnsafeAskPass: true,
+      allowUnsafeEditor: true,
+      allowUnsafePager: true,
+    },
+  }).env(safeGitEnvironment());
+  return git;
+}
+
+/** Runs raw git arguments through {@link safeGit}, adding `--git-dir`/`--work-tree` when given. */
+export function rawSafeGit(options: SafeGitOptions, args: string[]): Promise<string> {
+  const prefix: string[] = [];
+  if (options.gitDirectory) prefix.push(`--git-dir=${options.gitDirectory}`);
+  if (options.workTree) prefix.push(`--work-tree=${options.workTree}`);
+  return safeGit(options).raw([...prefix, ...args]);
+}
+
+/**
+ * `-c` overrides that disarm every filter, diff and merge driver named in the
+ * repository's config: an empty command means "no driver", and `required=false`
+ * keeps a disarmed filter from failing the command. Verified against git 2.39.
+ */
+export async function driverOverrides(repositoryDirectory: string): Promise<string[]> {
+  let listing = "";
+  try {
+    listing = await rawSafeGit({ baseDirectory: repositoryDirectory }, [
+      "config",
+      "--name-only",
+      "--get-regexp",
+      "^(filter|diff|merge)\\.",
+    ]);
+  } catch {
+    return []; // exit 1: no such keys
+  }
+  const overrides = new Set<string>();
+  for (const key of listing.split("\n")) {
+    const match = /^(filter|diff|merge)\.(.+)\.([^.]+)$/.exec(key.trim());
+    if (!match) continue;
+    const [, section, name] = match;
+    if (section === "filter") {
+      for (const field of ["clean", "smudge", "process"]) overrides.add(`filter.${name}.${field}=`);
+      overrides.add(`filter.${name}.required=false`);
+    } else if (section === "diff") {
+      overrides.add(`diff.${name}.command=`);
+      overrides.add(`diff.${name}.textconv=`);
+    } else {
+      overrides.add(`merge.${name}.driver=`);
+    }
+  }
+  return [...overrides];
+}
