@@ -1,0 +1,71 @@
+import { lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import Docker from "dockerode";
+import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
+import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
+
+export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm";
+
+/**
+ * Integration tests need a running Docker daemon and the sandbox image
+ * (`make setup` provides both). They never skip: a missing daemon fails them.
+ */
+export async function requireDocker(): Promise<Docker> {
+  const docker = new Docker();
+  try {
+    await docker.ping();
+  } catch (error) {
+    throw new Error(`integration tests need a Docker daemon (run \`make setup\`): ${(error as Error).message}`);
+  }
+  try {
+    await docker.getImage(SANDBOX_IMAGE).inspect();
+  } catch {
+    throw new Error(`integration tests need the sandbox image ${SANDBOX_IMAGE} (run \`make setup\`)`);
+  }
+  return docker;
+}
+
+let counter = 0;
+
+/** A sandbox on `workspace` with test defaults; override any part of the spec. */
+export async function createTestSandbox(workspace: string, overrides: Partial<SandboxSpec> = {}): Promise<Sandbox> {
+  const provider = new DockerSandboxProvider();
+  counter += 1;
+  return provider.create({
+    runId: `test-${process.pid}-${Date.now().toString(36)}-${counter}`,
+    agentId: "main",
+    image: SANDBOX_IMAGE,
+    workspace: { hostPath: workspace },
+    readOnlyMounts: [],
+    env: { HOME: "/tmp", PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" },
+    user: { uid: 1000, gid: 1000 },
+    limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256 },
+    ...overrides,
+  });
+}
+
+/**
+ * A temporary host directory holding `files`, owned by uid/gid 1000 (the
+ * sandbox user in tests) so the sandbox can write to it. `await using` removes it.
+ */
+export function createSandboxWorkspace(files: Record<string, string | Buffer> = {}, uid = 1000) {
+  const root = mkdtempSync(join(tmpdir(), "agent-runner-test-ws-"));
+  for (const [path, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), content);
+  }
+  chownTree(root, uid, uid);
+  return {
+    path: root,
+    async [Symbol.asyncDispose]() {
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+function chownTree(path: string, uid: number, gid: number): void {
+  lchownSync(path, uid, gid);
+  if (!lstatSync(path).isDirectory()) return;
+  for (const name of readdirSync(path)) chownTree(join(path, name), uid, gid);
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["tests/**/*.test.ts"],
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
+    // Docker-heavy files share 2 cores; more workers only queue on the daemon.
+    maxWorkers: 2,
+    minWorkers: 1,
+    reporters: ["default"],
+  },
+});
