@@ -1,0 +1,57 @@
+# agent-runner — `make setup`, `make demo`, `make test` (README.md).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-assets.mjs
+# Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
+BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
+
+.PHONY: help setup docker deps build image link demo test test-unit test-integration bench clean
+
+help:
+	@echo "make setup   Docker engine (if absent), npm deps, build, sandbox image, 'runner' on PATH"
+	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
+	@echo "make test    all tests: unit, end-to-end and integration (real Docker)"
+	@echo "make bench   sandbox and loop benchmarks (medians, ratios)"
+
+setup: docker deps build image link
+	@echo "setup done: try 'make demo', or 'runner exec path/to/task.yaml'"
+
+docker:
+	@bash scripts/ensure-docker.sh
+
+deps: node_modules/.installed
+node_modules/.installed: package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+build: dist/.built
+dist/.built: $(SOURCES) node_modules/.installed
+	npm run build
+	@touch $@
+
+image: docker
+	@bash sandbox-images/build.sh
+
+link: build
+	@mkdir -p $(BIN_DIR)
+	@ln -sf $(CURDIR)/dist/cli/main.js $(BIN_DIR)/runner
+	@command -v runner >/dev/null 2>&1 && echo "runner -> $(BIN_DIR)/runner" || echo "runner linked in $(BIN_DIR); add it to PATH"
+
+demo: build
+	@bash scripts/demo.sh
+
+test: build
+	npx vitest run
+
+test-unit: build
+	npx vitest run tests/unit
+
+test-integration: build
+	npx vitest run tests/integration tests/e2e
+
+bench: build
+	npx tsx bench/sandbox.bench.ts
+
+clean:
+	rm -rf dist node_modules/.installed
