@@ -1,0 +1,83 @@
+import { writeFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { loadTaskFile, TaskValidationError } from "../../src/config/load-task.js";
+import { temporaryDirectory } from "../helpers/git-repository.js";
+
+function writeTask(directory: string, yaml: string): string {
+  const file = join(directory, "task.yaml");
+  writeFileSync(file, yaml);
+  return file;
+}
+
+function problemsOf(file: string): { path: string; message: string }[] {
+  try {
+    loadTaskFile(file);
+  } catch (error) {
+    expect(error).toBeInstanceOf(TaskValidationError);
+    expect((error as TaskValidationError).exitCode).toBe(2);
+    return (error as TaskValidationError).problems;
+  }
+  throw new Error("expected the task to be rejected");
+}
+
+describe("loadTaskFile", () => {
+  it("fills defaults and resolves paths relative to the task file", async () => {
+    await using directory = temporaryDirectory();
+    mkdirSync(join(directory.path, "repo"));
+    writeFileSync(join(directory.path, "script.yaml"), "turns: []\n");
+    const task = loadTaskFile(
+      writeTask(directory.path, "name: fix-add\ninstruction: do it\nworkspace: ./repo\nmodel: { provider: scripted, script: ./script.yaml }\n"),
+    );
+    expect(task.workspacePath).toBe(join(directory.path, "repo"));
+    expect(task.scriptPath).toBe(join(directory.path, "script.yaml"));
+    expect(task.max_steps).toBe(50);
+    expect(task.sandbox).toMatchObject({ image: "agent-runner/sandbox:bookworm", network: { allow: [] }, limits: { cpus: 1, memory: 1024 ** 3, pids: 256 } });
+  });
+
+  it("lists every problem with its field path, not just the first", async () => {
+    await using directory = temporaryDirectory();
+    const problems = problemsOf(
+      writeTask(
+        directory.path,
+        [
+          "name: Fix_Add",
+          "workspace: 42",
+          "model: { provider: claude }",
+          "sandbox:",
+          "  limits: { memory: lots, pids: 2 }",
+          "  netwrk: {}",
+          "verify: { timeout_sec: 10 }",
+          "max_steps: -1",
+        ].join("\n"),
+      ),
+    );
+    const paths = problems.map((problem) => problem.path);
+    expect(paths).toEqual(
+      expect.arrayContaining(["name", "instruction", "workspace", "model.provider", "sandbox.limits.memory", "sandbox.limits.pids", "sandbox", "verify.command", "max_steps"]),
+    );
+    expect(problems.find((problem) => problem.path === "instruction")?.message).toMatch(/required/);
+    expect(problems.find((problem) => problem.path === "sandbox")?.message).toMatch(/unknown field netwrk/);
+    expect(problems.find((problem) => problem.path === "sandbox.limits.memory")?.message).toMatch(/512m/);
+    expect(problems.find((problem) => problem.path === "name")?.message).toMatch(/lowercase/);
+  });
+
+  it("reports cross-field problems together: missing workspace and script, network allow-list not built yet", async () => {
+    await using directory = temporaryDirectory();
+    const problems = problemsOf(
+      writeTask(
+        directory.path,
+        "name: t\ninstruction: x\nworkspace: ./nope\nmodel: { provider: scripted }\nsandbox: { network: { allow: [pypi.org] } }\n",
+      ),
+    );
+    expect(problems.map((problem) => problem.path).sort()).toEqual(["model.script", "sandbox.network.allow", "workspace"]);
+    expect(problems.find((problem) => problem.path === "sandbox.network.allow")?.message).toMatch(/not implemented yet/);
+  });
+
+  it("rejects YAML syntax errors and non-mapping documents", async () => {
+    await using directory = temporaryDirectory();
+    expect(problemsOf(writeTask(directory.path, "name: [unclosed\n"))[0]?.message).toMatch(/YAML syntax/);
+    expect(problemsOf(writeTask(directory.path, "- a list\n"))[0]?.message).toMatch(/expected a mapping/);
+    expect(problemsOf(join(directory.path, "missing.yaml"))[0]?.message).toBe("file not found");
+  });
+});
