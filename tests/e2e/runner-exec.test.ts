@@ -1,0 +1,152 @@
+import { spawn } from "node:child_process";
+import { cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { requireDocker } from "../helpers/docker.js";
+import { temporaryDirectory } from "../helpers/git-repository.js";
+import { execFileSync } from "node:child_process";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const CLI = join(ROOT, "dist/cli/main.js");
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runCli(args: string[], environment: Record<string, string>): Promise<CliResult> {
+  if (!existsSync(CLI)) throw new Error("dist/cli/main.js is missing: run `make build` (make test does)");
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...environment }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A copy of examples/fix-median whose repo/ is a fresh git repository; optional script override. */
+function fixMedianCopy(directory: string, script?: string): { task: string; repo: string } {
+  cpSync(join(ROOT, "examples/fix-median"), directory, { recursive: true });
+  const repo = join(directory, "repo");
+  const git = (...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@localhost", ...args], { cwd: repo, encoding: "utf8" });
+  git("init", "-q", "-b", "main");
+  git("add", "-A");
+  git("commit", "-q", "-m", "initial");
+  if (script !== undefined) writeFileSync(join(directory, "script.yaml"), script);
+  return { task: join(directory, "task.yaml"), repo };
+}
+
+function readReport(home: string, stdout: string): Record<string, unknown> {
+  const runDirectory = /run directory: (\S+)/.exec(stdout)?.[1];
+  expect(runDirectory, stdout).toBeDefined();
+  expect(runDirectory!.startsWith(join(home, "runs"))).toBe(true);
+  return JSON.parse(readFileSync(join(runDirectory!, "report.json"), "utf8"));
+}
+
+describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => {
+  it("fixes examples/fix-median: exit 0, verified, patch on runner/<id>, user's checkout untouched", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task, repo } = fixMedianCopy(directory.path);
+    const before = execFileSync("git", ["status", "--porcelain", "--branch"], { cwd: repo, encoding: "utf8" });
+    const headBefore = execFileSync("git", ["rev-parse", "HEAD"], { cwd: repo, encoding: "utf8" });
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr + result.stdout).toBe(0);
+    const report = readReport(home.path, result.stdout);
+    expect(report).toMatchObject({ task: "fix-median", status: "succeeded", reason: "verified", verify: { command: "python3 -m pytest -q", exit_code: 0, passed: true }, steps: 5, tool_calls: 4, patch: "patch.diff" });
+    expect(report.trace_id).toMatch(/^[0-9a-f]{32}$/);
+    const runDirectory = join(home.path, "runs", String(report.run_id));
+    const patch = readFileSync(join(runDirectory, "patch.diff"), "utf8");
+    expect(patch).toContain("+    return (ordered[middle - 1] + ordered[middle]) / 2");
+    expect(execFileSync("git", ["show", `${report.branch}:stats.py`], { cwd: repo, encoding: "utf8" })).toContain("ordered[middle - 1]");
+    // The user's checkout: same branch, same HEAD, same (clean) status, file unchanged.
+    expect(execFileSync("git", ["status", "--porcelain", "--branch"], { cwd: repo, encoding: "utf8" })).toBe(before);
+    expect(execFileSync("git", ["rev-parse", "HEAD"], { cwd: repo, encoding: "utf8" })).toBe(headBefore);
+    expect(readFileSync(join(repo, "stats.py"), "utf8")).toContain("return ordered[middle]\n");
+    // events.jsonl: CloudEvents envelopes with the run's trace id.
+    const events = readFileSync(join(runDirectory, "events.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line));
+    expect(events[0]).toMatchObject({ specversion: "1.0", type: "dev.agent-runner.run.started.v1", source: `agent-runner://runs/${report.run_id}` });
+    expect(events.at(-1)).toMatchObject({ type: "dev.agent-runner.run.finished.v1", data: { status: "succeeded", exit_code: 0 } });
+    for (const event of events) expect(event.traceparent).toMatch(new RegExp(`^00-${report.trace_id}-[0-9a-f]{16}-01$`));
+    const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8"));
+    expect(session.agents.main.messages.at(-1)).toMatchObject({ role: "assistant", content: expect.stringContaining("All 5 tests pass") });
+    // The worktree directory is removed; the branch stays.
+    expect(existsSync(join(runDirectory, "worktree"))).toBe(false);
+  });
+
+  it("exit 1 when the agent stops without fixing the bug (verification fails)", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task } = fixMedianCopy(directory.path, "turns:\n  - content: I give up.\n");
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr).toBe(1);
+    const report = readReport(home.path, result.stdout);
+    expect(report).toMatchObject({ status: "failed", reason: "verify_failed", verify: { passed: false } });
+    expect(String((report.verify as { output_tail: string }).output_tail)).toMatch(/failed/);
+  });
+
+  it("exit 1 at max_steps", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task } = fixMedianCopy(directory.path, "turns:\n" + "  - tool_calls: [{ name: list_dir, arguments: { path: . } }]\n".repeat(3));
+    const result = await runCli(["exec", task, "--max-steps", "2"], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr).toBe(1);
+    expect(readReport(home.path, result.stdout)).toMatchObject({ status: "failed", reason: "max_steps", steps: 2 });
+  });
+
+  it("exit 3 with the turn and what it saw when a scripted expect is not met", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task } = fixMedianCopy(
+      directory.path,
+      'turns:\n  - tool_calls: [{ name: read_file, arguments: { path: stats.py } }]\n  - expect: { tool_result_matches: "def mode" }\n    content: never\n',
+    );
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr).toBe(3);
+    const report = readReport(home.path, result.stdout);
+    expect(report).toMatchObject({ status: "error", reason: "script_expectation_failed" });
+    expect(String(report.error)).toMatch(/turn 1 expect\.tool_result_matches \/def mode\/ not met; tool results began: ".*Small descriptive/);
+  });
+
+  it("exit 2 before anything starts for a bad task file, listing every problem", async () => {
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    writeFileSync(join(directory.path, "task.yaml"), "name: BAD NAME\nmax_steps: zero\nsandbox: { limits: { cpus: -1 } }\n");
+    const result = await runCli(["exec", join(directory.path, "task.yaml")], { RUNNER_HOME: home.path });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/problems:/);
+    for (const field of ["name", "instruction", "max_steps", "sandbox.limits.cpus"]) expect(result.stderr).toContain(`  - ${field}: `);
+    expect(existsSync(join(home.path, "runs"))).toBe(false);
+  });
+
+  it("exit 2 when the workspace is not a git repository, naming the fix", async () => {
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const result = await runCli(["exec", "--instruction", "do something", "--workspace", directory.path], { RUNNER_HOME: home.path, OPENAI_API_KEY: "x", OPENAI_MODEL: "m" });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/is not a git repository; run `git init/);
+  });
+
+  it("--json streams the CloudEvents on stdout, one JSON object per line", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task } = fixMedianCopy(directory.path);
+    const result = await runCli(["exec", task, "--json"], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr).toBe(0);
+    const lines = result.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    const types = lines.map((line) => line.type);
+    expect(types[0]).toBe("dev.agent-runner.run.started.v1");
+    expect(types).toContain("dev.agent-runner.tool_call.finished.v1");
+    expect(types).toContain("dev.agent-runner.verify.finished.v1");
+    expect(types.at(-1)).toBe("dev.agent-runner.run.finished.v1");
+  });
+});
