@@ -2,6 +2,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
+import { sweepDeadRuns } from "../run/run-lock.js";
 import { runTask } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
@@ -31,7 +32,9 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   if (task.model.provider === "openai") openAIClient(task, process.env);
 
   const provider = new DockerSandboxProvider();
+  // Leftovers of runs whose runner died (kill -9, crash): containers, networks, worktrees.
   await sweepLeftovers(provider.docker).catch(() => undefined);
+  await sweepDeadRuns(runnerHome()).catch(() => undefined);
   const view = options.json ? undefined : new ProgressView();
   const { report, exitCode, runDirectory } = await runTask(
     task,

@@ -12,7 +12,9 @@ import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
 import { workspaceTools } from "../tools/builtin/index.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { commitRunWorktree, containerGitMounts, createRunWorktree, diffRunBranch, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import { currentOwner } from "../process/process-owner.js";
 import { newRunId } from "./run-id.js";
+import { writeRunLock } from "./run-lock.js";
 import { exitCodeFor, type RunReport, type RunStatus } from "./run-report.js";
 
 export interface RunDependencies {
@@ -92,6 +94,7 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     worktree = await createRunWorktree(task.workspacePath, runId, join(runDirectory, "worktree"));
     report.branch = worktree.branch;
     report.base_commit = worktree.baseCommit;
+    writeRunLock(runDirectory, { run_id: runId, owner: currentOwner(), repository: worktree.repositoryRoot, worktree: worktree.path, branch: worktree.branch });
     events.emit({
       type: "run.started",
       data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit },
@@ -141,11 +144,7 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     report.usage = outcome.usage;
     report.final_message = outcome.finalMessage;
 
-    const committed = await commitRunWorktree(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`);
-    report.head_commit = committed.head;
-    events.emit({ type: "workspace.committed", data: { branch: worktree.branch, commit: committed.head, changed: committed.changed } });
-    writeFileSync(join(runDirectory, "patch.diff"), await diffRunBranch(worktree));
-    report.patch = "patch.diff";
+    await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`, runDirectory, report, events);
 
     throwIfAborted(options.signal);
     if (task.verify) {
@@ -182,6 +181,15 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
   } finally {
     await cleanUp(async () => sandbox?.close(), "sandbox", events);
     await cleanUp(async () => model?.close(), "model", events);
+    if (worktree && report.head_commit === null) {
+      // Interrupted or failed before the normal commit: keep the agent's work on its branch anyway.
+      const current = worktree;
+      await cleanUp(
+        () => commitAndWritePatch(current, `agent-runner: ${task.name} (run ${runId}, ${report.status}: partial work)`, runDirectory, report, events),
+        "commit of partial work",
+        events,
+      );
+    }
     if (worktree) {
       const failure = await removeRunWorktree(worktree);
       if (failure) events.emit({ type: "cleanup.failed", data: { what: "worktree", error: failure.message } });
@@ -195,6 +203,14 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     log.close();
   }
   return { report, exitCode: exitCodeFor(report.status), runDirectory };
+}
+
+async function commitAndWritePatch(worktree: RunWorktree, message: string, runDirectory: string, report: RunReport, events: EventSink): Promise<void> {
+  const committed = await commitRunWorktree(worktree, message);
+  report.head_commit = committed.head;
+  events.emit({ type: "workspace.committed", data: { branch: worktree.branch, commit: committed.head, changed: committed.changed } });
+  writeFileSync(join(runDirectory, "patch.diff"), await diffRunBranch(worktree));
+  report.patch = "patch.diff";
 }
 
 /**

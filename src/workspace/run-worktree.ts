@@ -147,10 +147,17 @@ export async function diffRunBranch(worktree: RunWorktree): Promise<string> {
  * git admin entry; the branch stays. Errors are returned, not thrown: cleanup
  * must go on.
  */
-export async function removeRunWorktree(worktree: RunWorktree): Promise<Error | null> {
+export function removeRunWorktree(worktree: RunWorktree): Promise<Error | null> {
+  return removeWorktreeDirectory(worktree.repositoryRoot, worktree.path);
+}
+
+/** {@link removeRunWorktree} from just the two paths (for runs found on disk). */
+export async function removeWorktreeDirectory(repositoryRoot: string, worktreePath: string): Promise<Error | null> {
   try {
-    rmSync(worktree.path, { recursive: true, force: true });
-    await rawSafeGit({ baseDirectory: worktree.repositoryRoot, config: worktree.gitConfig }, ["worktree", "prune"]);
+    rmSync(worktreePath, { recursive: true, force: true });
+    if (existsSync(repositoryRoot)) {
+      await rawSafeGit({ baseDirectory: repositoryRoot, config: await driverOverrides(repositoryRoot) }, ["worktree", "prune"]);
+    }
     return null;
   } catch (error) {
     return error as Error;

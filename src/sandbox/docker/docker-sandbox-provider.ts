@@ -6,7 +6,7 @@ import { SandboxError, errorMessage } from "../../errors.js";
 import { WORKSPACE_ROOT, type Sandbox, type SandboxProvider, type SandboxSpec } from "../sandbox.js";
 import { DockerSandbox } from "./docker-sandbox.js";
 import { LABEL_AGENT_ID, LABEL_OWNER, LABEL_RUN_ID } from "./labels.js";
-import { currentOwner } from "./process-owner.js";
+import { currentOwner } from "../../process/process-owner.js";
 import { SandboxChannel } from "./sandbox-channel.js";
 
 const DAEMON_DIRECTORY = fileURLToPath(new URL("./daemon/", import.meta.url));

@@ -1,6 +1,6 @@
 import type Docker from "dockerode";
 import { LABEL_OWNER, LABEL_RUN_ID } from "./labels.js";
-import { isOwnerAlive } from "./process-owner.js";
+import { isOwnerAlive } from "../../process/process-owner.js";
 
 export interface SweepResult {
   /** Ids (short) of containers removed. */

@@ -1,0 +1,38 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { sweepDeadRuns, writeRunLock } from "../../src/run/run-lock.js";
+import { createRunWorktree } from "../../src/workspace/run-worktree.js";
+import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
+import { currentOwner } from "../../src/process/process-owner.js";
+
+describe("sweepDeadRuns (real git)", () => {
+  it("removes the worktree of a run whose runner died, keeps its branch, and records why", async () => {
+    await using repository = createGitRepository({ "a.txt": "a\n" });
+    await using home = temporaryDirectory();
+    const deadDirectory = join(home.path, "runs", "dead-run");
+    const liveDirectory = join(home.path, "runs", "live-run");
+    mkdirSync(deadDirectory, { recursive: true });
+    mkdirSync(liveDirectory, { recursive: true });
+    const dead = await createRunWorktree(repository.root, "dead-run", join(deadDirectory, "worktree"));
+    const live = await createRunWorktree(repository.root, "live-run", join(liveDirectory, "worktree"));
+    // A pid that has certainly exited: a child we already waited for.
+    const exited = spawnSync("true").pid!;
+    writeRunLock(deadDirectory, { run_id: "dead-run", owner: `${hostname()}:${exited}:1`, repository: repository.root, worktree: dead.path, branch: dead.branch });
+    writeRunLock(liveDirectory, { run_id: "live-run", owner: currentOwner(), repository: repository.root, worktree: live.path, branch: live.branch });
+
+    expect(await sweepDeadRuns(home.path)).toEqual(["dead-run"]);
+
+    expect(existsSync(dead.path)).toBe(false);
+    expect(existsSync(live.path)).toBe(true);
+    const worktrees = execFileSync("git", ["worktree", "list", "--porcelain"], { cwd: repository.root, encoding: "utf8" });
+    expect(worktrees).not.toContain(dead.path);
+    expect(worktrees).toContain(live.path);
+    expect(repository.git("branch", "--list", "runner/*")).toContain("runner/dead-run");
+    expect(JSON.parse(readFileSync(join(deadDirectory, "report.json"), "utf8"))).toMatchObject({ status: "error", reason: "runner_died" });
+    // A second sweep finds nothing more.
+    expect(await sweepDeadRuns(home.path)).toEqual([]);
+  });
+});
