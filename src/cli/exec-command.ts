@@ -2,6 +2,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
+import { createLogger } from "../logging/logger.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
 import { runTask } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
@@ -33,8 +34,15 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
 
   const provider = new DockerSandboxProvider();
   // Leftovers of runs whose runner died (kill -9, crash): containers, networks, worktrees.
-  await sweepLeftovers(provider.docker).catch(() => undefined);
-  await sweepDeadRuns(runnerHome()).catch(() => undefined);
+  const logger = createLogger({ component: "cli" });
+  await sweepLeftovers(provider.docker).then(
+    (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
+    (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
+  );
+  await sweepDeadRuns(runnerHome()).then(
+    (runs) => runs.length && logger.info({ runs }, "removed worktrees of runs whose runner died"),
+    (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),
+  );
   const view = options.json ? undefined : new ProgressView();
   const { report, exitCode, runDirectory } = await runTask(
     task,

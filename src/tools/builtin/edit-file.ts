@@ -16,45 +16,54 @@ export const editFileTool = defineTool({
     const file = await sandbox.readFile(input.path);
     if (!file) return toolError(`file not found: ${input.path}. Use write_file to create it.`);
     if (file.content.includes(0)) return toolError(`${input.path} is a binary file; edit_file edits text only`);
-    const text = file.content.toString("utf8");
     let oldString = input.old_string;
     let newString = input.new_string;
-    // Models write "\n"; a CRLF file keeps CRLF.
-    if (text.includes("\r\n") && !oldString.includes("\r\n") && oldString.includes("\n")) {
-      oldString = oldString.replace(/\n/g, "\r\n");
+    // Models write "\n"; a CRLF file keeps CRLF, whatever the strings hold.
+    if (file.content.includes("\r\n")) {
+      if (!oldString.includes("\r\n")) oldString = oldString.replace(/\n/g, "\r\n");
       newString = newString.replace(/\r?\n/g, "\r\n");
     }
-    const positions = occurrences(text, oldString);
+    // Matching and splicing work on bytes, so bytes that are not valid UTF-8
+    // elsewhere in the file survive the edit untouched.
+    const search = Buffer.from(oldString, "utf8");
+    const positions = occurrences(file.content, search);
     if (positions.length === 0) {
       return toolError(`old_string not found in ${input.path} (0 matches); the file is unchanged. Read the file again and copy the text exactly, including whitespace.`);
     }
+    const lines = positions.map((position) => lineOf(file.content, position));
     if (positions.length > 1 && !input.replace_all) {
-      const lines = positions.map((position) => lineOf(text, position));
       return toolError(
         `old_string matches ${positions.length} times in ${input.path} (lines ${lines.join(", ")}); the file is unchanged. ` +
           "Include more surrounding text to make it unique, or set replace_all: true.",
       );
     }
-    // split/join, not String.replace: `$&`, `$1` and friends stay literal.
-    const updated = text.split(oldString).join(newString);
-    const written = await sandbox.writeFile(input.path, Buffer.from(updated, "utf8"));
+    const replacement = Buffer.from(newString, "utf8");
+    const parts: Buffer[] = [];
+    let cursor = 0;
+    for (const position of positions) {
+      parts.push(file.content.subarray(cursor, position), replacement);
+      cursor = position + search.length;
+    }
+    parts.push(file.content.subarray(cursor));
+    const written = await sandbox.writeFile(input.path, Buffer.concat(parts));
+    const plural = positions.length === 1 ? "" : "s";
     return {
-      content: `Edited ${input.path}: replaced ${positions.length} occurrence${positions.length === 1 ? "" : "s"} (line${positions.length === 1 ? "" : "s"} ${positions.map((position) => lineOf(text, position)).join(", ")}).`,
+      content: `Edited ${input.path}: replaced ${positions.length} occurrence${plural} (line${plural} ${lines.join(", ")}).`,
       details: { path: written.path, replacements: positions.length },
     };
   },
 });
 
-function occurrences(text: string, search: string): number[] {
+function occurrences(content: Buffer, search: Buffer): number[] {
   const found: number[] = [];
-  for (let index = text.indexOf(search); index !== -1; index = text.indexOf(search, index + search.length)) {
+  for (let index = content.indexOf(search); index !== -1; index = content.indexOf(search, index + search.length)) {
     found.push(index);
   }
   return found;
 }
 
-function lineOf(text: string, position: number): number {
+function lineOf(content: Buffer, position: number): number {
   let line = 1;
-  for (let index = 0; index < position; index += 1) if (text.charCodeAt(index) === 10) line += 1;
+  for (let index = content.indexOf(10); index !== -1 && index < position; index = content.indexOf(10, index + 1)) line += 1;
   return line;
 }

@@ -6,7 +6,7 @@ const MAX_MATCHES = 500;
 export const globTool = defineTool({
   name: "glob",
   description:
-    "Find files by glob pattern (e.g. '**/*.py', 'src/**/test_*.ts'), newest first. Files ignored by .gitignore and the .git directory are skipped.",
+    "Find files by glob pattern (e.g. '**/*.py', 'src/**/test_*.ts'), newest first; paths are relative to /workspace. Files ignored by .gitignore and the .git directory are skipped.",
   input: z.strictObject({
     pattern: z.string().min(1).describe("Glob pattern, matched against paths relative to the search directory"),
     path: z.string().min(1).optional().describe("Directory to search in (default: the workspace root)"),
@@ -27,7 +27,12 @@ export const globTool = defineTool({
       signal,
     });
     if (result.exitCode !== 0 && result.stderr.trim()) return toolError(`glob failed: ${result.stderr.trim()}`);
-    const paths = result.stdout.split("\n").filter(Boolean);
+    // Paths are given relative to the workspace root, like every tool's paths.
+    const prefix = info.path === "/workspace" ? "" : `${info.path.slice("/workspace/".length)}/`;
+    const paths = result.stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((path) => `${prefix}${path}`);
     if (paths.length === 0) return { content: `No files match ${input.pattern} in ${directory}` };
     const shown = paths.slice(0, MAX_MATCHES);
     if (paths.length > MAX_MATCHES) shown.push(`[... ${paths.length - MAX_MATCHES} more matches; narrow the pattern]`);

@@ -19,9 +19,10 @@ export const grepTool = defineTool({
     if (!info) return toolError(`path not found: ${target}`);
     const result = await sandbox.exec({
       command:
-        'cd /workspace && rg --line-number --no-heading --color=never --hidden --glob \'!.git\' --max-columns=500 --max-columns-preview ' +
+        'cd /workspace && rg --with-filename --line-number --no-heading --color=never --hidden --glob \'!.git\' --max-columns=500 --max-columns-preview ' +
         '${RUNNER_GREP_GLOB:+--glob "$RUNNER_GREP_GLOB"} -e "$RUNNER_GREP_PATTERN" -- "$RUNNER_GREP_PATH" | head -n ' +
-        String(MAX_ROWS + 1),
+        String(MAX_ROWS + 1) +
+        " | sed 's|^\\./||'",
       env: {
         RUNNER_GREP_PATTERN: input.pattern,
         RUNNER_GREP_PATH: relativeToWorkspace(info.path),

@@ -3,8 +3,8 @@ import { defineTool } from "../define-tool.js";
 
 /** Longest timeout a single command may ask for, ms. */
 export const MAX_SHELL_TIMEOUT_MS = 60 * 60 * 1000;
-/** Bytes kept per stream (head and tail halves). */
-const MAX_STREAM_BYTES = 32 * 1024;
+/** Bytes kept per stream (head and tail halves): both streams and their labels fit in one tool result (MAX_TOOL_RESULT_CHARACTERS). */
+const MAX_STREAM_BYTES = 20 * 1024;
 
 export const runShellTool = defineTool({
   name: "run_shell",

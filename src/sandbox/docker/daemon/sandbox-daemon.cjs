@@ -39,31 +39,50 @@ function isInside(real) {
 
 // Resolves `requested` the way the kernel would, inside this container: the
 // deepest existing ancestor goes through realpath (so `..` and symlinks are
-// followed), the not-yet-existing rest is appended. Refuses anything outside.
+// followed), a dangling symlink is followed by hand (its target may be created
+// by a write), and the not-yet-existing rest is appended. Refuses anything
+// that ends up outside the workspace.
+const MAX_SYMLINK_HOPS = 40;
+
 function resolveInside(requested) {
   if (typeof requested !== "string" || requested.length === 0) {
     throw new RequestError("BAD_PATH", "path must be a non-empty string");
   }
   if (requested.includes("\0")) throw new RequestError("BAD_PATH", "path contains a NUL byte");
-  const absolute = path.resolve(WORKSPACE_REAL, requested);
-  const missing = [];
-  let existing = absolute;
-  for (;;) {
-    try {
-      const real = fs.realpathSync(existing);
-      const resolved = missing.length ? path.join(real, ...missing.reverse()) : real;
-      if (!isInside(resolved)) {
-        throw new RequestError("OUTSIDE_WORKSPACE", "outside workspace", { resolved });
+  let pending = path.resolve(WORKSPACE_REAL, requested);
+  for (let hop = 0; hop < MAX_SYMLINK_HOPS; hop += 1) {
+    const missing = []; // deepest first
+    let existing = pending;
+    let followed = false;
+    while (!followed) {
+      try {
+        const real = fs.realpathSync(existing);
+        const resolved = path.join(real, ...[...missing].reverse());
+        if (!isInside(resolved)) {
+          throw new RequestError("OUTSIDE_WORKSPACE", "outside workspace", { resolved });
+        }
+        return resolved;
+      } catch (error) {
+        if (error instanceof RequestError) throw error;
+        if (error.code !== "ENOENT" && error.code !== "ENOTDIR") throw error;
+        let target = null;
+        try {
+          target = fs.readlinkSync(existing);
+        } catch {
+          // not a symlink: a name that does not exist yet
+        }
+        if (target !== null) {
+          pending = path.resolve(path.dirname(existing), target, ...[...missing].reverse());
+          followed = true;
+        } else {
+          if (existing === "/") throw error;
+          missing.push(path.basename(existing));
+          existing = path.dirname(existing);
+        }
       }
-      return resolved;
-    } catch (error) {
-      if (error instanceof RequestError) throw error;
-      if (error.code !== "ENOENT" && error.code !== "ENOTDIR") throw error;
-      if (existing === "/") throw error;
-      missing.push(path.basename(existing));
-      existing = path.dirname(existing);
     }
   }
+  throw new RequestError("BAD_PATH", `more than ${MAX_SYMLINK_HOPS} symbolic links in "${requested}"`);
 }
 
 function kindOf(stats) {
