@@ -36,6 +36,12 @@ export class OpenAIModelClient implements ModelClient {
   }
 
   async complete(request: ModelRequest): Promise<ModelResponse> {
+    // The SDK adds an abort listener to the signal it gets on every request and
+    // never removes it; a per-call controller keeps the run's signal clean.
+    const controller = new AbortController();
+    const forwardAbort = () => controller.abort();
+    request.signal?.addEventListener("abort", forwardAbort, { once: true });
+    if (request.signal?.aborted) controller.abort();
     let completion: OpenAI.Chat.Completions.ChatCompletion;
     try {
       completion = await this.client.chat.completions.create(
@@ -46,12 +52,14 @@ export class OpenAIModelClient implements ModelClient {
           ...(this.options.temperature === undefined ? {} : { temperature: this.options.temperature }),
         },
         {
-          signal: request.signal,
+          signal: controller.signal,
           headers: { [CALL_INDEX_HEADER]: String(request.callIndex), [AGENT_ID_HEADER]: request.agentId },
         },
       );
     } catch (error) {
       throw translateError(error, request.signal);
+    } finally {
+      request.signal?.removeEventListener("abort", forwardAbort);
     }
     const choice = completion.choices?.[0];
     if (!choice) throw new ModelError("the model returned no choices", "empty_response");

@@ -144,6 +144,8 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     report.usage = outcome.usage;
     report.final_message = outcome.finalMessage;
 
+    // Nothing the agent started may run while host git reads the worktree.
+    await sandbox.stopAllProcesses();
     await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`, runDirectory, report, events);
 
     throwIfAborted(options.signal);

@@ -80,6 +80,12 @@ export interface Sandbox {
   stat(path: string): Promise<PathInfo | null>;
   /** Lists a directory; `null` when it does not exist. Entries sorted by name. */
   listDir(path: string): Promise<DirectoryEntry[] | null>;
+  /**
+   * Kills every process running in the sandbox (commands, their background
+   * children, anything that escaped its process group), leaving the sandbox
+   * usable for new commands. Throws SandboxError if not every process could be killed.
+   */
+  stopAllProcesses(): Promise<void>;
   /** Stops every process and removes the sandbox; safe to call twice. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;

@@ -19,8 +19,6 @@ export interface RunWorktree {
   branch: string;
   /** Commit the branch started from. */
   baseCommit: string;
-  /** Owner of the repository; files are handed back to it at the end. */
-  owner: { uid: number; gid: number };
   /** Who the sandbox runs as: the owner, or {@link FALLBACK_SANDBOX_UID} when the owner is root. */
   sandboxUser: { uid: number; gid: number };
   /** `-c` overrides disarming the repository's drivers. */
@@ -98,7 +96,6 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
     gitDirectory,
     branch,
     baseCommit: repository.head,
-    owner,
     sandboxUser,
     gitConfig,
   };
@@ -108,13 +105,11 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
 
 /**
  * Commits everything in the worktree (including deletions and new files) on
- * the run branch. Hands files back to the repository owner first when the
- * sandbox ran as another uid. Returns the new head and whether anything changed.
+ * the run branch. The caller must make sure no sandbox process runs meanwhile
+ * (`Sandbox.stopAllProcesses` or a closed sandbox): git reads the tree on the
+ * host. Returns the new head and whether anything changed.
  */
 export async function commitRunWorktree(worktree: RunWorktree, message: string): Promise<{ head: string; changed: boolean }> {
-  if ((process.getuid?.() ?? 0) === 0 && worktree.sandboxUser.uid !== worktree.owner.uid) {
-    changeOwnerRecursively(worktree.path, worktree.owner.uid, worktree.owner.gid);
-  }
   const options = {
     baseDirectory: worktree.path,
     gitDirectory: worktree.gitDirectory,
@@ -164,10 +159,17 @@ export async function removeWorktreeDirectory(repositoryRoot: string, worktreePa
   }
 }
 
+/** Entries of the common git directory that read-only git (status, diff, log) needs; nothing else is mounted. */
+const CONTAINER_GIT_ENTRIES = ["HEAD", "objects", "refs", "packed-refs", "shallow", "info"];
+
 /**
- * The read-only git metadata a container needs for `git status/diff/log`: the
- * common git directory at its own path, with a config that holds only the
- * repository format (no remotes, credentials or helpers).
+ * The read-only git metadata a container needs for `git status/diff/log`, as
+ * an allow-list: the object store, refs and HEAD of the common git directory,
+ * the worktree's own admin directory, and a config holding only the repository
+ * format. Not mounted: the real config (remotes, credentials, helpers),
+ * `config.worktree`, `modules/` (submodule configs), hooks, logs, anything else.
+ * Paths inside the container equal the host paths, so the worktree's `.git`
+ * file resolves there too.
  */
 export async function containerGitMounts(worktree: RunWorktree, runDirectory: string): Promise<{ hostPath: string; containerPath: string }[]> {
   const read = async (key: string) => {
@@ -179,19 +181,24 @@ export async function containerGitMounts(worktree: RunWorktree, runDirectory: st
   };
   const lines = ["[core]", `\trepositoryformatversion = ${(await read("core.repositoryformatversion")) || "0"}`, "\tbare = false"];
   const objectFormat = await read("extensions.objectformat");
-  const worktreeConfig = await read("extensions.worktreeconfig");
-  if (objectFormat || worktreeConfig) {
-    lines.push("[extensions]");
-    if (objectFormat) lines.push(`\tobjectformat = ${objectFormat}`);
-    if (worktreeConfig) lines.push(`\tworktreeconfig = ${worktreeConfig}`);
-  }
+  if (objectFormat) lines.push("[extensions]", `\tobjectformat = ${objectFormat}`);
   mkdirSync(runDirectory, { recursive: true });
   const sanitized = join(runDirectory, "container-git-config");
   writeFileSync(sanitized, `${lines.join("\n")}\n`, { mode: 0o644 });
-  return [
-    { hostPath: worktree.commonGitDirectory, containerPath: worktree.commonGitDirectory },
-    { hostPath: sanitized, containerPath: join(worktree.commonGitDirectory, "config") },
-  ];
+  const empty = join(runDirectory, "container-empty-file");
+  writeFileSync(empty, "", { mode: 0o644 });
+  const common = worktree.commonGitDirectory;
+  const mounts = CONTAINER_GIT_ENTRIES.filter((entry) => existsSync(join(common, entry))).map((entry) => ({
+    hostPath: join(common, entry),
+    containerPath: join(common, entry),
+  }));
+  mounts.push({ hostPath: sanitized, containerPath: join(common, "config") });
+  mounts.push({ hostPath: worktree.gitDirectory, containerPath: worktree.gitDirectory });
+  // git copies the user's config.worktree into a new worktree when worktreeConfig is on.
+  if (existsSync(join(worktree.gitDirectory, "config.worktree"))) {
+    mounts.push({ hostPath: empty, containerPath: join(worktree.gitDirectory, "config.worktree") });
+  }
+  return mounts;
 }
 
 /** lchown every entry below `root`, never following a symlink. */

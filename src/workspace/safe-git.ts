@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { simpleGit, type SimpleGit } from "simple-git";
@@ -32,12 +32,21 @@ export interface SafeGitOptions {
   config?: string[];
 }
 
-const EMPTY_HOME = mkdtempSync(join(tmpdir(), "agent-runner-git-home-"));
-/** A directory that never holds hooks. */
-const NO_HOOKS = join(EMPTY_HOME, "no-hooks");
+let emptyHome: string | null = null;
+
+/** An empty HOME for host git, made on first use and removed when the process exits. */
+function gitHome(): string {
+  if (emptyHome === null) {
+    const created = mkdtempSync(join(tmpdir(), "agent-runner-git-home-"));
+    emptyHome = created;
+    process.once("exit", () => rmSync(created, { recursive: true, force: true }));
+  }
+  return emptyHome;
+}
 
 const BASE_CONFIG = [
-  `core.hooksPath=${NO_HOOKS}`,
+  // A path that never holds hooks.
+  "core.hooksPath=/dev/null/no-hooks",
   "core.fsmonitor=false",
   "core.untrackedCache=false",
   "core.attributesFile=/dev/null",
@@ -60,7 +69,7 @@ const BASE_CONFIG = [
 export function safeGitEnvironment(): Record<string, string> {
   return {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
-    HOME: EMPTY_HOME,
+    HOME: gitHome(),
     LANG: "C",
     LC_ALL: "C",
     GIT_CONFIG_NOSYSTEM: "1",

@@ -75,6 +75,11 @@ export class DockerSandbox implements Sandbox {
     return this.channel.request({ op: "list", path });
   }
 
+  async stopAllProcesses(): Promise<void> {
+    const { stopped } = await this.channel.request<{ stopped: boolean }>({ op: "stop_all" });
+    if (!stopped) throw new SandboxError(`sandbox ${this.id}: processes kept re-spawning; could not stop them all`);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -90,6 +90,8 @@ export class FakeSandbox implements Sandbox {
     return [...entries].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, type]) => ({ name, type }));
   }
 
+  async stopAllProcesses(): Promise<void> {}
+
   async close(): Promise<void> {
     this.closed = true;
   }

@@ -211,41 +211,60 @@ class HeadTailCapture {
   }
 }
 
-// Every process a command starts inherits this marker in its environment, so
-// the whole tree can be found even after a child calls setsid() or is
-// re-parented to init.
-function processesWithMarker(marker) {
-  const needle = Buffer.from(`RUNNER_EXEC_ID=${marker}\0`);
+// Every process a command starts inherits RUNNER_EXEC_ID=<marker> in its
+// environment, so the whole tree can be found even after a child calls
+// setsid() or is re-parented to init. A process with no marker at all has
+// wiped its environment to escape: it counts as part of any tree being killed.
+const MARKER_PREFIX = Buffer.from("RUNNER_EXEC_ID=");
+
+function processesMatching(marker) {
+  const needle = marker === null ? null : Buffer.from(`RUNNER_EXEC_ID=${marker}\0`);
   const found = [];
   for (const name of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    const pid = Number(name);
+    // PID 1 is the container's init; our own process answers the runner.
+    if (!/^\d+$/.test(name) || pid === process.pid || pid === 1) continue;
+    let environ;
     try {
-      if (fs.readFileSync(`/proc/${name}/environ`).includes(needle)) found.push(Number(name));
+      environ = fs.readFileSync(`/proc/${name}/environ`);
     } catch {
-      // exited meanwhile, or not ours to read
+      continue; // exited meanwhile
     }
+    if (needle === null || environ.includes(needle) || !environ.includes(MARKER_PREFIX)) found.push(pid);
   }
   return found;
 }
 
-function killTree(entry) {
-  // Repeat: a process may fork while we scan.
-  for (let round = 0; round < 20; round += 1) {
+function killAll(pids) {
+  for (const pid of pids) {
     try {
-      process.kill(-entry.child.pid, "SIGKILL");
+      process.kill(pid, "SIGKILL");
     } catch {
-      // group already gone
-    }
-    const left = processesWithMarker(entry.marker);
-    if (left.length === 0) return;
-    for (const pid of left) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // gone
-      }
+      // gone
     }
   }
+}
+
+// marker null: every process but init and this daemon.
+function killMatching(marker, groupLeader) {
+  // Repeat: a process may fork while we scan.
+  for (let round = 0; round < 50; round += 1) {
+    if (groupLeader) {
+      try {
+        process.kill(-groupLeader, "SIGKILL");
+      } catch {
+        // group already gone
+      }
+    }
+    const left = processesMatching(marker);
+    if (left.length === 0) return true;
+    killAll(left);
+  }
+  return processesMatching(marker).length === 0;
+}
+
+function killTree(entry) {
+  killMatching(entry.marker, entry.child.pid);
 }
 
 let execCounter = 0;
@@ -315,6 +334,14 @@ function execOp(request, respond) {
   });
 }
 
+// Before the host touches the worktree (commit), nothing the agent started may
+// still run: a background process could swap a directory for a symlink while
+// host git reads it.
+function stopAllOp() {
+  for (const entry of running.values()) entry.killed = true;
+  return { stopped: killMatching(null, null) };
+}
+
 function killOp(request) {
   const entry = running.get(request.execId);
   if (!entry) return { killed: false };
@@ -348,6 +375,8 @@ function handle(line) {
         return execOp(request, respond);
       case "kill":
         return respond(killOp(request));
+      case "stop_all":
+        return respond(stopAllOp());
       default:
         throw new RequestError("BAD_REQUEST", `unknown op ${request.op}`);
     }
@@ -363,7 +392,7 @@ function handle(line) {
 const input = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
 input.on("line", handle);
 input.on("close", () => {
-  for (const entry of running.values()) killTree(entry);
+  killMatching(null, null);
   process.exit(0);
 });
 send({ id: 0, ok: true, result: { ready: true, pid: process.pid, uid: process.getuid() } });

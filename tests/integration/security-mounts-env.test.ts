@@ -1,0 +1,277 @@
+/**
+ * Security invariant 1 (DESIGN.md): the container mounts the workspace, plus
+ * read-only git metadata with credentials hidden, and nothing else from the
+ * host: no Docker socket, no home directory, no host environment variable the
+ * task did not name. One real run (runTask → Docker → scripted model) probes
+ * the container from inside; each `it` checks one part of what it saw.
+ */
+import { realpathSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createGitRepository } from "../helpers/git-repository.js";
+import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
+import { parseShellResult, randomToken, runScriptedTask, shellTurn, writeTurn, describeRun, type ScriptedRun } from "./security-harness.js";
+
+interface Mount {
+  root: string;
+  mountPoint: string;
+  options: string[];
+  fsType: string;
+}
+
+/** Parses /proc/self/mountinfo (man 5 proc). */
+function parseMountInfo(text: string): Mount[] {
+  const unescape = (value: string) => value.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+  return text
+    .trim()
+    .split("\n")
+    .map((line) => {
+      const fields = line.split(" ");
+      const separator = fields.indexOf("-");
+      return {
+        root: unescape(fields[3]!),
+        mountPoint: unescape(fields[4]!),
+        options: fields[5]!.split(","),
+        fsType: fields[separator + 1]!,
+      };
+    });
+}
+
+/** File systems that are not host directories (the container's own root, kernel views, Docker's tmpfs). */
+const VIRTUAL_FILESYSTEMS = new Set(["overlay", "proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "shm", "securityfs", "devtmpfs"]);
+/** Files Docker itself bind-mounts into every container, from its own per-container directory. */
+const DOCKER_MANAGED = /\/containers\/[0-9a-f]{64}\/(resolv\.conf|hostname|hosts)$/;
+
+function environmentOf(dump: string): Map<string, string> {
+  const entries = new Map<string, string>();
+  for (const line of dump.split("\n")) {
+    const equals = line.indexOf("=");
+    if (equals > 0) entries.set(line.slice(0, equals), line.slice(equals + 1));
+  }
+  return entries;
+}
+
+describe("security invariant 1: only the workspace, sanitized git metadata and named variables reach the container", () => {
+  const urlToken = randomToken("tok3n");
+  const bearerToken = randomToken("SECRETTOKEN");
+  const canaries: Record<string, string> = {
+    SECRET_CANARY: randomToken("canary-secret-"),
+    AWS_SECRET_ACCESS_KEY: randomToken("canary-aws-"),
+    GITHUB_TOKEN: randomToken("canary-gh-"),
+    OPENAI_API_KEY: randomToken("canary-openai-"),
+    SSH_AUTH_SOCK: `/tmp/${randomToken("canary-ssh-")}/agent.sock`,
+  };
+  const passedValue = randomToken("passed-");
+  let repository: Awaited<ReturnType<typeof createGitRepository>>;
+  let commonGitDirectory: string;
+  let run: ScriptedRun;
+  let hostEnvironment: NodeJS.ProcessEnv;
+  const saved: Record<string, string | undefined> = {};
+  let result: (index: number) => ReturnType<typeof parseShellResult>;
+
+  beforeAll(async () => {
+    await requireDocker();
+    repository = createGitRepository({ "app.txt": "hello\n" }, { prefix: "agent-runner-sec-mounts-" });
+    // Credentials a user may well have in a repository config.
+    repository.git("config", "remote.origin.url", `https://user:${urlToken}@example.invalid/x.git`);
+    repository.git("config", "http.extraheader", `Authorization: Bearer ${bearerToken}`);
+    repository.git("config", "credential.helper", `store --file=/root/.git-credentials-${urlToken}`);
+    commonGitDirectory = realpathSync(join(repository.root, ".git"));
+
+    // Host variables live in the runner's own environment, as in real use.
+    for (const name of [...Object.keys(canaries), "PASSED_VAR"]) saved[name] = process.env[name];
+    Object.assign(process.env, canaries, { PASSED_VAR: passedValue });
+    hostEnvironment = process.env;
+    try {
+      run = await runScriptedTask({
+        repository: repository.root,
+        sandbox: { pass_env: ["PASSED_VAR", "NOT_SET_ANYWHERE"], env: { TASK_LITERAL: "literal-value" } },
+        hostEnvironment,
+        turns: [
+          /* 0 */ shellTurn("cat /proc/self/mountinfo"),
+          /* 1 */ shellTurn("echo '--- self'; tr '\\0' '\\n' < /proc/$$/environ; echo '--- init'; tr '\\0' '\\n' < /proc/1/environ"),
+          /* 2 */ shellTurn(
+            "for p in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock /var/run/docker /run/docker; do " +
+              "if [ -e \"$p\" ]; then echo \"present $p\"; fi; done; " +
+              "find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null; echo end",
+          ),
+          /* 3 */ writeTurn("app.txt", "changed\n"),
+          /* 4 */ shellTurn(
+            "git status --porcelain; echo \"status-rc=$?\"; git diff; echo \"diff-rc=$?\"; git log --format=%s; echo \"log-rc=$?\"; git rev-parse --git-common-dir",
+          ),
+          /* 5 */ shellTurn(
+            // The needles are assembled at run time so the command text itself never matches.
+            'A=tok3; B=n; C=SECRET; D=TOKEN; COMMON=$(git rev-parse --git-common-dir); ' +
+              'echo "--- config list"; git config --list --show-origin; ' +
+              'echo "--- get"; git config --get remote.origin.url; echo "get-rc=$?"; ' +
+              'echo "--- cat"; cat "$COMMON/config"; ' +
+              'echo "--- grep git"; grep -r -a -l -e "$A$B" -e "$C$D" -e extraheader -e example.invalid "$COMMON" /workspace; echo "grep-git-rc=$?"; ' +
+              'echo "--- grep rest"; grep -r -a -l -e "$A$B" -e "$C$D" /etc /tmp /opt /home /root /var /usr/local 2>/dev/null; echo "--- end"',
+          ),
+          /* 6 */ shellTurn(
+            'COMMON=$(git rev-parse --git-common-dir); touch "$COMMON/written-by-agent"; echo "touch-rc=$?"; ' +
+              'echo x >> "$COMMON/config"; echo "append-rc=$?"; ' +
+              'git -c user.name=a -c user.email=a@b commit -q -am agent-commit; echo "commit-rc=$?"',
+          ),
+        ],
+      });
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+    result = (index) => parseShellResult(run.toolResults[index]);
+    expect(run.toolResults.length, describeRun(run)).toBe(7);
+  });
+
+  afterAll(async () => {
+    run?.dispose();
+    await repository?.[Symbol.asyncDispose]();
+  });
+
+  it("bind-mounts from the host only /workspace (rw) and an allow-list of git metadata (ro) with a sanitized config", () => {
+    const mounts = parseMountInfo(result(0).stdout);
+    const hostMounts = mounts.filter((mount) => !VIRTUAL_FILESYSTEMS.has(mount.fsType));
+    const dockerOwn = hostMounts.filter(
+      (mount) =>
+        (["/etc/resolv.conf", "/etc/hostname", "/etc/hosts"].includes(mount.mountPoint) && DOCKER_MANAGED.test(mount.root)) ||
+        (mount.mountPoint === "/usr/sbin/docker-init" && mount.options.includes("ro")),
+    );
+    const ours = hostMounts.filter((mount) => !dockerOwn.includes(mount));
+    const summary = ours.map((mount) => `${mount.mountPoint} ${mount.options.includes("ro") ? "ro" : "rw"}`).sort();
+    const gitEntries = ["HEAD", "objects", "refs", "info", "config"].map((entry) => `${commonGitDirectory}/${entry} ro`);
+    const worktreeAdmin = ours.find((mount) => mount.mountPoint.startsWith(`${commonGitDirectory}/worktrees/`));
+    expect(worktreeAdmin, "the worktree's own admin directory").toBeDefined();
+    expect(summary).toEqual([`/workspace rw`, ...gitEntries, `${worktreeAdmin!.mountPoint} ro`].sort());
+    const byTarget = new Map(ours.map((mount) => [mount.mountPoint, mount]));
+    // The sources are the run's worktree and the sanitized config file in the run directory.
+    expect(byTarget.get("/workspace")!.root).toMatch(new RegExp(`/runs/${run.runId}/worktree$`));
+    expect(byTarget.get(`${commonGitDirectory}/config`)!.root).toMatch(new RegExp(`/runs/${run.runId}/container-git-config$`));
+    // No Docker socket and no home directory (the host's or any) arrive through any mount, virtual or not.
+    for (const mount of mounts) {
+      expect(mount.mountPoint).not.toMatch(/docker\.sock|containerd|^\/root|^\/home/);
+      expect(mount.mountPoint).not.toBe(homedir());
+      expect(mount.root).not.toMatch(/docker\.sock|containerd\.sock/);
+    }
+  });
+
+  it("has no Docker (or containerd) socket, nor any other Unix socket", () => {
+    const { stdout } = result(2);
+    expect(stdout).not.toMatch(/present .*sock/);
+    expect(stdout).not.toContain("present");
+    // The only line `find -type s` may leave is our own end marker.
+    expect(stdout.trim().split("\n")).toEqual(["end"]);
+  });
+
+  it("passes host variables only when named in sandbox.pass_env", async () => {
+    const dump = result(1).stdout;
+    const [selfDump, initDump] = dump.split("--- init");
+    const containerEnvironments = [environmentOf(selfDump!), environmentOf(initDump!)];
+    for (const environment of containerEnvironments) {
+      expect(environment.get("PASSED_VAR")).toBe(passedValue);
+      expect(environment.get("TASK_LITERAL")).toBe("literal-value");
+      for (const name of Object.keys(canaries)) expect(environment.has(name), name).toBe(false);
+      expect(environment.has("NOT_SET_ANYWHERE")).toBe(false);
+    }
+    for (const value of Object.values(canaries)) expect(dump).not.toContain(value);
+
+    // Generic check: no other host variable came along either. A host variable may
+    // only show up with the host's value when the image or the runner sets that
+    // same value itself (PATH, LANG, ...), never because it was inherited.
+    const imageEnvironment = new Map(
+      ((await (await requireDocker()).getImage(SANDBOX_IMAGE).inspect()).Config.Env ?? []).map((entry) => {
+        const equals = entry.indexOf("=");
+        return [entry.slice(0, equals), entry.slice(equals + 1)] as const;
+      }),
+    );
+    const leaked: string[] = [];
+    for (const [name, value] of Object.entries(hostEnvironment)) {
+      if (value === undefined || value.length < 4 || name === "PASSED_VAR") continue;
+      if (imageEnvironment.get(name) === value) continue;
+      if (["PATH", "LANG", "HOME", "HOSTNAME", "PWD", "SHLVL", "_"].includes(name)) continue;
+      for (const environment of containerEnvironments) if (environment.get(name) === value) leaked.push(name);
+    }
+    expect(leaked).toEqual([]);
+  });
+
+  it("runs read-only git (status, diff, log) inside the container", () => {
+    const { stdout } = result(4);
+    expect(stdout).toContain(" M app.txt");
+    expect(stdout).toContain("status-rc=0");
+    expect(stdout).toMatch(/-hello\n\+changed/);
+    expect(stdout).toContain("diff-rc=0");
+    expect(stdout).toMatch(/initial\nlog-rc=0/);
+    expect(stdout.trim().split("\n").at(-1)).toBe(commonGitDirectory);
+  });
+
+  it("hides the repository's credentials from the container (git config, cat, grep)", () => {
+    const { stdout, stderr } = result(5);
+    for (const secret of [urlToken, bearerToken, "tok3n", "SECRETTOKEN", "example.invalid", "extraheader", "git-credentials"]) {
+      expect(stdout).not.toContain(secret);
+      expect(stderr).not.toContain(secret);
+    }
+    expect(stdout).toContain("get-rc=1");
+    // grep read everything in the git dir and the workspace (no permission errors) and found nothing.
+    expect(stdout).toContain("grep-git-rc=1");
+    expect(stdout).toMatch(/--- grep rest\n--- end/);
+    // It did read a config: the sanitized one.
+    expect(stdout).toMatch(/--- cat\n\[core\]\n\trepositoryformatversion = 0/);
+  });
+
+  it("gives the container no way to write the git metadata", () => {
+    const { stdout, stderr } = result(6);
+    expect(stdout).toMatch(/touch-rc=[1-9]/);
+    expect(stdout).toMatch(/append-rc=[1-9]/);
+    expect(stdout).toMatch(/commit-rc=[1-9]/);
+    expect(stderr).toContain("Read-only file system");
+    // And the host's repository indeed got nothing: the branch head is the runner's commit, not "agent-commit".
+    expect(repository.git("log", "--format=%s", "-1", run.report.branch!)).not.toContain("agent-commit");
+  });
+});
+
+describe("security invariant 1: credentials kept elsewhere in the git dir stay hidden too", () => {
+  // `git config --worktree` (extensions.worktreeConfig) writes the main worktree's
+  // settings to <common>/config.worktree, and every submodule keeps its own config
+  // (with its remote URL) in <common>/modules/<name>/config: both are credentials a
+  // user can have without ever pasting them into .git/config.
+  const worktreeToken = randomToken("WTSECRET");
+  const submoduleToken = randomToken("SUBSECRET");
+  let repository: Awaited<ReturnType<typeof createGitRepository>>;
+  let run: ScriptedRun;
+
+  beforeAll(async () => {
+    await requireDocker();
+    repository = createGitRepository({ "app.txt": "hello\n" }, { prefix: "agent-runner-sec-mounts2-" });
+    repository.git("config", "extensions.worktreeConfig", "true");
+    repository.git("config", "--worktree", "http.extraheader", `Authorization: Bearer ${worktreeToken}`);
+    const submoduleGitDirectory = join(repository.root, ".git", "modules", "vendored");
+    repository.git("init", "-q", "--bare", submoduleGitDirectory);
+    repository.git("config", "-f", join(submoduleGitDirectory, "config"), "remote.origin.url", `https://user:${submoduleToken}@example.invalid/v.git`);
+    run = await runScriptedTask({
+      repository: repository.root,
+      turns: [
+        shellTurn(
+          'A=WTSEC; B=RET; C=SUBSEC; D=RET; COMMON=$(git rev-parse --git-common-dir); git status --porcelain; echo "status-rc=$?"; ' +
+            'grep -r -a -l -e "$A$B" -e "$C$D" "$COMMON" /workspace; echo "grep-rc=$?"',
+        ),
+      ],
+    });
+  });
+  afterAll(async () => {
+    run?.dispose();
+    await repository?.[Symbol.asyncDispose]();
+  });
+
+  it("does not expose <common>/config.worktree or <common>/modules/*/config to the container", () => {
+    const { stdout, stderr } = parseShellResult(run.toolResults[0]);
+    expect(stdout, describeRun(run)).toContain("status-rc=0");
+    expect(stdout).not.toContain(worktreeToken);
+    expect(stdout).not.toContain(submoduleToken);
+    // grep lists the files that hold a token: there must be none.
+    expect(stdout.replace(/status-rc=0\n/, "")).toBe("grep-rc=1");
+    expect(stderr).toBe("(empty)");
+  });
+});
+
