@@ -100,30 +100,42 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
       data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit },
     });
     throwIfAborted(options.signal);
-    model = await dependencies.openModel(task);
+    // The model (a local server for scripted tasks) and the container start side by side.
     const sandboxStarted = Date.now();
-    sandbox = await dependencies.sandboxProvider.create({
-      runId,
-      agentId: "main",
-      image: task.sandbox.image,
-      workspace: { hostPath: worktree.path },
-      readOnlyMounts: await containerGitMounts(worktree, runDirectory),
-      env: containerEnvironment(task, options.hostEnvironment ?? process.env),
-      user: worktree.sandboxUser,
-      limits: { cpus: task.sandbox.limits.cpus, memoryBytes: task.sandbox.limits.memory, pids: task.sandbox.limits.pids },
-    });
+    const current = worktree;
+    const [openedModel, createdSandbox] = await Promise.allSettled([
+      dependencies.openModel(task),
+      containerGitMounts(current, runDirectory).then((readOnlyMounts) =>
+        dependencies.sandboxProvider.create({
+          runId,
+          agentId: "main",
+          image: task.sandbox.image,
+          workspace: { hostPath: current.path },
+          readOnlyMounts,
+          env: containerEnvironment(task, options.hostEnvironment ?? process.env),
+          user: current.sandboxUser,
+          limits: { cpus: task.sandbox.limits.cpus, memoryBytes: task.sandbox.limits.memory, pids: task.sandbox.limits.pids },
+        }),
+      ),
+    ]);
+    if (openedModel.status === "fulfilled") model = openedModel.value;
+    if (createdSandbox.status === "fulfilled") sandbox = createdSandbox.value;
+    if (openedModel.status === "rejected") throw openedModel.reason;
+    if (createdSandbox.status === "rejected") throw createdSandbox.reason;
+    const activeSandbox = createdSandbox.value;
+    const modelClient = openedModel.value.client;
     events.emit({
       type: "sandbox.created",
-      data: { sandbox_id: sandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
+      data: { sandbox_id: activeSandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
     });
 
     let outcome: AgentOutcome;
     try {
       outcome = await runAgentLoop({
         agentId: "main",
-        model: model.client,
+        model: modelClient,
         tools: new ToolRegistry(workspaceTools()),
-        sandbox,
+        sandbox: activeSandbox,
         systemPrompt: workspaceAgentSystemPrompt(),
         instruction: task.instruction,
         maxSteps: task.max_steps,
@@ -145,13 +157,13 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     report.final_message = outcome.finalMessage;
 
     // Nothing the agent started may run while host git reads the worktree.
-    await sandbox.stopAllProcesses();
+    await activeSandbox.stopAllProcesses();
     await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`, runDirectory, report, events);
 
     throwIfAborted(options.signal);
     if (task.verify) {
       events.emit({ type: "verify.started", data: { command: task.verify.command } });
-      const result = await sandbox.exec({
+      const result = await activeSandbox.exec({
         command: task.verify.command,
         timeoutMs: task.verify.timeout_sec * 1000,
         signal: options.signal,
