@@ -32,7 +32,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   await resolveRepository(task.workspacePath);
   if (task.model.provider === "openai") openAIClient(task, process.env);
 
-  const provider = new DockerSandboxProvider();
+  const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
   // Leftovers of runs whose runner died (kill -9, crash): containers, networks, worktrees.
   const logger = createLogger({ component: "cli" });
   await sweepLeftovers(provider.docker).then(

@@ -72,11 +72,8 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
   } else if (task.model.script) {
     problems.push({ path: "model.script", message: "only used with model.provider: scripted" });
   }
-  if (task.sandbox.network.allow.length > 0) {
-    problems.push({
-      path: "sandbox.network.allow",
-      message: "allow-listed network egress is not implemented yet (issue 3: egress proxy); use [] for no network",
-    });
+  if (task.sandbox.network.allow_cidrs.length > 0 && task.sandbox.network.allow.length === 0) {
+    problems.push({ path: "sandbox.network.allow_cidrs", message: "only used together with sandbox.network.allow (which hosts may resolve into these ranges)" });
   }
   if (task.policy !== "worker") {
     problems.push({

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { checkCidr, parseAllowEntry, type AllowRule } from "./network-allow-list.js";
 
 /** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
 export function parseMemory(value: string | number): number | null {
@@ -39,9 +40,25 @@ export const sandboxSchema = z.strictObject({
   image: z.string().min(1).default("agent-runner/sandbox:bookworm"),
   network: z
     .strictObject({
-      allow: z.array(z.string().min(1)).default([]),
+      /** Hosts the task may reach through its egress proxy: `name`, `*.domain`, `name:port`. */
+      allow: z
+        .array(z.string().min(1))
+        .default([])
+        .transform((entries, context) => {
+          const rules: AllowRule[] = [];
+          entries.forEach((entry, index) => {
+            const parsed = parseAllowEntry(entry);
+            if (typeof parsed === "string") context.addIssue({ code: "custom", path: [index], message: parsed });
+            else rules.push(parsed);
+          });
+          return rules;
+        }),
+      /** Private address ranges allowed names may resolve into (the task's own test hosts). */
+      allow_cidrs: z
+        .array(z.string().refine((cidr) => checkCidr(cidr) === null, { message: 'expected a CIDR range like "172.28.0.0/16"' }))
+        .default([]),
     })
-    .default({ allow: [] }),
+    .default({ allow: [], allow_cidrs: [] }),
   limits: z
     .strictObject({
       cpus: z.number().positive().max(64).default(1),
@@ -67,7 +84,7 @@ export const taskSchema = z.strictObject({
   model: modelSchema.default({ provider: "openai", context_window: 128_000 }),
   sandbox: sandboxSchema.default({
     image: "agent-runner/sandbox:bookworm",
-    network: { allow: [] },
+    network: { allow: [], allow_cidrs: [] },
     limits: { cpus: 1, memory: 1024 ** 3, pids: 256 },
     env: {},
     pass_env: [],

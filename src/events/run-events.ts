@@ -21,6 +21,8 @@ export type RunEvent =
   | { type: "workspace.committed"; data: { branch: string; commit: string; changed: boolean } }
   | { type: "verify.started"; data: { command: string } }
   | { type: "verify.finished"; data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string } }
+  | { type: "network.allowed"; data: { method: string; host: string; port: number } }
+  | { type: "network.denied"; data: { method: string; host: string; port: number; reason: string } }
   | { type: "cleanup.failed"; data: { what: string; error: string } }
   | { type: "run.finished"; data: { status: string; exit_code: number; duration_ms: number; error?: string } };
 

@@ -20,6 +20,8 @@ export interface RunReport {
   steps: number;
   tool_calls: number;
   usage: Usage;
+  /** Egress proxy decisions per `host:port` (empty without an allow-list). */
+  network: Record<string, { allowed: number; denied: number }>;
   duration_ms: number;
 }
 

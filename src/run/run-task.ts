@@ -81,6 +81,7 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     steps: 0,
     tool_calls: 0,
     usage: emptyUsage(),
+    network: {},
     duration_ms: 0,
   };
   let worktree: RunWorktree | null = null;
@@ -114,6 +115,18 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
           readOnlyMounts,
           env: containerEnvironment(task, options.hostEnvironment ?? process.env),
           user: current.sandboxUser,
+          network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
+          onNetworkEvent: (event) => {
+            const key = `${event.host}:${event.port}`;
+            const counts = (report.network[key] ??= { allowed: 0, denied: 0 });
+            if (event.decision === "allowed") {
+              counts.allowed += 1;
+              events.emit({ type: "network.allowed", data: { method: event.method, host: event.host, port: event.port } });
+            } else {
+              counts.denied += 1;
+              events.emit({ type: "network.denied", data: { method: event.method, host: event.host, port: event.port, reason: event.reason ?? "refused" } });
+            }
+          },
           limits: { cpus: task.sandbox.limits.cpus, memoryBytes: task.sandbox.limits.memory, pids: task.sandbox.limits.pids },
         }),
       ),

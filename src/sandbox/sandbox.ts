@@ -1,3 +1,5 @@
+import type { AllowRule } from "../config/network-allow-list.js";
+
 /**
  * The sandbox contract: where every tool of a task runs. Paths are workspace
  * relative (or absolute under {@link WORKSPACE_ROOT}); an implementation
@@ -123,6 +125,15 @@ export interface SandboxSpec {
   env: Record<string, string>;
   /** Unprivileged numeric user the processes run as; never 0. */
   user: { uid: number; gid: number };
+  /**
+   * Egress: `null` = no network at all. Otherwise the container sits alone on
+   * an internal network whose only way out is an egress proxy admitting these
+   * rules (HTTP and HTTPS CONNECT), refusing IP literals, other ports and names
+   * resolving to non-public addresses outside `allowCidrs`.
+   */
+  network: { rules: AllowRule[]; allowCidrs: string[] } | null;
+  /** Receives each proxy decision as it happens. */
+  onNetworkEvent?: (event: NetworkEvent) => void;
   limits: {
     /** CPUs, fractional allowed. */
     cpus: number;
@@ -131,6 +142,17 @@ export interface SandboxSpec {
     /** Maximum number of processes (pids cgroup). */
     pids: number;
   };
+}
+
+/** One decision of the egress proxy. */
+export interface NetworkEvent {
+  decision: "allowed" | "denied";
+  /** `CONNECT` for HTTPS tunnels, else the HTTP method. */
+  method: string;
+  host: string;
+  port: number;
+  /** Why a request was refused. */
+  reason?: string;
 }
 
 /** Creates sandboxes. `create` throws SandboxError when the backend cannot (no daemon, missing image). */

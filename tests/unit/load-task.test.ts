@@ -62,7 +62,7 @@ describe("loadTaskFile", () => {
     expect(problems.find((problem) => problem.path === "name")?.message).toMatch(/lowercase/);
   });
 
-  it("reports cross-field problems together: missing workspace and script, network allow-list not built yet", async () => {
+  it("reports cross-field problems together: missing workspace and script, bad allow-list entries", async () => {
     await using directory = temporaryDirectory();
     const problems = problemsOf(
       writeTask(
@@ -70,8 +70,20 @@ describe("loadTaskFile", () => {
         "name: t\ninstruction: x\nworkspace: ./nope\nmodel: { provider: scripted }\nsandbox: { network: { allow: [pypi.org] } }\n",
       ),
     );
-    expect(problems.map((problem) => problem.path).sort()).toEqual(["model.script", "sandbox.network.allow", "workspace"]);
-    expect(problems.find((problem) => problem.path === "sandbox.network.allow")?.message).toMatch(/not implemented yet/);
+    expect(problems.map((problem) => problem.path).sort()).toEqual(["model.script", "workspace"]);
+    const network = problemsOf(
+      writeTask(
+        directory.path,
+        'name: t\ninstruction: x\nsandbox: { network: { allow: [ok.example.com, "10.0.0.1", "*.com.", "bad_name.org", "x.org:99999", "*.example.org:8443"], allow_cidrs: ["10.0.0.0/33"] } }\n',
+      ),
+    );
+    expect(network.map((problem) => `${problem.path}: ${problem.message}`)).toEqual([
+      'sandbox.network.allow.1: "10.0.0.1": IP addresses are not allowed; name the host (and use allow_cidrs for private test ranges)',
+      'sandbox.network.allow.2: "*.com.": a wildcard needs a domain with a dot, like "*.example.org"',
+      'sandbox.network.allow.3: "bad_name.org": expected a host name like "api.example.com", "*.example.org" or "git.example.net:8443"',
+      'sandbox.network.allow.4: "x.org:99999": port must be 1-65535',
+      'sandbox.network.allow_cidrs.0: expected a CIDR range like "172.28.0.0/16"',
+    ]);
   });
 
   it("rejects YAML syntax errors and non-mapping documents", async () => {

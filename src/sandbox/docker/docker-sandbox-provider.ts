@@ -7,6 +7,7 @@ import { DockerSandbox } from "./docker-sandbox.js";
 import { LABEL_AGENT_ID, LABEL_OWNER, LABEL_RUN_ID } from "./labels.js";
 import { currentOwner } from "../../process/process-owner.js";
 import { SandboxChannel } from "./sandbox-channel.js";
+import { TaskNetwork } from "./task-network.js";
 
 const DAEMON_FILE = fileURLToPath(new URL("./daemon/sandbox-daemon.cjs", import.meta.url));
 let cachedDaemonSource: string | null = null;
@@ -30,7 +31,15 @@ function daemonSource(): string {
  * are reaped, and stdin-once so the container ends itself when the runner's
  * attach connection drops. Exported so benchmarks start exactly this container.
  */
-export function sandboxContainerOptions(spec: SandboxSpec, daemon: string): Docker.ContainerCreateOptions {
+export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, network: TaskNetwork | null = null): Docker.ContainerCreateOptions {
+  const proxyEnvironment = network
+    ? Object.fromEntries(
+        ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"].map((name) => [name, network.proxyUrl]).concat([
+          ["NO_PROXY", "localhost,127.0.0.1,::1"],
+          ["no_proxy", "localhost,127.0.0.1,::1"],
+        ]),
+      )
+    : {};
   return {
     name: `agent-runner-${spec.runId}-${spec.agentId}`,
     Image: spec.image,
@@ -38,7 +47,7 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string): Dock
     Entrypoint: [],
     User: `${spec.user.uid}:${spec.user.gid}`,
     WorkingDir: WORKSPACE_ROOT,
-    Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
+    Env: Object.entries({ ...spec.env, ...proxyEnvironment }).map(([key, value]) => `${key}=${value}`),
     Labels: {
       [LABEL_RUN_ID]: spec.runId,
       [LABEL_AGENT_ID]: spec.agentId,
@@ -51,7 +60,8 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string): Dock
     StdinOnce: true,
     Tty: false,
     HostConfig: {
-      NetworkMode: "none",
+      NetworkMode: network ? network.name : "none",
+
       CapDrop: ["ALL"],
       SecurityOpt: ["no-new-privileges"],
       Privileged: false,
@@ -64,6 +74,10 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string): Dock
       IpcMode: "private",
       Mounts: [
         { Type: "bind", Source: spec.workspace.hostPath, Target: WORKSPACE_ROOT, ReadOnly: spec.workspace.readOnly ?? false },
+        // No name resolution in the sandbox at all (the proxy resolves allowed
+        // names): a resolv.conf naming a resolver that is not there fails at
+        // once, instead of Docker's embedded DNS, which may forward queries out.
+        ...(network ? [{ Type: "bind" as const, Source: network.resolvConf, Target: "/etc/resolv.conf", ReadOnly: true }] : []),
         ...spec.readOnlyMounts.map((mount) => ({
           Type: "bind" as const,
           Source: mount.hostPath,
@@ -81,9 +95,12 @@ const READY_TIMEOUT_MS = 30_000;
 /** Creates one container per sandbox ({@link sandboxContainerOptions}) and connects to its daemon. */
 export class DockerSandboxProvider implements SandboxProvider {
   readonly docker: Docker;
+  /** Network the egress proxies reach the outside through. */
+  private readonly egressNetwork: string;
 
-  constructor(docker: Docker = new Docker()) {
-    this.docker = docker;
+  constructor(options: { docker?: Docker; egressNetwork?: string } = {}) {
+    this.docker = options.docker ?? new Docker();
+    this.egressNetwork = options.egressNetwork ?? "bridge";
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
@@ -91,11 +108,21 @@ export class DockerSandboxProvider implements SandboxProvider {
       throw new SandboxError("refusing to run a sandbox as uid 0; pass an unprivileged uid");
     }
     await this.requireImage(spec.image);
+    const network = spec.network && spec.network.rules.length > 0 ? await TaskNetwork.create(this.docker, spec) : null;
     let container: Docker.Container;
     try {
-      container = await this.docker.createContainer(sandboxContainerOptions(spec, daemonSource()));
+      // The proxy starts while the sandbox container does: the sandbox reaches it by name.
+      const [created] = await Promise.all([
+        this.docker.createContainer(sandboxContainerOptions(spec, daemonSource(), network)).catch((error: unknown) => {
+          throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error });
+        }),
+        network?.startProxy(spec, this.egressNetwork),
+      ]);
+      container = created;
     } catch (error) {
-      throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error });
+      await this.removeByName(`agent-runner-${spec.runId}-${spec.agentId}`);
+      await network?.close().catch(() => undefined);
+      throw error;
     }
     try {
       const stream = (await container.attach({
@@ -112,9 +139,10 @@ export class DockerSandboxProvider implements SandboxProvider {
       );
       await container.start();
       await withTimeout(channel.ready, READY_TIMEOUT_MS, `sandbox daemon did not start within ${READY_TIMEOUT_MS} ms`);
-      return new DockerSandbox(container.id.slice(0, 12), container, channel);
+      return new DockerSandbox(container.id.slice(0, 12), container, channel, network);
     } catch (error) {
       await container.remove({ force: true }).catch(() => undefined);
+      await network?.close().catch(() => undefined);
       if (error instanceof SandboxError) {
         throw new SandboxError(
           `${error.message}\n(the image must provide node >= 18 on PATH and bash; ${spec.image} is built by \`runner image build\`)`,
@@ -122,6 +150,10 @@ export class DockerSandboxProvider implements SandboxProvider {
       }
       throw new SandboxError(`could not start the sandbox container: ${errorMessage(error)}`, { cause: error });
     }
+  }
+
+  private async removeByName(name: string): Promise<void> {
+    await this.docker.getContainer(name).remove({ force: true }).catch(() => undefined);
   }
 
   private async requireImage(image: string): Promise<void> {

@@ -2,6 +2,7 @@ import type Docker from "dockerode";
 import { SandboxError } from "../../errors.js";
 import type { DirectoryEntry, ExecRequest, ExecResult, FileContent, PathInfo, Sandbox } from "../sandbox.js";
 import type { SandboxChannel } from "./sandbox-channel.js";
+import type { TaskNetwork } from "./task-network.js";
 
 /** Grace on top of a command's own timeout before the host stops waiting for the daemon. */
 const HOST_TIMEOUT_GRACE_MS = 15_000;
@@ -17,6 +18,8 @@ export class DockerSandbox implements Sandbox {
     readonly id: string,
     private readonly container: Docker.Container,
     private readonly channel: SandboxChannel,
+    /** The task network and its egress proxy, when the task has an allow-list. */
+    private readonly network: TaskNetwork | null = null,
   ) {}
 
   async exec(request: ExecRequest): Promise<ExecResult> {
@@ -92,6 +95,13 @@ export class DockerSandbox implements Sandbox {
       if (status !== 404 && status !== 409) {
         throw new SandboxError(`could not remove container ${this.id}: ${(error as Error).message}`, { cause: error });
       }
+    }
+    if (this.network) {
+      // A container being auto-removed may still hold its endpoint for a moment.
+      await this.container.wait({ condition: "removed" }).catch(() => undefined);
+      await this.network.close().catch((error: unknown) => {
+        throw new SandboxError(`could not remove the task network: ${(error as Error).message}`, { cause: error });
+      });
     }
   }
 
