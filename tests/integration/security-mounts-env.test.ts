@@ -5,7 +5,7 @@
  * task did not name. One real run (runTask → Docker → scripted model) probes
  * the container from inside; each `it` checks one part of what it saw.
  */
-import { realpathSync, writeFileSync } from "node:fs";
+import { realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -8,6 +8,7 @@ import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import type { ToolResult } from "../../src/tools/define-tool.js";
 import { workspaceTools } from "../../src/tools/builtin/index.js";
 import { ToolRegistry } from "../../src/tools/tool-registry.js";
+import { toolCaller } from "../helpers/tool-caller.js";
 import { createSandboxWorkspace, createTestSandbox, requireDocker } from "../helpers/docker.js";
 
 const TOOL_NAMES = ["read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "run_shell"];
@@ -15,17 +16,8 @@ const TOOL_NAMES = ["read_file", "write_file", "edit_file", "list_dir", "glob", 
 let workspace: ReturnType<typeof createSandboxWorkspace>;
 let sandbox: Sandbox;
 const registry = new ToolRegistry(workspaceTools());
-let callCounter = 0;
-
-function callRaw(name: string, rawArguments: string): Promise<ToolResult> {
-  callCounter += 1;
-  return registry.execute(name, rawArguments, {
-    sandbox,
-    signal: new AbortController().signal,
-    toolCallId: `call-${callCounter}`,
-    defaultTimeoutMs: 30_000,
-  });
-}
+// A string goes to the registry verbatim, so this sends raw argument text.
+const callRaw = toolCaller(() => sandbox);
 
 function expectError(result: ToolResult): void {
   expect(result.isError, result.content).toBe(true);

@@ -5,9 +5,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
-import type { ToolResult } from "../../src/tools/define-tool.js";
-import { workspaceTools } from "../../src/tools/builtin/index.js";
-import { ToolRegistry } from "../../src/tools/tool-registry.js";
+import { toolCaller } from "../helpers/tool-caller.js";
 import { createSandboxWorkspace, createTestSandbox, requireDocker } from "../helpers/docker.js";
 
 const TWENTY_FIVE_LINES = Array.from({ length: 25 }, (_, index) => `line ${index + 1}`).join("\n") + "\n";
@@ -29,18 +27,7 @@ const INITIAL_FILES: Record<string, string | Buffer> = {
 
 let workspace: ReturnType<typeof createSandboxWorkspace>;
 let sandbox: Sandbox;
-const registry = new ToolRegistry(workspaceTools());
-let callCounter = 0;
-
-function call(name: string, args: unknown): Promise<ToolResult> {
-  callCounter += 1;
-  return registry.execute(name, typeof args === "string" ? args : JSON.stringify(args), {
-    sandbox,
-    signal: new AbortController().signal,
-    toolCallId: `call-${callCounter}`,
-    defaultTimeoutMs: 30_000,
-  });
-}
+const call = toolCaller(() => sandbox);
 
 function hostBytes(path: string): Buffer {
   return readFileSync(join(workspace.path, path));

@@ -7,8 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import type { ToolResult } from "../../src/tools/define-tool.js";
-import { workspaceTools } from "../../src/tools/builtin/index.js";
-import { ToolRegistry } from "../../src/tools/tool-registry.js";
+import { toolCaller } from "../helpers/tool-caller.js";
 import { createSandboxWorkspace, createTestSandbox, requireDocker } from "../helpers/docker.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 
@@ -17,18 +16,7 @@ const OUTSIDE_CONTENT = "outside secret: do not change\n";
 let workspace: ReturnType<typeof createSandboxWorkspace>;
 let outside: ReturnType<typeof temporaryDirectory>;
 let sandbox: Sandbox;
-const registry = new ToolRegistry(workspaceTools());
-let callCounter = 0;
-
-function call(name: string, args: unknown): Promise<ToolResult> {
-  callCounter += 1;
-  return registry.execute(name, typeof args === "string" ? args : JSON.stringify(args), {
-    sandbox,
-    signal: new AbortController().signal,
-    toolCallId: `call-${callCounter}`,
-    defaultTimeoutMs: 30_000,
-  });
-}
+const call = toolCaller(() => sandbox);
 
 function expectOutsideRefusal(result: ToolResult, path: string): void {
   expect(result.isError, result.content).toBe(true);

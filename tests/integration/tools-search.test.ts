@@ -1,25 +1,12 @@
 // list_dir / glob / grep semantics through ToolRegistry against a real DockerSandbox.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
-import type { ToolResult } from "../../src/tools/define-tool.js";
-import { workspaceTools } from "../../src/tools/builtin/index.js";
-import { ToolRegistry } from "../../src/tools/tool-registry.js";
+import { toolCaller } from "../helpers/tool-caller.js";
 import { createSandboxWorkspace, createTestSandbox, requireDocker } from "../helpers/docker.js";
 
 let workspace: ReturnType<typeof createSandboxWorkspace>;
 let sandbox: Sandbox;
-const registry = new ToolRegistry(workspaceTools());
-let callCounter = 0;
-
-function call(name: string, args: unknown): Promise<ToolResult> {
-  callCounter += 1;
-  return registry.execute(name, typeof args === "string" ? args : JSON.stringify(args), {
-    sandbox,
-    signal: new AbortController().signal,
-    toolCallId: `call-${callCounter}`,
-    defaultTimeoutMs: 30_000,
-  });
-}
+const call = toolCaller(() => sandbox);
 
 async function shell(command: string): Promise<void> {
   const result = await call("run_shell", { command });

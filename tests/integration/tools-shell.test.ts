@@ -3,25 +3,12 @@
 // that kill the whole process tree, and concurrent calls on one sandbox.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
-import type { ToolResult } from "../../src/tools/define-tool.js";
-import { workspaceTools } from "../../src/tools/builtin/index.js";
-import { ToolRegistry } from "../../src/tools/tool-registry.js";
+import { toolCaller } from "../helpers/tool-caller.js";
 import { createSandboxWorkspace, createTestSandbox, requireDocker } from "../helpers/docker.js";
 
 let workspace: ReturnType<typeof createSandboxWorkspace>;
 let sandbox: Sandbox;
-const registry = new ToolRegistry(workspaceTools());
-let callCounter = 0;
-
-function call(name: string, args: unknown): Promise<ToolResult> {
-  callCounter += 1;
-  return registry.execute(name, typeof args === "string" ? args : JSON.stringify(args), {
-    sandbox,
-    signal: new AbortController().signal,
-    toolCallId: `call-${callCounter}`,
-    defaultTimeoutMs: 60_000,
-  });
-}
+const call = toolCaller(() => sandbox);
 
 /** Splits a run_shell result into its parts; fails the test if the layout is not there. */
 function parseShell(content: string) {

@@ -4,8 +4,7 @@ import Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import { WORKSPACE_ROOT, type Sandbox, type SandboxProvider, type SandboxSpec } from "../sandbox.js";
 import { DockerSandbox } from "./docker-sandbox.js";
-import { LABEL_AGENT_ID, LABEL_OWNER, LABEL_RUN_ID } from "./labels.js";
-import { currentOwner } from "../../process/process-owner.js";
+import { ATTACHED_STDIO, resourceLabels } from "./labels.js";
 import { SandboxChannel } from "./sandbox-channel.js";
 import { TaskNetwork } from "./task-network.js";
 
@@ -48,17 +47,8 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, netwo
     User: `${spec.user.uid}:${spec.user.gid}`,
     WorkingDir: WORKSPACE_ROOT,
     Env: Object.entries({ ...spec.env, ...proxyEnvironment }).map(([key, value]) => `${key}=${value}`),
-    Labels: {
-      [LABEL_RUN_ID]: spec.runId,
-      [LABEL_AGENT_ID]: spec.agentId,
-      [LABEL_OWNER]: currentOwner(),
-    },
-    AttachStdin: true,
-    AttachStdout: true,
-    AttachStderr: true,
-    OpenStdin: true,
-    StdinOnce: true,
-    Tty: false,
+    Labels: resourceLabels(spec),
+    ...ATTACHED_STDIO,
     HostConfig: {
       NetworkMode: network ? network.name : "none",
 

@@ -8,8 +8,7 @@ import { fileURLToPath } from "node:url";
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import type { NetworkEvent, SandboxSpec } from "../sandbox.js";
-import { LABEL_AGENT_ID, LABEL_OWNER, LABEL_RUN_ID } from "./labels.js";
-import { currentOwner } from "../../process/process-owner.js";
+import { ATTACHED_STDIO, resourceLabels } from "./labels.js";
 
 const PROXY_FILE = fileURLToPath(new URL("./egress-proxy/egress-proxy.cjs", import.meta.url));
 export const PROXY_PORT = 3128;
@@ -77,7 +76,7 @@ export class TaskNetwork {
           CheckDuplicate: true,
           Options: { "com.docker.network.bridge.inhibit_ipv4": "true" },
           IPAM: { Driver: "default", Config: [{ Subnet: `${base}/29`, Gateway: `${prefix}${last + 1}` }] },
-          Labels: labels(spec),
+          Labels: resourceLabels(spec),
         });
         return new TaskNetwork(docker, name, network, `${prefix}${last + 2}`);
       } catch (error) {
@@ -114,13 +113,8 @@ export class TaskNetwork {
         Entrypoint: [],
         User: "65534:65534",
         Env: [`RUNNER_PROXY_CONFIG=${JSON.stringify(config)}`, `RUNNER_PROXY_PORT=${PROXY_PORT}`],
-        Labels: labels(spec),
-        AttachStdin: true,
-        AttachStdout: true,
-        AttachStderr: true,
-        OpenStdin: true,
-        StdinOnce: true,
-        Tty: false,
+        Labels: resourceLabels(spec),
+        ...ATTACHED_STDIO,
         HostConfig: {
           NetworkMode: egressNetwork,
           CapDrop: ["ALL"],
@@ -184,10 +178,6 @@ export class TaskNetwork {
       if ((error as { statusCode?: number }).statusCode !== 404) throw error;
     });
   }
-}
-
-function labels(spec: SandboxSpec): Record<string, string> {
-  return { [LABEL_RUN_ID]: spec.runId, [LABEL_AGENT_ID]: spec.agentId, [LABEL_OWNER]: currentOwner() };
 }
 
 function ignoreGone(error: unknown): void {
