@@ -34,7 +34,8 @@ export interface AgentOutcome {
 
 /**
  * The think → act → observe loop: ask the model, run the tool calls it makes
- * (in parallel, each answered by exactly one tool result, in call order),
+ * (read-only ones concurrently, the others one at a time; each answered by
+ * exactly one tool result, in call order),
  * append the results, repeat until the model answers without tool calls or
  * `maxSteps` model calls have been made. Throws ModelError when the model
  * fails for good, CancelledError when the signal aborts, SandboxError when the
@@ -66,7 +67,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "final_answer", steps: step + 1, final_message: response.content } });
       return { reason: "final_answer", finalMessage: response.content, steps: step + 1, toolCalls, usage, messages };
     }
-    const results = await Promise.all(calls.map((call) => runToolCall(call, step, options)));
+    const results = await runTurnCalls(calls, step, options);
     toolCalls += calls.length;
     calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));
     options.onTurn?.(messages);
@@ -74,6 +75,29 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
   }
   events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "max_steps", steps: options.maxSteps, final_message: null } });
   return { reason: "max_steps", finalMessage: null, steps: options.maxSteps, toolCalls, usage, messages };
+}
+
+/**
+ * Runs a turn's calls: consecutive read-only calls together, every other call
+ * alone, in call order. Results come back in call order.
+ */
+async function runTurnCalls(calls: ToolCall[], step: number, options: AgentLoopOptions): Promise<string[]> {
+  const results: string[] = [];
+  let batch: ToolCall[] = [];
+  const flush = async () => {
+    results.push(...(await Promise.all(batch.map((call) => runToolCall(call, step, options)))));
+    batch = [];
+  };
+  for (const call of calls) {
+    if (options.tools.isReadOnly(call.function.name)) {
+      batch.push(call);
+      continue;
+    }
+    await flush();
+    results.push(await runToolCall(call, step, options));
+  }
+  await flush();
+  return results;
 }
 
 async function runToolCall(call: ToolCall, step: number, options: AgentLoopOptions): Promise<string> {

@@ -6,15 +6,16 @@ import type { Task } from "../config/load-task.js";
 import { CancelledError, ModelError, RunnerError, errorMessage } from "../errors.js";
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink } from "../events/run-events.js";
-import { emptyUsage, type ChatMessage } from "../model/messages.js";
+import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
-import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
+import type { NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
 import { workspaceTools } from "../tools/builtin/index.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { commitRunWorktree, containerGitMounts, createRunWorktree, diffRunBranch, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
 import { currentOwner } from "../process/process-owner.js";
 import { newRunId } from "./run-id.js";
 import { writeRunLock } from "./run-lock.js";
+import { verifyCommit } from "./verify-commit.js";
 import { exitCodeFor, type RunReport, type RunStatus } from "./run-report.js";
 
 export interface RunDependencies {
@@ -42,8 +43,6 @@ export interface RunResult {
   exitCode: number;
   runDirectory: string;
 }
-
-const VERIFY_OUTPUT_TAIL_CHARACTERS = 4000;
 
 /**
  * Runs one task end to end: worktree on `runner/<run-id>`, sandbox, agent
@@ -84,6 +83,17 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     network: {},
     duration_ms: 0,
   };
+  // Counted as they happen, so an interrupted or failed run still reports its work.
+  events.add({
+    emit(event) {
+      if (event.type === "model_call.finished") {
+        report.steps += 1;
+        report.usage = addUsage(report.usage, event.data.usage);
+      } else if (event.type === "tool_call.finished") {
+        report.tool_calls += 1;
+      }
+    },
+  });
   let worktree: RunWorktree | null = null;
   let sandbox: Sandbox | null = null;
   let model: { client: ModelClient; close(): Promise<void> } | null = null;
@@ -103,33 +113,10 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     throwIfAborted(options.signal);
     // The model (a local server for scripted tasks) and the container start side by side.
     const sandboxStarted = Date.now();
-    const current = worktree;
+    const specFor = sandboxSpecFactory(task, runId, runDirectory, report, events, options.hostEnvironment ?? process.env);
     const [openedModel, createdSandbox] = await Promise.allSettled([
       dependencies.openModel(task),
-      containerGitMounts(current, runDirectory).then((readOnlyMounts) =>
-        dependencies.sandboxProvider.create({
-          runId,
-          agentId: "main",
-          image: task.sandbox.image,
-          workspace: { hostPath: current.path },
-          readOnlyMounts,
-          env: containerEnvironment(task, options.hostEnvironment ?? process.env),
-          user: current.sandboxUser,
-          network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
-          onNetworkEvent: (event) => {
-            const key = `${event.host}:${event.port}`;
-            const counts = (report.network[key] ??= { allowed: 0, denied: 0 });
-            if (event.decision === "allowed") {
-              counts.allowed += 1;
-              events.emit({ type: "network.allowed", data: { method: event.method, host: event.host, port: event.port } });
-            } else {
-              counts.denied += 1;
-              events.emit({ type: "network.denied", data: { method: event.method, host: event.host, port: event.port, reason: event.reason ?? "refused" } });
-            }
-          },
-          limits: { cpus: task.sandbox.limits.cpus, memoryBytes: task.sandbox.limits.memory, pids: task.sandbox.limits.pids },
-        }),
-      ),
+      specFor("main", worktree).then((spec) => dependencies.sandboxProvider.create(spec)),
     ]);
     if (openedModel.status === "fulfilled") model = openedModel.value;
     if (createdSandbox.status === "fulfilled") sandbox = createdSandbox.value;
@@ -164,30 +151,23 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     } finally {
       saveSession();
     }
-    report.steps = outcome.steps;
-    report.tool_calls = outcome.toolCalls;
-    report.usage = outcome.usage;
     report.final_message = outcome.finalMessage;
 
     // Nothing the agent started may run while host git reads the worktree.
     await activeSandbox.stopAllProcesses();
     await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`, runDirectory, report, events);
 
+    // The agent's container goes before verification: nothing it left running
+    // or planted outside /workspace may influence the verdict.
+    await activeSandbox.close();
     throwIfAborted(options.signal);
     if (task.verify) {
-      events.emit({ type: "verify.started", data: { command: task.verify.command } });
-      const result = await activeSandbox.exec({
-        command: task.verify.command,
-        timeoutMs: task.verify.timeout_sec * 1000,
+      report.verify = await verifyCommit(task.verify, worktree, report.head_commit!, {
+        provider: dependencies.sandboxProvider,
+        specFor,
+        directory: join(runDirectory, "verify"),
+        events,
         signal: options.signal,
-      });
-      throwIfAborted(options.signal);
-      const tail = `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`.slice(-VERIFY_OUTPUT_TAIL_CHARACTERS);
-      const passed = result.exitCode === 0 && !result.timedOut;
-      report.verify = { command: task.verify.command, exit_code: result.exitCode, passed, timed_out: result.timedOut, output_tail: tail };
-      events.emit({
-        type: "verify.finished",
-        data: { command: task.verify.command, exit_code: result.exitCode, passed, timed_out: result.timedOut, duration_ms: result.durationMs, output_tail: tail.slice(-1000) },
       });
     }
     const verified = report.verify === null || report.verify.passed;
@@ -230,6 +210,43 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     log.close();
   }
   return { report, exitCode: exitCodeFor(report.status), runDirectory };
+}
+
+/**
+ * Builds sandbox specs for this run: the task's image, limits, environment
+ * and network, the given worktree at /workspace and its git metadata read-only.
+ * Network decisions are counted in the report and emitted as events.
+ */
+function sandboxSpecFactory(
+  task: Task,
+  runId: string,
+  runDirectory: string,
+  report: RunReport,
+  events: EventSink,
+  hostEnvironment: NodeJS.ProcessEnv,
+): (agentId: string, worktree: RunWorktree) => Promise<SandboxSpec> {
+  const onNetworkEvent = (event: NetworkEvent) => {
+    const counts = (report.network[`${event.host}:${event.port}`] ??= { allowed: 0, denied: 0 });
+    if (event.decision === "allowed") {
+      counts.allowed += 1;
+      events.emit({ type: "network.allowed", data: { method: event.method, host: event.host, port: event.port } });
+    } else {
+      counts.denied += 1;
+      events.emit({ type: "network.denied", data: { method: event.method, host: event.host, port: event.port, reason: event.reason ?? "refused" } });
+    }
+  };
+  return async (agentId, worktree) => ({
+    runId,
+    agentId,
+    image: task.sandbox.image,
+    workspace: { hostPath: worktree.path },
+    readOnlyMounts: await containerGitMounts(worktree, runDirectory),
+    env: containerEnvironment(task, hostEnvironment),
+    user: worktree.sandboxUser,
+    network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
+    onNetworkEvent,
+    limits: { cpus: task.sandbox.limits.cpus, memoryBytes: task.sandbox.limits.memory, pids: task.sandbox.limits.pids },
+  });
 }
 
 async function commitAndWritePatch(worktree: RunWorktree, message: string, runDirectory: string, report: RunReport, events: EventSink): Promise<void> {

@@ -23,6 +23,12 @@ export interface Tool<Input extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
   input: Input;
+  /**
+   * True when the tool never changes the sandbox. Read-only calls of one turn
+   * run concurrently; every other call runs alone, in call order, so two edits
+   * of one file in the same turn cannot lose an update.
+   */
+  readOnly: boolean;
   /** May throw: the registry turns any exception into an `Error:` result. */
   execute(input: z.infer<Input>, context: ToolContext): Promise<ToolResult>;
 }

@@ -27,6 +27,11 @@ export class ToolRegistry {
     this.tools.set(tool.name, tool);
   }
 
+  /** Whether a call of `name` may run concurrently with other read-only calls (unknown tools: yes, they do nothing). */
+  isReadOnly(name: string): boolean {
+    return this.tools.get(name)?.readOnly ?? true;
+  }
+
   names(): string[] {
     return [...this.tools.keys()];
   }

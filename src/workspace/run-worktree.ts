@@ -64,43 +64,57 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
   const ownerStats = statSync(repository.root);
   const owner = { uid: ownerStats.uid, gid: ownerStats.gid };
   const myUid = process.getuid?.() ?? 0;
-  const sandboxUser =
+  const sandboxUser: { uid: number; gid: number } =
     myUid !== 0
       ? { uid: myUid, gid: process.getgid?.() ?? myUid }
       : owner.uid !== 0
         ? owner
         : { uid: FALLBACK_SANDBOX_UID, gid: FALLBACK_SANDBOX_UID };
-  try {
-    await rawSafeGit({ baseDirectory: repository.root, config: gitConfig }, [
-      "worktree",
-      "add",
-      "--quiet",
-      "-b",
-      branch,
-      worktreePath,
-      repository.head,
-    ]);
-  } catch (error) {
-    throw new SandboxError(`could not create the worktree for ${branch}: ${errorMessage(error)}`, { cause: error });
-  }
-  const path = realpathSync(worktreePath);
-  // Read once, now, while the `.git` file is still the one git just wrote;
-  // from here on the worktree is the agent's and its `.git` file is never trusted.
-  const gitDirectory = realpathSync(
-    (await rawSafeGit({ baseDirectory: path, config: gitConfig }, ["rev-parse", "--absolute-git-dir"])).trim(),
-  );
-  const worktree: RunWorktree = {
+  const added = await addWorktree(repository.root, gitConfig, ["-b", branch, worktreePath, repository.head], worktreePath, sandboxUser, `the worktree for ${branch}`);
+  return {
     repositoryRoot: repository.root,
     commonGitDirectory: repository.commonGitDirectory,
-    path,
-    gitDirectory,
+    ...added,
     branch,
     baseCommit: repository.head,
     sandboxUser,
     gitConfig,
   };
-  if (myUid === 0) changeOwnerRecursively(path, sandboxUser.uid, sandboxUser.gid);
-  return worktree;
+}
+
+/**
+ * `git worktree add <args>`, then the new worktree's real path and git
+ * directory, and its files handed to the sandbox user (when we are root).
+ */
+async function addWorktree(
+  root: string,
+  gitConfig: string[],
+  args: string[],
+  path: string,
+  sandboxUser: { uid: number; gid: number },
+  what: string,
+): Promise<{ path: string; gitDirectory: string }> {
+  try {
+    await rawSafeGit({ baseDirectory: root, config: gitConfig }, ["worktree", "add", "--quiet", ...args]);
+  } catch (error) {
+    throw new SandboxError(`could not create ${what}: ${errorMessage(error)}`, { cause: error });
+  }
+  const real = realpathSync(path);
+  // Read once, now, while the `.git` file is still the one git just wrote;
+  // from here on the worktree is the agent's and its `.git` file is never trusted.
+  const gitDirectory = realpathSync((await rawSafeGit({ baseDirectory: real, config: gitConfig }, ["rev-parse", "--absolute-git-dir"])).trim());
+  if ((process.getuid?.() ?? 0) === 0) changeOwnerRecursively(real, sandboxUser.uid, sandboxUser.gid);
+  return { path: real, gitDirectory };
+}
+
+/**
+ * A second, detached worktree of the repository at `commit` (for
+ * verification on exactly what was committed), handed to the sandbox user
+ * like the run's own. Throws SandboxError when git fails.
+ */
+export async function createDetachedWorktree(worktree: RunWorktree, commit: string, path: string): Promise<RunWorktree> {
+  const added = await addWorktree(worktree.repositoryRoot, worktree.gitConfig, ["--detach", path, commit], path, worktree.sandboxUser, `a checkout of ${commit} for verification`);
+  return { ...worktree, ...added, baseCommit: commit };
 }
 
 /**

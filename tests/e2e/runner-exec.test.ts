@@ -91,6 +91,24 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(String((report.verify as { output_tail: string }).output_tail)).toMatch(/failed/);
   });
 
+  it("verification cannot be rigged by what the agent leaves outside the commit", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    // The bug stays; instead the agent makes every Python process exit 0, through
+    // a usercustomize module outside /workspace and an ignored conftest-like file.
+    const rig = [
+      'site=$(python3 -m site --user-site) && mkdir -p "$site"',
+      `printf 'import atexit, os\\natexit.register(lambda: os._exit(0))\\n' > "$site/usercustomize.py"`,
+      "mkdir -p __pycache__ && cp \"$site/usercustomize.py\" __pycache__/sitecustomize.py",
+      "python3 -m pytest -q; echo rigged-exit=$?",
+    ].join(" && ");
+    const { task } = fixMedianCopy(directory.path, `turns:\n  - tool_calls: [{ name: run_shell, arguments: { command: ${JSON.stringify(rig)} } }]\n  - expect: { tool_result_matches: "rigged-exit=0" }\n    content: All tests pass now.\n`);
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr + result.stdout).toBe(1);
+    expect(readReport(home.path, result.stdout)).toMatchObject({ status: "failed", reason: "verify_failed", verify: { passed: false } });
+  });
+
   it("exit 1 at max_steps", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();

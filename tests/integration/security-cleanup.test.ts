@@ -127,11 +127,14 @@ describe("security invariant 5: no container outlives its run", () => {
     });
     try {
       expect(run.report.status, describeRun(run)).toBe("succeeded");
-      // The container existed and carried the labels the sweeper looks for...
-      expect(seenWhileRunning).toHaveLength(1);
-      expect(seenWhileRunning[0]).toHaveLength(1);
-      expect(seenWhileRunning[0]![0]!.Labels[LABEL_RUN_ID]).toBe(run.runId);
-      expect(seenWhileRunning[0]![0]!.Labels[LABEL_OWNER]).toBe(ownerLabelOf(process.pid));
+      // The agent's container, then (after it was removed) the verification
+      // container, each existed alone and carried the labels the sweeper looks for...
+      expect(seenWhileRunning).toHaveLength(2);
+      for (const seen of seenWhileRunning) {
+        expect(seen).toHaveLength(1);
+        expect(seen[0]!.Labels[LABEL_RUN_ID]).toBe(run.runId);
+        expect(seen[0]!.Labels[LABEL_OWNER]).toBe(ownerLabelOf(process.pid));
+      }
       // ...and is gone, not merely stopped, the moment runTask has returned.
       expect(await containersOfRun(docker, run.runId)).toEqual([]);
       expect(await networksOfRun(docker, run.runId)).toEqual([]);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { runAgentLoop } from "../../src/agent/agent-loop.js";
 import { CancelledError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/events/run-events.js";
@@ -48,32 +48,49 @@ describe("runAgentLoop", () => {
     expect(model.requests.map((request) => request.callIndex)).toEqual([0, 1, 2]);
   });
 
-  it("answers every parallel tool call of a turn, in call order", async () => {
+  it("runs a turn's read-only calls concurrently and answers each, in call order", async () => {
     const model = new StrictScriptedModel([
-      {
-        toolCalls: [
-          call("x1", "run_shell", { command: "slow" }),
-          call("x2", "read_file", { path: "calc.py" }),
-          call("x3", "list_dir", { path: "." }),
-        ],
-      },
+      { toolCalls: [call("x1", "grep", { pattern: "slow" }), call("x2", "read_file", { path: "calc.py" }), call("x3", "list_dir", { path: "." })] },
       { content: "done" },
     ]);
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const sandbox = new FakeSandbox({ "calc.py": "x\n" }, async () => {
       await gate;
-      return { stdout: "slow output\n" };
+      return { stdout: "calc.py:1:slow\n" };
     });
-    const { run } = setup(model, sandbox);
+    const { run, events } = setup(model, sandbox);
     const pending = run();
-    // The read and list finish while the shell call is still blocked: the calls run concurrently.
-    await new Promise((resolve) => setImmediate(resolve));
+    // The grep (through exec) is blocked on the gate; the read and the list finish meanwhile.
+    await vi.waitFor(() => expect(events.filter((event) => event.type === "tool_call.finished")).toHaveLength(2));
     release();
     await pending;
     const toolMessages = model.requests[1]!.messages.filter((message) => message.role === "tool");
     expect(toolMessages.map((message) => (message as { tool_call_id: string }).tool_call_id)).toEqual(["x1", "x2", "x3"]);
-    expect((toolMessages[0] as { content: string }).content).toContain("slow output");
+    expect((toolMessages[0] as { content: string }).content).toContain("calc.py:1:slow");
+  });
+
+  it("runs calls that change the sandbox one at a time, so two edits of one file in a turn both land", async () => {
+    const model = new StrictScriptedModel([
+      {
+        toolCalls: [
+          call("e1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }),
+          call("e2", "edit_file", { path: "calc.py", old_string: "def add", new_string: "def plus" }),
+        ],
+      },
+      { content: "done" },
+    ]);
+    const sandbox = new FakeSandbox({ "calc.py": "def add(a, b):\n    return a - b\n" });
+    // Make every read slow enough that interleaved edits would overwrite each other.
+    const readFile = sandbox.readFile.bind(sandbox);
+    sandbox.readFile = async (path, options) => {
+      const file = await readFile(path, options);
+      await new Promise((resolve) => setImmediate(resolve));
+      return file;
+    };
+    const { run } = setup(model, sandbox);
+    await run();
+    expect(sandbox.files.get("/workspace/calc.py")?.toString()).toBe("def plus(a, b):\n    return a + b\n");
   });
 
   it("returns unknown tools, malformed JSON and invalid arguments to the model as errors", async () => {

@@ -3,6 +3,7 @@ import { defineTool, toolError } from "../define-tool.js";
 
 export const editFileTool = defineTool({
   name: "edit_file",
+  readOnly: false,
   description:
     "Replace an exact string in a file. old_string must match exactly once (including whitespace and indentation) " +
     "unless replace_all is true. Give enough surrounding lines to make it unique. The file is unchanged when the edit fails.",

@@ -5,6 +5,7 @@ const MAX_MATCHES = 500;
 
 export const globTool = defineTool({
   name: "glob",
+  readOnly: true,
   description:
     "Find files by glob pattern (e.g. '**/*.py', 'src/**/test_*.ts'), newest first; paths are relative to /workspace. Files ignored by .gitignore and the .git directory are skipped.",
   input: z.strictObject({

@@ -5,6 +5,7 @@ const MAX_ROWS = 300;
 
 export const grepTool = defineTool({
   name: "grep",
+  readOnly: true,
   description:
     "Search file contents with a regular expression (Rust regex syntax, like ripgrep). Returns file:line:text rows. " +
     "Optionally limit to a directory or file (path) and to files matching a glob (glob, e.g. '*.py').",

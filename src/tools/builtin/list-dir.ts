@@ -5,6 +5,7 @@ const MAX_ENTRIES = 1000;
 
 export const listDirTool = defineTool({
   name: "list_dir",
+  readOnly: true,
   description: "List the entries of a directory in the workspace. Directories end with '/', symlinks with '@'.",
   input: z.strictObject({
     path: z.string().min(1).default(".").describe("Directory, relative to /workspace or absolute inside it"),

@@ -12,6 +12,7 @@ const BINARY_SNIFF_BYTES = 8000;
 
 export const readFileTool = defineTool({
   name: "read_file",
+  readOnly: true,
   description:
     "Read a text file in the workspace. Returns lines prefixed with their 1-based line numbers. " +
     `Use offset (first line, 1-based) and limit (number of lines, default ${DEFAULT_READ_LINES}) to page through long files. Binary files are refused.`,

@@ -8,6 +8,7 @@ const MAX_STREAM_BYTES = 20 * 1024;
 
 export const runShellTool = defineTool({
   name: "run_shell",
+  readOnly: false,
   description:
     "Run a bash command in the task's sandbox container, in /workspace. Returns the exit code, stdout and stderr " +
     "(long output keeps its head and tail). The command and every process it starts are killed at the timeout. " +

@@ -3,6 +3,7 @@ import { defineTool } from "../define-tool.js";
 
 export const writeFileTool = defineTool({
   name: "write_file",
+  readOnly: false,
   description:
     "Create or overwrite a file in the workspace with the given content. Parent directories are created. Prefer edit_file for changing part of an existing file.",
   input: z.strictObject({
