@@ -29,6 +29,8 @@ export class ProgressView implements EventSink {
         return `${c.bold("run")} ${event.data.run_id}  task ${event.data.task}  branch ${event.data.branch}`;
       case "sandbox.created":
         return `sandbox ${event.data.sandbox_id} ready in ${event.data.ready_ms} ms (uid ${event.data.uid})`;
+      case "sandbox.restarted":
+        return c.yellow(`sandbox restarted as ${event.data.sandbox_id} (its control process was killed)`);
       case "model_call.finished":
         return event.data.content ? `${c.cyan(`step ${event.data.step + 1}`)} model: ${oneLine(event.data.content, 160)}` : null;
       case "tool_call.started":

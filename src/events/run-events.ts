@@ -10,6 +10,7 @@ export const EVENT_SCHEMA_VERSION = 1;
 export type RunEvent =
   | { type: "run.started"; data: { run_id: string; task: string; workspace: string; branch: string; base_commit: string } }
   | { type: "sandbox.created"; data: { sandbox_id: string; image: string; ready_ms: number; uid: number } }
+  | { type: "sandbox.restarted"; data: { sandbox_id: string } }
   | { type: "model_call.started"; data: { agent_id: string; step: number; messages: number } }
   | { type: "model_call.finished"; data: { agent_id: string; step: number; duration_ms: number; usage: Usage; tool_calls: number; content: string | null } }
   | { type: "tool_call.started"; data: { agent_id: string; step: number; tool_call_id: string; name: string; arguments: string } }

@@ -9,6 +9,7 @@ import { EventFanout, type EventSink } from "../events/run-events.js";
 import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
+import { RecoveringSandbox } from "../sandbox/recovering-sandbox.js";
 import { workspaceTools } from "../tools/builtin/index.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { commitRunWorktree, containerGitMounts, createRunWorktree, diffRunBranch, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
@@ -116,7 +117,9 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     const specFor = sandboxSpecFactory(task, runId, runDirectory, report, events, options.hostEnvironment ?? process.env);
     const [openedModel, createdSandbox] = await Promise.allSettled([
       dependencies.openModel(task),
-      specFor("main", worktree).then((spec) => dependencies.sandboxProvider.create(spec)),
+      specFor("main", worktree).then((spec) =>
+        RecoveringSandbox.create(dependencies.sandboxProvider, spec, (sandboxId) => events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } })),
+      ),
     ]);
     if (openedModel.status === "fulfilled") model = openedModel.value;
     if (createdSandbox.status === "fulfilled") sandbox = createdSandbox.value;

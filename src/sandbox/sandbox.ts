@@ -1,4 +1,5 @@
 import type { AllowRule } from "../config/network-allow-list.js";
+import { SandboxError } from "../errors.js";
 
 /**
  * The sandbox contract: where every tool of a task runs. Paths are workspace
@@ -92,6 +93,13 @@ export interface Sandbox {
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
+
+/**
+ * The sandbox's control process or container is gone (e.g. a command killed
+ * every process it could, or the container was removed). The workspace on
+ * the host is intact; a new sandbox on the same spec can take over.
+ */
+export class SandboxGoneError extends SandboxError {}
 
 /** A path resolved (after `..` and symlinks) to somewhere outside the workspace. */
 export class PathOutsideWorkspaceError extends Error {

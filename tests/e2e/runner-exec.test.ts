@@ -109,6 +109,33 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(readReport(home.path, result.stdout)).toMatchObject({ status: "failed", reason: "verify_failed", verify: { passed: false } });
   });
 
+  it("survives the agent killing every process in its sandbox: the sandbox restarts, files stay, the run goes on", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const fix = { path: "stats.py", old_string: "    return ordered[middle]\n", new_string: "    if len(ordered) % 2:\n        return ordered[middle]\n    return (ordered[middle - 1] + ordered[middle]) / 2\n" };
+    const { task } = fixMedianCopy(
+      directory.path,
+      [
+        "turns:",
+        `  - tool_calls: [{ name: edit_file, arguments: ${JSON.stringify(fix)} }]`,
+        '  - tool_calls: [{ name: run_shell, arguments: { command: "pkill node; echo daemon-spared" } }]',
+        '  - expect: { tool_result_matches: "daemon-spared" }',
+        '    tool_calls: [{ name: run_shell, arguments: { command: "kill -9 -1" } }]',
+        '  - expect: { tool_result_matches: "sandbox was restarted" }',
+        `    tool_calls: [{ name: run_shell, arguments: { command: "grep -c 'middle - 1' stats.py" } }]`,
+        '  - expect: { tool_result_matches: "exit_code: 0" }',
+        "    content: Fixed.",
+      ].join("\n"),
+    );
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr + result.stdout).toBe(0);
+    const report = readReport(home.path, result.stdout);
+    expect(report).toMatchObject({ status: "succeeded", tool_calls: 4 });
+    const events = readFileSync(join(home.path, "runs", String(report.run_id), "events.jsonl"), "utf8");
+    expect(events.match(/dev\.agent-runner\.sandbox\.restarted/g)).toHaveLength(1);
+  });
+
   it("exit 1 at max_steps", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();

@@ -96,9 +96,10 @@ export class DockerSandbox implements Sandbox {
         throw new SandboxError(`could not remove container ${this.id}: ${(error as Error).message}`, { cause: error });
       }
     }
+    // AutoRemove may still be removing it (409 above): the name and the network
+    // endpoint are free only once it is gone.
+    await this.container.wait({ condition: "removed" }).catch(() => undefined);
     if (this.network) {
-      // A container being auto-removed may still hold its endpoint for a moment.
-      await this.container.wait({ condition: "removed" }).catch(() => undefined);
       await this.network.close().catch((error: unknown) => {
         throw new SandboxError(`could not remove the task network: ${(error as Error).message}`, { cause: error });
       });

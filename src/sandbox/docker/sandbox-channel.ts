@@ -1,7 +1,6 @@
 import { PassThrough, type Duplex } from "node:stream";
 import { createInterface } from "node:readline";
-import { SandboxError } from "../../errors.js";
-import { NotAFileError, PathOutsideWorkspaceError } from "../sandbox.js";
+import { NotAFileError, PathOutsideWorkspaceError, SandboxGoneError } from "../sandbox.js";
 
 interface DaemonErrorBody {
   code: string;
@@ -32,7 +31,7 @@ export class SandboxChannel {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readonly stderrTail: string[] = [];
-  private closedError: SandboxError | null = null;
+  private closedError: SandboxGoneError | null = null;
   /** Resolves with the daemon's hello (id 0), rejects if the stream ends first. */
   readonly ready: Promise<{ pid: number; uid: number }>;
 
@@ -76,7 +75,7 @@ export class SandboxChannel {
     });
     const onEnd = () => {
       const detail = this.stderrTail.join("").trim().slice(-2000);
-      this.closedError = new SandboxError(
+      this.closedError = new SandboxGoneError(
         `sandbox ${this.label}: the in-container daemon went away${detail ? `: ${detail}` : ""}`,
       );
       rejectReady(this.closedError);

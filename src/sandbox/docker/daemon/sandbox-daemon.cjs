@@ -16,6 +16,10 @@ const fs = require("node:fs");
 const path = require("node:path");
 const readline = require("node:readline");
 
+// A name of our own, so `pkill node` in a command spares the daemon (`kill -9 -1`
+// still gets it: the runner then restarts the sandbox).
+process.title = "agent-runner-sandboxd";
+
 const WORKSPACE = process.env.RUNNER_WORKSPACE || "/workspace";
 const WORKSPACE_REAL = fs.realpathSync(WORKSPACE);
 const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024;

@@ -1,0 +1,123 @@
+import {
+  SandboxGoneError,
+  type DirectoryEntry,
+  type ExecRequest,
+  type ExecResult,
+  type FileContent,
+  type PathInfo,
+  type Sandbox,
+  type SandboxProvider,
+  type SandboxSpec,
+} from "./sandbox.js";
+
+/** Restarts allowed per sandbox before a loss ends the run. */
+const MAX_RESTARTS = 3;
+
+export const RESTART_NOTICE =
+  "the sandbox was restarted because its control process died (did the command kill every process, e.g. `pkill node` or `kill -9 -1`?). " +
+  "Files in /workspace are intact; processes started earlier are gone.";
+
+/**
+ * A {@link Sandbox} that survives the agent killing the sandbox's control
+ * process: the agent's commands run as the same unprivileged user, so a
+ * `kill -9 -1` cannot be prevented, only recovered from. On SandboxGoneError
+ * the sandbox is replaced by a new one on the same spec (the workspace lives
+ * on the host, so files survive); the failed exec answers with a notice, and
+ * file operations are retried once. After {@link MAX_RESTARTS} the error is thrown.
+ */
+export class RecoveringSandbox implements Sandbox {
+  private restarts = 0;
+
+  private constructor(
+    private readonly provider: SandboxProvider,
+    private readonly spec: SandboxSpec,
+    private current: Sandbox,
+    private readonly onRestart: (newId: string) => void,
+  ) {}
+
+  static async create(provider: SandboxProvider, spec: SandboxSpec, onRestart: (newId: string) => void = () => undefined): Promise<RecoveringSandbox> {
+    return new RecoveringSandbox(provider, spec, await provider.create(spec), onRestart);
+  }
+
+  get id(): string {
+    return this.current.id;
+  }
+
+  async exec(request: ExecRequest): Promise<ExecResult> {
+    const used = this.current;
+    try {
+      return await used.exec(request);
+    } catch (error) {
+      if (!(error instanceof SandboxGoneError)) throw error;
+      await this.restart(used, error);
+      return {
+        exitCode: null,
+        signal: "SIGKILL",
+        stdout: "",
+        stderr: RESTART_NOTICE,
+        timedOut: false,
+        truncated: false,
+        stdoutBytes: 0,
+        stderrBytes: RESTART_NOTICE.length,
+        durationMs: 0,
+      };
+    }
+  }
+
+  readFile(path: string, options?: { maxBytes?: number }): Promise<FileContent | null> {
+    return this.retrying(() => this.current.readFile(path, options));
+  }
+
+  writeFile(path: string, content: Buffer): Promise<{ path: string; bytesWritten: number }> {
+    return this.retrying(() => this.current.writeFile(path, content));
+  }
+
+  stat(path: string): Promise<PathInfo | null> {
+    return this.retrying(() => this.current.stat(path));
+  }
+
+  listDir(path: string): Promise<DirectoryEntry[] | null> {
+    return this.retrying(() => this.current.listDir(path));
+  }
+
+  stopAllProcesses(): Promise<void> {
+    return this.retrying(() => this.current.stopAllProcesses());
+  }
+
+  close(): Promise<void> {
+    return this.current.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  private async retrying<T>(operation: () => Promise<T>): Promise<T> {
+    const used = this.current;
+    try {
+      return await operation();
+    } catch (error) {
+      if (!(error instanceof SandboxGoneError)) throw error;
+      await this.restart(used, error);
+      return operation();
+    }
+  }
+
+  private restarting: Promise<void> | null = null;
+
+  /** Replaces `failed` unless a concurrent call already did. */
+  private async restart(failed: Sandbox, cause: SandboxGoneError): Promise<void> {
+    if (this.current !== failed) return;
+    if (this.restarting) return this.restarting;
+    if (this.restarts >= MAX_RESTARTS) throw cause;
+    this.restarts += 1;
+    this.restarting = (async () => {
+      await failed.close().catch(() => undefined);
+      this.current = await this.provider.create(this.spec);
+      this.onRestart(this.current.id);
+    })().finally(() => {
+      this.restarting = null;
+    });
+    return this.restarting;
+  }
+}
