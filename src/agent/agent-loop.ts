@@ -3,7 +3,10 @@ import type { EventSink } from "../events/run-events.js";
 import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type Usage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import type { ToolRegistry } from "../tools/tool-registry.js";
+import { capText, type ToolRegistry } from "../tools/tool-registry.js";
+
+/** Longest tool-call arguments copied into a `tool_call.started` event, characters. */
+const EVENT_ARGUMENTS_CHARACTERS = 4000;
 
 export interface AgentLoopOptions {
   agentId: string;
@@ -104,7 +107,8 @@ async function runToolCall(call: ToolCall, step: number, options: AgentLoopOptio
   const { agentId, events } = options;
   events.emit({
     type: "tool_call.started",
-    data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, arguments: call.function.arguments },
+    // The full arguments are in the session; the event keeps a bounded copy.
+    data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, arguments: capText(call.function.arguments, EVENT_ARGUMENTS_CHARACTERS) },
   });
   const started = Date.now();
   const result = await options.tools.execute(call.function.name, call.function.arguments, {

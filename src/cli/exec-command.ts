@@ -1,7 +1,10 @@
+import { accessSync, constants, existsSync, mkdirSync, statSync } from "node:fs";
+import { setMaxListeners } from "node:events";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
-import { ConfigError } from "../errors.js";
+import { ConfigError, errorMessage } from "../errors.js";
+import { loadScript } from "../model/scripted-model-server.js";
 import { createLogger } from "../logging/logger.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
 import { runTask } from "../run/run-task.js";
@@ -9,7 +12,7 @@ import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import { openAIClient, openModel } from "./open-model.js";
-import { ProgressView } from "./progress-view.js";
+import { ProgressView, terminalSafe } from "./progress-view.js";
 
 export interface ExecOptions {
   json?: boolean;
@@ -21,32 +24,55 @@ export interface ExecOptions {
   image?: string;
 }
 
+/**
+ * `$RUNNER_HOME` (default `~/.runner`), created if missing. Throws ConfigError
+ * naming RUNNER_HOME when it cannot be a writable directory.
+ */
 export function runnerHome(environment: NodeJS.ProcessEnv = process.env): string {
-  return resolve(environment.RUNNER_HOME ?? join(homedir(), ".runner"));
+  const home = resolve(environment.RUNNER_HOME || join(homedir(), ".runner"));
+  // One level at a time: a recursive mkdir under /proc or /sys can spin forever (Node 20).
+  const missing: string[] = [];
+  let existing = home;
+  while (!existsSync(existing)) {
+    missing.unshift(existing);
+    existing = dirname(existing);
+  }
+  try {
+    if (!statSync(existing).isDirectory()) throw new Error(`${existing} is not a directory`);
+    for (const directory of missing) mkdirSync(directory, { mode: 0o700 });
+    accessSync(home, constants.W_OK);
+  } catch (error) {
+    throw new ConfigError(`RUNNER_HOME: cannot use ${home} for run records (${errorMessage(error)}); point RUNNER_HOME at a writable directory`);
+  }
+  return home;
 }
 
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
   const task = loadTask(taskFile, options);
-  // Fail on what the user can fix before anything starts.
+  // Fail on what the user can fix before anything starts (no branch, no container yet).
+  const home = runnerHome();
   await resolveRepository(task.workspacePath);
   if (task.model.provider === "openai") openAIClient(task, process.env);
+  else loadScript(task.scriptPath!);
+  setMaxListeners(0, signal); // one abort listener per concurrent tool call and model call
 
   const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
+  await provider.checkReady(task.sandbox.image);
   // Leftovers of runs whose runner died (kill -9, crash): containers, networks, worktrees.
   const logger = createLogger({ component: "cli" });
   await sweepLeftovers(provider.docker).then(
     (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
   );
-  await sweepDeadRuns(runnerHome()).then(
+  await sweepDeadRuns(home).then(
     (runs) => runs.length && logger.info({ runs }, "removed worktrees of runs whose runner died"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),
   );
   const view = options.json ? undefined : new ProgressView();
   const { report, exitCode, runDirectory } = await runTask(
     task,
-    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: runnerHome() },
+    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home },
     {
       signal,
       events: view,
@@ -56,8 +82,12 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   if (!options.json) {
     const lines = [
       "",
-      `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${report.error}` : ""}`,
-      report.verify ? `verify: ${report.verify.command} → exit ${report.verify.exit_code}` : "verify: (no verify.command in the task)",
+      `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${terminalSafe(report.error)}` : ""}`,
+      report.verify
+        ? `verify: ${report.verify.command} → exit ${report.verify.exit_code}`
+        : task.verify
+          ? "verify: not run"
+          : "verify: (no verify.command in the task)",
       `branch: ${report.branch ?? "-"}`,
       `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
       `run directory: ${runDirectory}`,

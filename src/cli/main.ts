@@ -22,6 +22,15 @@ async function main(argv: string[]): Promise<number> {
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  process.on("SIGHUP", onSignal);
+  // A reader that went away (`runner exec ... | head`) must not kill the run
+  // half-way: stop writing to it and let the run finish and clean up.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code !== "EPIPE") throw error;
+      stream.write = (() => true) as typeof stream.write;
+    });
+  }
 
   let exitCode = 0;
   const program = new Command()

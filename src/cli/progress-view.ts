@@ -51,7 +51,13 @@ export class ProgressView implements EventSink {
   }
 }
 
-function oneLine(text: string, limit: number): string {
-  const flat = text.replace(/\s+/g, " ").trim();
+/** Flattens text to one line with terminal control characters made visible (the model and the repository choose this text). */
+export function oneLine(text: string, limit: number): string {
+  const flat = terminalSafe(text.replace(/\s+/g, " ").trim());
   return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
+}
+
+/** Escapes C0/C1 control characters (ESC sequences, NUL, ...) as \xNN so they cannot drive the terminal. */
+export function terminalSafe(text: string): string {
+  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (character) => `\\x${character.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }

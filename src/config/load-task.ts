@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import type { z } from "zod";
@@ -37,6 +37,7 @@ export class TaskValidationError extends ConfigError {
 export function loadTaskFile(file: string): Task {
   const absolute = resolve(file);
   if (!existsSync(absolute)) throw new TaskValidationError(absolute, [{ path: "", message: "file not found" }]);
+  if (!statSync(absolute).isFile()) throw new TaskValidationError(absolute, [{ path: "", message: "not a file; give the path of a task.yaml" }]);
   const document = parseDocument(readFileSync(absolute, "utf8"), { prettyErrors: true });
   if (document.errors.length) {
     throw new TaskValidationError(
@@ -53,7 +54,7 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new TaskValidationError(label, [{ path: "", message: "expected a mapping of task fields (name, instruction, workspace, ...)" }]);
   }
-  const parsed = taskSchema.safeParse(raw);
+  const parsed = taskSchema.safeParse(raw, { reportInput: true });
   const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map(describeIssue);
   if (!parsed.success) throw new TaskValidationError(label, problems);
   const task = parsed.data;
@@ -90,8 +91,19 @@ function describeIssue(issue: z.core.$ZodIssue): TaskProblem {
   if (issue.code === "unrecognized_keys") {
     return { path, message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")} (check the spelling; see README "task.yaml")` };
   }
-  if (issue.code === "invalid_type" && issue.input === undefined) {
-    return { path, message: `required: expected ${issue.expected}` };
+  if (issue.code === "invalid_type") {
+    if (issue.input === undefined) return { path, message: `required: expected ${issue.expected}` };
+    return { path, message: `expected ${issue.expected}, got ${describeValue(issue.input)}` };
+  }
+  if (issue.code === "invalid_key") {
+    return { path, message: `invalid key ${JSON.stringify(String(issue.input))}: ${issue.issues.map((inner) => inner.message).join("; ")}` };
   }
   return { path, message: issue.message };
+}
+
+function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "a list";
+  if (typeof value === "object") return "a mapping";
+  return `${typeof value} ${JSON.stringify(value)}`;
 }

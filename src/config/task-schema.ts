@@ -37,7 +37,13 @@ export const modelSchema = z.strictObject({
 });
 
 export const sandboxSchema = z.strictObject({
-  image: z.string().min(1).default("agent-runner/sandbox:bookworm"),
+  image: z
+    .string()
+    .regex(
+      /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$/,
+      'expected a Docker image reference like "agent-runner/sandbox:bookworm" (lower-case repository, optional :tag)',
+    )
+    .default("agent-runner/sandbox:bookworm"),
   network: z
     .strictObject({
       /** Hosts the task may reach through its egress proxy: `name`, `*.domain`, `name:port`. */
@@ -64,8 +70,10 @@ export const sandboxSchema = z.strictObject({
       cpus: z.number().positive().max(64).default(1),
       memory: memory.default(1024 ** 3),
       pids: z.number().int().min(16).max(32768).default(256),
+      /** Largest file a sandbox process may write (RLIMIT_FSIZE); there is no total disk quota. */
+      file_size: memory.default(1024 ** 3),
     })
-    .default({ cpus: 1, memory: 1024 ** 3, pids: 256 }),
+    .default({ cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3 }),
   /** Literal variables set in the container. */
   env: z.record(environmentName, z.string()).default({}),
   /** Host variables passed through by name (the only way host environment reaches the container). */
@@ -85,14 +93,14 @@ export const taskSchema = z.strictObject({
   sandbox: sandboxSchema.default({
     image: "agent-runner/sandbox:bookworm",
     network: { allow: [], allow_cidrs: [] },
-    limits: { cpus: 1, memory: 1024 ** 3, pids: 256 },
+    limits: { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3 },
     env: {},
     pass_env: [],
   }),
   verify: verifySchema.optional(),
   max_steps: z.number().int().positive().max(10_000).default(50),
   /** Per tool call default timeout for run_shell, ms. */
-  tool_timeout_ms: z.number().int().positive().default(120_000),
+  tool_timeout_ms: z.number().int().positive().max(24 * 3600 * 1000, "at most 86400000 (24 h)").default(120_000),
   policy: z.string().min(1).default("worker"),
 });
 

@@ -248,7 +248,12 @@ function sandboxSpecFactory(
     user: worktree.sandboxUser,
     network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
     onNetworkEvent,
-    limits: { cpus: task.sandbox.limits.cpus, memoryBytes: task.sandbox.limits.memory, pids: task.sandbox.limits.pids },
+    limits: {
+      cpus: task.sandbox.limits.cpus,
+      memoryBytes: task.sandbox.limits.memory,
+      pids: task.sandbox.limits.pids,
+      fileSizeBytes: task.sandbox.limits.file_size,
+    },
   });
 }
 

@@ -149,6 +149,8 @@ export interface SandboxSpec {
     memoryBytes: number;
     /** Maximum number of processes (pids cgroup). */
     pids: number;
+    /** Largest file a process may write, bytes (RLIMIT_FSIZE). */
+    fileSizeBytes: number;
   };
 }
 

@@ -37,6 +37,9 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
   try {
     root = (await rawSafeGit({ baseDirectory: directory }, ["rev-parse", "--show-toplevel"])).trim();
   } catch {
+    const inside = await rawSafeGit({ baseDirectory: directory }, ["rev-parse", "--is-bare-repository", "--is-inside-git-dir"]).catch(() => "");
+    if (/^true/.test(inside)) throw new ConfigError(`workspace: ${directory} is a bare repository; point workspace at a clone with a working tree`);
+    if (/true\s*$/.test(inside)) throw new ConfigError(`workspace: ${directory} is a git directory; point workspace at the repository's top level`);
     throw new ConfigError(`workspace: ${directory} is not a git repository; run \`git init && git add -A && git commit -m init\` there first`);
   }
   if (realpathSync(root) !== realpathSync(directory)) {
@@ -47,6 +50,11 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
     head = (await rawSafeGit({ baseDirectory: root }, ["rev-parse", "--verify", "HEAD^{commit}"])).trim();
   } catch {
     throw new ConfigError(`workspace: the repository ${root} has no commits yet; commit the starting state first`);
+  }
+  // git cannot hold both a branch `runner` and the run branches `runner/<id>`.
+  const clash = await rawSafeGit({ baseDirectory: root }, ["for-each-ref", "--format=%(refname)", "refs/heads/runner"]);
+  if (clash.trim() === "refs/heads/runner") {
+    throw new ConfigError(`workspace: the repository has a branch named "runner", so git cannot create run branches runner/<id>; rename it (git branch -m runner <new-name>)`);
   }
   const common = (await rawSafeGit({ baseDirectory: root }, ["rev-parse", "--path-format=absolute", "--git-common-dir"])).trim();
   return { root: realpathSync(root), commonGitDirectory: realpathSync(common), head };

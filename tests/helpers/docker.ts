@@ -41,7 +41,7 @@ export async function createTestSandbox(workspace: string, overrides: Partial<Sa
     env: { HOME: "/tmp", PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" },
     user: { uid: 1000, gid: 1000 },
     network: null,
-    limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256 },
+    limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256, fileSizeBytes: 1024 ** 3 },
     ...overrides,
   });
 }

@@ -58,6 +58,8 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, netwo
       Init: true,
       AutoRemove: true,
       PidsLimit: spec.limits.pids,
+      // Bind mounts have no quota: this caps a runaway `yes > file` per file.
+      Ulimits: [{ Name: "fsize", Soft: spec.limits.fileSizeBytes, Hard: spec.limits.fileSizeBytes }],
       Memory: spec.limits.memoryBytes,
       MemorySwap: spec.limits.memoryBytes,
       NanoCpus: Math.round(spec.limits.cpus * 1e9),
@@ -140,6 +142,19 @@ export class DockerSandboxProvider implements SandboxProvider {
       }
       throw new SandboxError(`could not start the sandbox container: ${errorMessage(error)}`, { cause: error });
     }
+  }
+
+  /**
+   * Pre-flight: the daemon answers and the image is present. Throws
+   * SandboxError (exit 3) with what to do, before a run creates anything.
+   */
+  async checkReady(image: string): Promise<void> {
+    try {
+      await this.docker.ping();
+    } catch (error) {
+      throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
+    }
+    await this.requireImage(image);
   }
 
   private async removeByName(name: string): Promise<void> {
