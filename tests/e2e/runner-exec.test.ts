@@ -172,6 +172,17 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(existsSync(join(home.path, "runs"))).toBe(false);
   });
 
+  it("exit 2 for a broken script before any branch or container exists", async () => {
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task, repo } = fixMedianCopy(directory.path, 'turns:\n  - expect: { tool_result_matches: "[unclosed" }\n');
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/turns\.0\.expect\.tool_result_matches: not a valid RegExp/);
+    expect(execFileSync("git", ["branch", "--list", "runner/*"], { cwd: repo, encoding: "utf8" })).toBe("");
+    expect(existsSync(join(home.path, "runs"))).toBe(false);
+  });
+
   it("exit 2 when the workspace is not a git repository, naming the fix", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();

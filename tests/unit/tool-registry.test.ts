@@ -41,3 +41,11 @@ describe("ToolRegistry", () => {
     expect(capText("short", 50)).toBe("short");
   });
 });
+
+describe("terminal output", () => {
+  it("neutralises escape sequences and NUL from model or repository text", async () => {
+    const { oneLine } = await import("../../src/cli/progress-view.js");
+    expect(oneLine("ok\u001b[1A\u001b[Kstatus: succeeded\u0000\u009b", 200)).toBe("ok\\x1b[1A\\x1b[Kstatus: succeeded\\x00\\x9b");
+    expect(oneLine("a\n\tb", 200)).toBe("a b");
+  });
+});
