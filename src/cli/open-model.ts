@@ -35,5 +35,7 @@ export function openAIClient(task: Task, environment: NodeJS.ProcessEnv): OpenAI
     model: model!,
     baseURL: task.model.base_url ?? environment.OPENAI_BASE_URL,
     temperature: task.model.temperature,
+    maxRetries: task.model.max_retries,
+    timeoutMs: task.model.request_timeout_sec * 1000,
   });
 }

@@ -57,7 +57,7 @@ export class OpenAIModelClient implements ModelClient {
         },
       );
     } catch (error) {
-      throw translateError(error, request.signal);
+      throw translateError(error, request.signal, `${this.client.baseURL} after ${this.client.maxRetries} retries`);
     } finally {
       request.signal?.removeEventListener("abort", forwardAbort);
     }
@@ -79,13 +79,13 @@ export class OpenAIModelClient implements ModelClient {
   }
 }
 
-function translateError(error: unknown, signal: AbortSignal | undefined): Error {
+function translateError(error: unknown, signal: AbortSignal | undefined, where: string): Error {
   if (signal?.aborted || error instanceof OpenAI.APIUserAbortError) return new CancelledError();
   if (error instanceof OpenAI.APIConnectionTimeoutError) {
-    return new ModelError(`model request timed out after retries: ${error.message}`, "timeout", { cause: error });
+    return new ModelError(`model request to ${where} timed out: ${error.message}`, "timeout", { cause: error });
   }
   if (error instanceof OpenAI.APIConnectionError) {
-    return new ModelError(`cannot reach the model endpoint: ${error.message}`, "connection_error", { cause: error });
+    return new ModelError(`cannot reach the model endpoint ${where}: ${error.message}`, "connection_error", { cause: error });
   }
   if (error instanceof OpenAI.APIError) {
     const status = error.status ?? 0;
