@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
@@ -49,8 +50,13 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, netwo
     Env: Object.entries({ ...spec.env, ...proxyEnvironment }).map(([key, value]) => `${key}=${value}`),
     Labels: resourceLabels(spec),
     ...ATTACHED_STDIO,
+    ...(network ? { NetworkingConfig: { EndpointsConfig: { [network.name]: { IPAMConfig: { IPv4Address: network.sandboxAddress } } } } } : {}),
     HostConfig: {
       NetworkMode: network ? network.name : "none",
+      // Docker before 25 gives internal networks a default route via a gateway
+      // nobody holds (inhibit_ipv4): one short ARP probe makes a direct
+      // connection fail in ~50 ms instead of ~3 s.
+      ...(network ? { Sysctls: { "net.ipv4.neigh.eth0.mcast_solicit": "1", "net.ipv4.neigh.eth0.retrans_time_ms": "50" } } : {}),
 
       CapDrop: ["ALL"],
       SecurityOpt: ["no-new-privileges"],
@@ -101,46 +107,35 @@ export class DockerSandboxProvider implements SandboxProvider {
     }
     await this.requireImage(spec.image);
     const network = spec.network && spec.network.rules.length > 0 ? await TaskNetwork.create(this.docker, spec) : null;
-    let container: Docker.Container;
+    // The proxy starts while the sandbox does (both addresses are fixed); it
+    // must be ready before the sandbox is handed out.
+    const proxyStarting = network ? network.startProxy(spec, this.egressNetwork) : Promise.resolve();
+    proxyStarting.catch(() => undefined);
+    let container: Docker.Container | null = null;
     try {
-      // The proxy starts while the sandbox container does: the sandbox reaches it by name.
-      const [created] = await Promise.all([
-        this.docker.createContainer(sandboxContainerOptions(spec, daemonSource(), network)).catch((error: unknown) => {
-          throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error });
-        }),
-        network?.startProxy(spec, this.egressNetwork),
-      ]);
-      container = created;
-    } catch (error) {
-      await this.removeByName(`agent-runner-${spec.runId}-${spec.agentId}`);
-      await network?.close().catch(() => undefined);
-      throw error;
-    }
-    try {
-      const stream = (await container.attach({
-        stream: true,
-        stdin: true,
-        stdout: true,
-        stderr: true,
-        hijack: true,
-      })) as unknown as import("node:stream").Duplex;
+      container = await this.docker.createContainer(sandboxContainerOptions(spec, daemonSource(), network)).catch((error: unknown) => {
+        throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error });
+      });
+      const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
       const channel = new SandboxChannel(
         stream,
         (source, stdout, stderr) => this.docker.modem.demuxStream(source, stdout, stderr),
         container.id.slice(0, 12),
       );
       await container.start();
-      await withTimeout(channel.ready, READY_TIMEOUT_MS, `sandbox daemon did not start within ${READY_TIMEOUT_MS} ms`);
+      await withTimeout(channel.ready, READY_TIMEOUT_MS, `sandbox daemon did not start within ${READY_TIMEOUT_MS} ms`).catch((error: unknown) => {
+        throw new SandboxError(`${errorMessage(error)}\n(the image must provide node >= 18 on PATH and bash; ${spec.image} is built by \`runner image build\`)`);
+      });
+      await proxyStarting;
       return new DockerSandbox(container.id.slice(0, 12), container, channel, network);
     } catch (error) {
-      await container.remove({ force: true }).catch(() => undefined);
+      // Let an in-flight proxy creation land first, or its container would outlive the cleanup.
+      await proxyStarting.catch(() => undefined);
+      if (container) await container.remove({ force: true }).catch(() => undefined);
+      else await this.removeByName(`agent-runner-${spec.runId}-${spec.agentId}`);
+      await container?.wait({ condition: "removed" }).catch(() => undefined);
       await network?.close().catch(() => undefined);
-      if (error instanceof SandboxError) {
-        throw new SandboxError(
-          `${error.message}\n(the image must provide node >= 18 on PATH and bash; ${spec.image} is built by \`runner image build\`)`,
-        );
-      }
-      throw new SandboxError(`could not start the sandbox container: ${errorMessage(error)}`, { cause: error });
+      throw error instanceof SandboxError ? error : new SandboxError(`could not start the sandbox container: ${errorMessage(error)}`, { cause: error });
     }
   }
 

@@ -52,8 +52,10 @@ export class TaskNetwork {
     private readonly docker: Docker,
     readonly name: string,
     private readonly network: Docker.Network,
-    /** The proxy's address on the task network. */
+    /** The proxy's address on the task network (.2 of its /29). */
     readonly proxyAddress: string,
+    /** The sandbox's address (.3). */
+    readonly sandboxAddress: string,
   ) {}
 
   /**
@@ -78,7 +80,7 @@ export class TaskNetwork {
           IPAM: { Driver: "default", Config: [{ Subnet: `${base}/29`, Gateway: `${prefix}${last + 1}` }] },
           Labels: resourceLabels(spec),
         });
-        return new TaskNetwork(docker, name, network, `${prefix}${last + 2}`);
+        return new TaskNetwork(docker, name, network, `${prefix}${last + 2}`, `${prefix}${last + 3}`);
       } catch (error) {
         lastError = error;
         // Only an overlap with another network is worth another subnet.
@@ -112,7 +114,8 @@ export class TaskNetwork {
         Cmd: ["node", "-e", cachedProxySource],
         Entrypoint: [],
         User: "65534:65534",
-        Env: [`RUNNER_PROXY_CONFIG=${JSON.stringify(config)}`, `RUNNER_PROXY_PORT=${PROXY_PORT}`],
+        // It listens on its task-network address only: containers on the egress network cannot use it.
+        Env: [`RUNNER_PROXY_CONFIG=${JSON.stringify(config)}`, `RUNNER_PROXY_PORT=${PROXY_PORT}`, `RUNNER_PROXY_LISTEN=${this.proxyAddress}`],
         Labels: resourceLabels(spec),
         ...ATTACHED_STDIO,
         HostConfig: {

@@ -135,7 +135,7 @@ function parseAuthority(authority) {
   return { host: match[1], port: match[2] === undefined ? 443 : Number(match[2]) };
 }
 
-function startServer(config, listenPort) {
+function startServer(config, listenAddress, listenPort) {
   const server = http.createServer(async (request, response) => {
     let url;
     try {
@@ -185,6 +185,10 @@ function startServer(config, listenPort) {
   });
 
   server.on("connect", async (request, client, head) => {
+    // Node hands the socket over without an error listener: a client reset
+    // (e.g. after our 403) must not take the proxy down.
+    let upstream = null;
+    client.on("error", () => upstream && upstream.destroy());
     const authority = parseAuthority(request.url);
     const host = authority ? authority.host : String(request.url);
     const port = authority ? authority.port : 0;
@@ -196,7 +200,7 @@ function startServer(config, listenPort) {
       return;
     }
     report({ event: "allowed", method: "CONNECT", host, port });
-    const upstream = net.connect({ host: decision.address, port }, () => {
+    upstream = net.connect({ host: decision.address, port }, () => {
       client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
       if (head && head.length) upstream.write(head);
       upstream.pipe(client);
@@ -205,13 +209,25 @@ function startServer(config, listenPort) {
     upstream.on("error", (error) => {
       client.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nagent-runner egress proxy: ${host}:${port}: ${error.message}\n`);
     });
-    client.on("error", () => upstream.destroy());
   });
 
+  // Node's parser rejects requests it cannot parse (NUL or control characters
+  // in the target) before our handlers run: refuse them visibly all the same.
   server.on("clientError", (error, socket) => {
-    socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n");
+    socket.on("error", () => undefined);
+    const line = (error.rawPacket ? error.rawPacket.toString("latin1") : "").split("\r\n")[0];
+    const [method = "?", target = ""] = line.split(" ");
+    const authority = method === "CONNECT" ? parseAuthority(target) : null;
+    const shown = JSON.stringify(authority ? authority.host : target).slice(1, -1);
+    const port = authority ? authority.port : 0;
+    const reason = /[\x00-\x20\x7f]/.test(target) ? "host name contains control characters, spaces or NUL" : "malformed request";
+    report({ event: "denied", method, host: shown, port, reason });
+    if (socket.writable) {
+      const body = `agent-runner egress proxy: refused ${shown}:${port}: ${reason}.\n`;
+      socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    }
   });
-  server.listen(listenPort, "0.0.0.0", () => report({ event: "ready", port: listenPort }));
+  server.listen(listenPort, listenAddress, () => report({ event: "ready", port: listenPort }));
   // The runner holds our stdin; when it goes away, so do we.
   process.stdin.resume();
   process.stdin.on("end", () => process.exit(0));
@@ -220,5 +236,6 @@ function startServer(config, listenPort) {
 module.exports = { checkName, decide, addressAllowed, buildConfig, parseAuthority };
 
 if (process.env.RUNNER_PROXY_CONFIG) {
-  startServer(buildConfig(JSON.parse(process.env.RUNNER_PROXY_CONFIG)), Number(process.env.RUNNER_PROXY_PORT || 3128));
+  if (!process.env.RUNNER_PROXY_LISTEN) throw new Error("RUNNER_PROXY_LISTEN (the task-network address) is required");
+  startServer(buildConfig(JSON.parse(process.env.RUNNER_PROXY_CONFIG)), process.env.RUNNER_PROXY_LISTEN, Number(process.env.RUNNER_PROXY_PORT || 3128));
 }
