@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import type { NetworkEvent, SandboxSpec } from "../sandbox.js";
+import { INLINE_SCRIPT_VARIABLE, inlineScriptCommand } from "./inline-script.js";
 import { ATTACHED_STDIO, resourceLabels } from "./labels.js";
 
 const PROXY_FILE = fileURLToPath(new URL("./egress-proxy/egress-proxy.cjs", import.meta.url));
@@ -111,11 +112,16 @@ export class TaskNetwork {
       this.proxy = await this.docker.createContainer({
         name: `${this.name}-proxy`,
         Image: spec.image,
-        Cmd: ["node", "-e", cachedProxySource],
+        Cmd: inlineScriptCommand(),
         Entrypoint: [],
         User: "65534:65534",
         // It listens on its task-network address only: containers on the egress network cannot use it.
-        Env: [`RUNNER_PROXY_CONFIG=${JSON.stringify(config)}`, `RUNNER_PROXY_PORT=${PROXY_PORT}`, `RUNNER_PROXY_LISTEN=${this.proxyAddress}`],
+        Env: [
+          `RUNNER_PROXY_CONFIG=${JSON.stringify(config)}`,
+          `RUNNER_PROXY_PORT=${PROXY_PORT}`,
+          `RUNNER_PROXY_LISTEN=${this.proxyAddress}`,
+          `${INLINE_SCRIPT_VARIABLE}=${cachedProxySource}`,
+        ],
         Labels: resourceLabels(spec),
         ...ATTACHED_STDIO,
         HostConfig: {

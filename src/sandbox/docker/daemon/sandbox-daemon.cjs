@@ -1,14 +1,15 @@
 "use strict";
 // The runner's end of the persistent channel into a task container.
 //
-// Started once per container (Cmd: node <this file>), it reads newline-delimited
+// Started once per container (by `node -e`, its source passed in the
+// environment: docker/inline-script.ts), it reads newline-delimited
 // JSON requests on stdin and writes one JSON response line per request on
 // stdout. Keeping one process alive answers a tool call in well under a
 // millisecond, where a Docker exec per call costs ~40 ms (bench/).
 //
 // Plain CommonJS on Node's standard library only: it runs on the image's
-// Node (Debian bookworm ships 18) and is copied into the container at create
-// time, so it never depends on anything in the workspace. When stdin closes
+// Node (Debian bookworm ships 18) and never depends on anything in the
+// workspace or the image beyond node and bash. When stdin closes
 // (the runner went away, even by kill -9) it exits, which ends the container.
 
 const childProcess = require("node:child_process");

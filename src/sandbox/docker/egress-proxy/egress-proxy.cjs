@@ -5,7 +5,7 @@
 // connects to the exact address it checked (no second lookup to rebind). Every
 // decision is reported as one JSON line on stdout, read by the runner.
 //
-// Started as `node -e <this file>` in its own container (the sandbox image),
+// Started by `node -e` (docker/inline-script.ts) in its own container (the sandbox image),
 // with RUNNER_PROXY_CONFIG set; without it (unit tests `require` this file)
 // only the decision functions are exported.
 
