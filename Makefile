@@ -6,13 +6,13 @@ SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-ass
 # Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
 BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: help setup docker deps build image link demo test test-unit test-integration bench clean
+.PHONY: help setup docker deps build image link demo typecheck test test-unit test-integration bench clean
 
 help:
 	@echo "make setup   Docker engine (if absent), npm deps, build, sandbox image, 'runner' on PATH"
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
 	@echo "make test    all tests: unit, end-to-end and integration (real Docker)"
-	@echo "make bench   sandbox and loop benchmarks (medians, ratios)"
+	@echo "make bench   sandbox, loop and network benchmarks (medians, ratios; see bench/README.md)"
 
 setup: docker deps build image link
 	@echo "setup done: try 'make demo', or 'runner exec path/to/task.yaml'"
@@ -41,7 +41,10 @@ link: build
 demo: build
 	@bash scripts/demo.sh
 
-test: build
+typecheck: deps
+	npm run typecheck
+
+test: build typecheck
 	npx vitest run
 
 test-unit: build
@@ -50,8 +53,9 @@ test-unit: build
 test-integration: build
 	npx vitest run tests/integration tests/e2e
 
-bench: build
+bench: deps
 	npx tsx bench/sandbox.bench.ts
+	npx tsx bench/network.bench.ts
 
 clean:
 	rm -rf dist node_modules/.installed
