@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import Docker from "dockerode";
 import type { SandboxSpec } from "../../src/sandbox/sandbox.js";
+import { requireDocker as requireDockerAndImage } from "../../tests/helpers/docker.js";
 
 export const execFileAsync = promisify(execFile);
 
@@ -35,19 +36,9 @@ export function nextContainerName(kind: string): string {
   return `agent-runner-${BENCH_PREFIX}-${kind}${counter}`;
 }
 
-export async function requireDocker(): Promise<Docker> {
-  const docker = new Docker();
-  try {
-    await docker.ping();
-  } catch (error) {
-    throw new Error(`the benchmarks need a Docker daemon (run \`make setup\`): ${(error as Error).message}`);
-  }
-  try {
-    await docker.getImage(BENCH_IMAGE).inspect();
-  } catch {
-    throw new Error(`the benchmarks need the sandbox image ${BENCH_IMAGE} (run \`make setup\`)`);
-  }
-  return docker;
+/** The tests' pre-flight check, with the bench's image. */
+export function requireDocker(): Promise<Docker> {
+  return requireDockerAndImage(BENCH_IMAGE);
 }
 
 export interface BenchWorkspace {

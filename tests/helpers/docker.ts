@@ -8,20 +8,21 @@ import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm";
 
 /**
- * Integration tests need a running Docker daemon and the sandbox image
- * (`make setup` provides both). They never skip: a missing daemon fails them.
+ * Integration tests (and benchmarks) need a running Docker daemon and the
+ * sandbox image (`make setup` provides both). They never skip: a missing
+ * daemon fails them.
  */
-export async function requireDocker(): Promise<Docker> {
+export async function requireDocker(image = SANDBOX_IMAGE): Promise<Docker> {
   const docker = new Docker();
   try {
     await docker.ping();
   } catch (error) {
-    throw new Error(`integration tests need a Docker daemon (run \`make setup\`): ${(error as Error).message}`);
+    throw new Error(`this needs a Docker daemon (run \`make setup\`): ${(error as Error).message}`);
   }
   try {
-    await docker.getImage(SANDBOX_IMAGE).inspect();
+    await docker.getImage(image).inspect();
   } catch {
-    throw new Error(`integration tests need the sandbox image ${SANDBOX_IMAGE} (run \`make setup\`)`);
+    throw new Error(`this needs the sandbox image ${image} (run \`make setup\`)`);
   }
   return docker;
 }
