@@ -8,6 +8,7 @@ export default defineConfig({
     // Docker-heavy files share 2 cores; more workers only queue on the daemon.
     maxWorkers: 2,
     minWorkers: 1,
-    reporters: ["default"],
+    // The JSON report lets .ci/run print a plain "N passed, N failed" line.
+    reporters: ["default", ["json", { outputFile: ".test-results/vitest.json" }]],
   },
 });
