@@ -45,6 +45,8 @@ export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
       continue;
     }
     if (isOwnerAlive(lock.owner)) continue;
+    // The verification checkout, if the runner died during verification.
+    await removeWorktreeDirectory(lock.repository, join(directory, "verify"));
     await removeWorktreeDirectory(lock.repository, lock.worktree);
     const report = {
       run_id: lock.run_id,
