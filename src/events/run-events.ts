@@ -24,6 +24,7 @@ export type RunEvent =
   | { type: "verify.finished"; data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string } }
   | { type: "network.allowed"; data: { method: string; host: string; port: number } }
   | { type: "network.denied"; data: { method: string; host: string; port: number; reason: string } }
+  | { type: "network.proxy_exited"; data: { detail: string } }
   | { type: "cleanup.failed"; data: { what: string; error: string } }
   | { type: "run.finished"; data: { status: string; exit_code: number; duration_ms: number; error?: string } };
 

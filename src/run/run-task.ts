@@ -248,6 +248,7 @@ function sandboxSpecFactory(
     user: worktree.sandboxUser,
     network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
     onNetworkEvent,
+    onProxyExit: (detail) => events.emit({ type: "network.proxy_exited", data: { detail: detail.slice(-1000) } }),
     limits: {
       cpus: task.sandbox.limits.cpus,
       memoryBytes: task.sandbox.limits.memory,

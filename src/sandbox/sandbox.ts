@@ -142,6 +142,8 @@ export interface SandboxSpec {
   network: { rules: AllowRule[]; allowCidrs: string[] } | null;
   /** Receives each proxy decision as it happens. */
   onNetworkEvent?: (event: NetworkEvent) => void;
+  /** Called if the egress proxy dies during the run (its last output); requests then fail. */
+  onProxyExit?: (detail: string) => void;
   limits: {
     /** CPUs, fractional allowed. */
     cpus: number;

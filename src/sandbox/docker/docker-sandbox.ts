@@ -42,18 +42,24 @@ export class DockerSandbox implements Sandbox {
         timeoutMs: request.timeoutMs,
         maxOutputBytes: request.maxOutputBytes,
       });
-      if (!request.timeoutMs) return await answer;
+      if (!request.timeoutMs) return this.withProxyNotice(await answer);
       const backstop = new Promise<never>((_, reject) => {
         hostTimer = setTimeout(
           () => reject(new SandboxError(`sandbox ${this.id}: no answer ${HOST_TIMEOUT_GRACE_MS} ms after a ${request.timeoutMs} ms command timeout`)),
           request.timeoutMs! + HOST_TIMEOUT_GRACE_MS,
         );
       });
-      return await Promise.race([answer, backstop]);
+      return this.withProxyNotice(await Promise.race([answer, backstop]));
     } finally {
       clearTimeout(hostTimer);
       request.signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** Tells the model, in every command's stderr, that network requests cannot work any more. */
+  private withProxyNotice(result: ExecResult): ExecResult {
+    if (!this.network?.exitedDetail) return result;
+    return { ...result, stderr: `${result.stderr}\n[agent-runner] the egress proxy exited (${this.network.exitedDetail.trim().slice(0, 200)}); network requests will fail for the rest of this run.` };
   }
 
   async readFile(path: string, options: { maxBytes?: number } = {}): Promise<FileContent | null> {

@@ -48,6 +48,9 @@ function noDnsResolvConf(): string {
 export class TaskNetwork {
   private proxy: Docker.Container | null = null;
   private proxyStream: Duplex | null = null;
+  private closing = false;
+  /** Set when the proxy exited after it was ready (its last stderr); network requests then fail. */
+  exitedDetail: string | null = null;
 
   private constructor(
     private readonly docker: Docker,
@@ -134,6 +137,8 @@ export class TaskNetwork {
           Memory: 256 * 1024 * 1024,
           MemorySwap: 256 * 1024 * 1024,
           ReadonlyRootfs: true,
+          // It relays at the application layer only: no IP forwarding between its two networks.
+          Sysctls: { "net.ipv4.ip_forward": "0", "net.ipv6.conf.all.disable_ipv6": "1" },
         },
       });
       await this.network.connect({ Container: this.proxy.id, EndpointConfig: { IPAMConfig: { IPv4Address: this.proxyAddress } } });
@@ -144,11 +149,17 @@ export class TaskNetwork {
       this.docker.modem.demuxStream(stream, stdout, stderr);
       const stderrTail: string[] = [];
       stderr.on("data", (chunk: Buffer) => stderrTail.push(chunk.toString("utf8")));
+      let isReady = false;
       const ready = new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => reject(new SandboxError(`egress proxy did not start within ${PROXY_READY_TIMEOUT_MS} ms`)), PROXY_READY_TIMEOUT_MS);
         stream.on("end", () => {
           clearTimeout(timer);
-          reject(new SandboxError(`egress proxy exited: ${stderrTail.join("").slice(-1000)}`));
+          const detail = stderrTail.join("").slice(-1000);
+          if (!isReady) reject(new SandboxError(`egress proxy exited: ${detail}`));
+          else if (!this.closing) {
+            this.exitedDetail = detail || "no output";
+            spec.onProxyExit?.(this.exitedDetail);
+          }
         });
         createInterface({ input: stdout }).on("line", (line) => {
           let message: { event?: string; method?: string; host?: string; port?: number; reason?: string };
@@ -159,6 +170,7 @@ export class TaskNetwork {
           }
           if (message.event === "ready") {
             clearTimeout(timer);
+            isReady = true;
             resolve();
           } else if (message.event === "allowed" || message.event === "denied") {
             const event: NetworkEvent = { decision: message.event, method: String(message.method), host: String(message.host), port: Number(message.port) };
@@ -177,6 +189,7 @@ export class TaskNetwork {
 
   /** Removes the proxy and the network; the sandbox container must be gone first. Safe to call twice. */
   async close(): Promise<void> {
+    this.closing = true;
     this.proxyStream?.destroy();
     this.proxyStream = null;
     if (this.proxy) {

@@ -76,7 +76,10 @@ function describeRule(rule) {
 function checkName(host, port, config) {
   if (typeof host !== "string" || host.length === 0) return "no host name";
   if (/[\x00-\x20\x7f]/.test(host)) return "host name contains control characters, spaces or NUL";
-  const bare = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
+  if (host.startsWith("[") || host.endsWith("]")) {
+    return net.isIP(host.slice(1, -1)) !== 0 ? "IP literals are refused; use a host name on the allow-list" : "malformed host name";
+  }
+  const bare = host;
   if (net.isIP(bare) !== 0) return "IP literals are refused; use a host name on the allow-list";
   if (/^[0-9.]+$/.test(bare) || /^0x/i.test(bare)) return "numeric host names are refused";
   const name = bare.toLowerCase().replace(/\.$/, "");
@@ -215,6 +218,15 @@ function startServer(config, listenAddress, listenPort) {
   // in the target) before our handlers run: refuse them visibly all the same.
   server.on("clientError", (error, socket) => {
     socket.on("error", () => undefined);
+    // A client that went away, or timed out, made no request to judge.
+    if (!error.rawPacket || error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+      socket.destroy();
+      return;
+    }
+    if (error.code === "HPE_HEADER_OVERFLOW") {
+      socket.end("HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
+      return;
+    }
     const line = (error.rawPacket ? error.rawPacket.toString("latin1") : "").split("\r\n")[0];
     const [method = "?", target = ""] = line.split(" ");
     const authority = method === "CONNECT" ? parseAuthority(target) : null;
