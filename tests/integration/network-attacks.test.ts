@@ -202,6 +202,7 @@ const UDP_LISTEN = String.raw`
 import os, socket, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", 9999))
+open("/tmp/udp-listening", "w").close()
 s.settimeout(0.2)
 got = []
 end = time.time() + float(os.environ["WAIT"])
@@ -700,7 +701,6 @@ describe("robustness", () => {
     const ns = await openSandbox(["allowed.test"]);
     const holding = ns.py(SLOW_CLIENTS, { N: "150", HOLD: "6" }, 30_000);
     await waitFor("slow clients connected", 15_000, async () => (await ns.sh("test -e /tmp/holding")).exitCode === 0);
-    await new Promise((resolve) => setTimeout(resolve, 500));
     const started = Date.now();
     const during = await ns.curl("http://allowed.test/");
     const tunnel = await ns.curl("-p http://allowed.test:443/");
@@ -792,8 +792,9 @@ except OSError as e: print(type(e).__name__)"`,
     const sandboxIp = await main.containerIp();
     const token = randomToken("l3-");
     // 1. A neighbour on the egress network (default capabilities, so NET_RAW) sends a UDP packet for the sandbox to the proxy's MAC.
+    await main.sh("rm -f /tmp/udp-listening");
     const listening = main.py(UDP_LISTEN, { WAIT: "4" });
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await waitFor("the UDP listener bound", 10_000, async () => (await main.sh("test -e /tmp/udp-listening")).exitCode === 0);
     const neighbourIp = internet.server("denied.test").ip; // any source address of the egress network
     const sent = await runNeighbour(FRAME_INJECTOR, { MAC: proxy.egressMac, SRC: neighbourIp, DST: sandboxIp, PAYLOAD: token });
     expect(sent).toContain("sent");

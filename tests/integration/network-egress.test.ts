@@ -694,8 +694,7 @@ describe("cleanup", () => {
     const spec = baseSpec(runId, { rules: rules(["allowed.test"]), allowCidrs: [internet.subnet] }, []);
     spec.workspace = { hostPath: join(tmpdir(), `${RUN_PREFIX}-no-such-workspace`) };
     await expect(slowProvider.create(spec)).rejects.toThrow(/could not create the sandbox container: .*bind source path does not exist/);
-    // Whatever was in flight has landed by now; nothing may remain.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // create() waits for in-flight work before it cleans up and rejects: nothing may remain.
     expect(await leftoversOf([runId])).toEqual([]);
   });
 });
