@@ -93,6 +93,14 @@ export class DockerSandbox implements Sandbox {
     if (this.closed) return;
     this.closed = true;
     this.channel.close();
+    // The proxy goes at the same time as the sandbox; the network once both are gone.
+    await Promise.all([this.removeContainer(), this.network?.removeProxy()]);
+    await this.network?.removeNetwork().catch((error: unknown) => {
+      throw new SandboxError(`could not remove the task network: ${(error as Error).message}`, { cause: error });
+    });
+  }
+
+  private async removeContainer(): Promise<void> {
     try {
       await this.container.remove({ force: true, v: true });
     } catch (error) {
@@ -105,11 +113,6 @@ export class DockerSandbox implements Sandbox {
     // AutoRemove may still be removing it (409 above): the name and the network
     // endpoint are free only once it is gone.
     await this.container.wait({ condition: "removed" }).catch(() => undefined);
-    if (this.network) {
-      await this.network.close().catch((error: unknown) => {
-        throw new SandboxError(`could not remove the task network: ${(error as Error).message}`, { cause: error });
-      });
-    }
   }
 
   [Symbol.asyncDispose](): Promise<void> {

@@ -187,15 +187,26 @@ export class TaskNetwork {
     }
   }
 
-  /** Removes the proxy and the network; the sandbox container must be gone first. Safe to call twice. */
+  /** Removes the proxy, then the network; the sandbox container must be gone first. Safe to call twice. */
   async close(): Promise<void> {
+    await this.removeProxy();
+    await this.removeNetwork();
+  }
+
+  /** Removes the proxy container (and waits until it is gone). Safe to call twice. */
+  async removeProxy(): Promise<void> {
     this.closing = true;
     this.proxyStream?.destroy();
     this.proxyStream = null;
-    if (this.proxy) {
-      await this.proxy.remove({ force: true }).catch(ignoreGone);
-      this.proxy = null;
-    }
+    const proxy = this.proxy;
+    this.proxy = null;
+    if (!proxy) return;
+    await proxy.remove({ force: true }).catch(ignoreGone);
+    await proxy.wait({ condition: "removed" }).catch(() => undefined);
+  }
+
+  /** Removes the network; every container on it must be gone. 404 (already gone) is fine. */
+  async removeNetwork(): Promise<void> {
     await this.network.remove().catch((error: unknown) => {
       if ((error as { statusCode?: number }).statusCode !== 404) throw error;
     });
