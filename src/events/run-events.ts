@@ -28,7 +28,6 @@ export type RunEvent =
   | { type: "cleanup.failed"; data: { what: string; error: string } }
   | { type: "run.finished"; data: { status: string; exit_code: number; duration_ms: number; error?: string } };
 
-export type RunEventType = RunEvent["type"];
 
 /** Receives events as they happen. Implementations must not throw. */
 export interface EventSink {

@@ -16,4 +16,3 @@ export function createLogger(bindings: Record<string, string> = {}) {
   );
 }
 
-export type Logger = ReturnType<typeof createLogger>;
