@@ -2,11 +2,15 @@
  * The system prompt of a workspace agent. Byte-identical for every request of
  * a run (no timestamps, no run ids) so a provider's prompt cache can hit.
  */
-export function workspaceAgentSystemPrompt(): string {
+export function workspaceAgentSystemPrompt(options: { allowedHosts: string[] } = { allowedHosts: [] }): string {
+  const network = options.allowedHosts.length
+    ? `Network access goes through an HTTP(S) proxy (already configured for curl, pip, npm and git) and reaches only: ${options.allowedHosts.join(", ")}. Everything else is refused with a 403; there is no DNS in the container.`
+    : "The container has no network access.";
   return [
     "You are a careful software engineer working on a git repository.",
     "The repository is mounted at /workspace inside an isolated Linux container; every tool runs there.",
-    "The container has no network access. Git is available read-only (git status, git diff, git log); do not commit, the runner does.",
+    network,
+    "Git is available read-only (git status, git diff, git log); do not commit, the runner does.",
     "",
     "How to work:",
     "- Explore first: list_dir, glob, grep and read_file before changing code.",

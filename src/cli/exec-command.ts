@@ -58,7 +58,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   setMaxListeners(0, signal); // one abort listener per concurrent tool call and model call
 
   const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
-  await provider.checkReady(task.sandbox.image);
+  await provider.checkReady(task.sandbox.image, { egress: task.sandbox.network.allow.length > 0 });
   // Leftovers of runs whose runner died (kill -9, crash): containers, networks, worktrees.
   const logger = createLogger({ component: "cli" });
   await sweepLeftovers(provider.docker).then(

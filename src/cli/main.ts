@@ -1,11 +1,16 @@
 #!/usr/bin/env node
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RunnerError } from "../errors.js";
 import { execCommand } from "./exec-command.js";
 
 const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
+
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+}
 
 async function main(argv: string[]): Promise<number> {
   const controller = new AbortController();
@@ -36,6 +41,7 @@ async function main(argv: string[]): Promise<number> {
   const program = new Command()
     .name("runner")
     .description("Run an LLM coding agent on a task, every tool inside a per-task Docker container.")
+    .version(packageVersion(), "--version")
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
@@ -50,6 +56,12 @@ async function main(argv: string[]): Promise<number> {
     .option("--verify <command>", "ad-hoc task: verification command run in the sandbox")
     .option("--image <image>", "ad-hoc task: sandbox image")
     .option("--max-steps <n>", "override max_steps")
+    .addHelpText(
+      "after",
+      "\nEnvironment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);\n" +
+        "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).\n" +
+        "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.",
+    )
     .action(async (task: string | undefined, options) => {
       exitCode = await execCommand(task, options, controller.signal);
     });

@@ -43,6 +43,8 @@ export class ProgressView implements EventSink {
         return `${c.bold("verify")} ${event.data.command}`;
       case "verify.finished":
         return event.data.passed ? c.green(`verify passed (${event.data.duration_ms} ms)`) : c.red(`verify failed: exit ${event.data.exit_code}${event.data.timed_out ? " (timed out)" : ""}`);
+      case "network.denied":
+        return c.yellow(`  network: refused ${oneLine(event.data.host, 80)}:${event.data.port} (${event.data.reason})`);
       case "network.proxy_exited":
         return c.red(`egress proxy exited: ${oneLine(event.data.detail, 160)}`);
       case "cleanup.failed":

@@ -20,6 +20,8 @@ const HOST_NAME = new RegExp(`^${LABEL}(\\.${LABEL})*$`);
  * names hosts (use allow_cidrs to let names resolve into private ranges).
  */
 export function parseAllowEntry(entry: string): AllowRule | string {
+  const bare = entry.trim().replace(/^\[(.*)\](:\d+)?$/, "$1");
+  if (isIP(bare) !== 0) return `"${entry}": IP addresses are not allowed; name the host (and use allow_cidrs for private test ranges)`;
   const match = /^(\*\.)?([^:]+)(?::(\d+))?$/.exec(entry.trim());
   const expected = 'expected a host name like "api.example.com", "*.example.org" or "git.example.net:8443"';
   if (!match) return `"${entry}": ${expected}`;
@@ -46,4 +48,10 @@ export function checkCidr(cidr: string): string | null {
     return `"${cidr}": expected a CIDR range like "172.28.0.0/16" or "fd00::/8"`;
   }
   return null;
+}
+
+/** The entry as written in task.yaml form: `name`, `*.domain`, `name:port`. */
+export function describeRule(rule: AllowRule): string {
+  const name = rule.wildcard ? `*.${rule.name}` : rule.name;
+  return rule.ports ? `${name}:${rule.ports.join("|")}` : name;
 }

@@ -36,8 +36,6 @@ export const modelSchema = z.strictObject({
   request_timeout_sec: z.number().int().positive().max(3600).default(300),
   /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
   max_retries: z.number().int().min(0).max(20).default(4),
-  /** Context window of the model, in tokens. */
-  context_window: z.number().int().positive().default(128_000),
 });
 
 export const sandboxSchema = z.strictObject({
@@ -93,7 +91,7 @@ export const taskSchema = z.strictObject({
   name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected lowercase letters, digits and dashes, like fix-add"),
   instruction: z.string().trim().min(1, "expected the agent's instruction as text"),
   workspace: z.string().min(1).default("."),
-  model: modelSchema.default({ provider: "openai", context_window: 128_000, request_timeout_sec: 300, max_retries: 4 }),
+  model: modelSchema.default({ provider: "openai", request_timeout_sec: 300, max_retries: 4 }),
   sandbox: sandboxSchema.default({
     image: "agent-runner/sandbox:bookworm",
     network: { allow: [], allow_cidrs: [] },

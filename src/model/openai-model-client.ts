@@ -95,7 +95,7 @@ function translateError(error: unknown, signal: AbortSignal | undefined, where: 
       : status === 401 || status === 403 ? "unauthorized"
       : status >= 500 ? "server_error"
       : "bad_request";
-    return new ModelError(`model endpoint answered ${status}: ${error.message}`, reason, { cause: error });
+    return new ModelError(`model endpoint answered ${status}: ${error.message.replace(/^\d{3} /, "")}`, reason, { cause: error });
   }
   return new ModelError(`model call failed: ${(error as Error)?.message ?? String(error)}`, "unknown", { cause: error });
 }

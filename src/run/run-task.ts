@@ -2,6 +2,7 @@ import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
 import { workspaceAgentSystemPrompt } from "../agent/system-prompt.js";
+import { describeRule } from "../config/network-allow-list.js";
 import type { Task } from "../config/load-task.js";
 import { CancelledError, ModelError, RunnerError, errorMessage } from "../errors.js";
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
@@ -139,7 +140,7 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
         model: modelClient,
         tools: new ToolRegistry(workspaceTools()),
         sandbox: activeSandbox,
-        systemPrompt: workspaceAgentSystemPrompt(),
+        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts: task.sandbox.network.allow.map(describeRule) }),
         instruction: task.instruction,
         maxSteps: task.max_steps,
         toolTimeoutMs: task.tool_timeout_ms,

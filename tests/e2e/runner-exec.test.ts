@@ -3,7 +3,8 @@ import { cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { requireDocker } from "../helpers/docker.js";
+import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
+import { createFakeInternet } from "../helpers/fake-internet.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { execFileSync } from "node:child_process";
 
@@ -158,7 +159,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(result.code, result.stderr).toBe(3);
     const report = readReport(home.path, result.stdout);
     expect(report).toMatchObject({ status: "error", reason: "script_expectation_failed" });
-    expect(String(report.error)).toMatch(/turn 1 expect\.tool_result_matches \/def mode\/ not met; tool results began: ".*Small descriptive/);
+    expect(String(report.error)).toMatch(/turn 1 \(turns\[1\]\) expect\.tool_result_matches \/def mode\/ not met; tool results began: ".*Small descriptive/);
   });
 
   it("exit 2 before anything starts for a bad task file, listing every problem", async () => {
@@ -170,6 +171,33 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(result.stderr).toMatch(/problems:/);
     for (const field of ["name", "instruction", "max_steps", "sandbox.limits.cpus"]) expect(result.stderr).toContain(`  - ${field}: `);
     expect(existsSync(join(home.path, "runs"))).toBe(false);
+  });
+
+  it("with an allow-list, the built CLI reaches the allowed host through its proxy and reports the refusals", async () => {
+    const docker = await requireDocker();
+    await using internet = await createFakeInternet(docker, {
+      id: `e2e-${process.pid}`,
+      image: SANDBOX_IMAGE,
+      servers: [{ aliases: ["allowed.test"] }, { aliases: ["denied.test"] }],
+    });
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task } = fixMedianCopy(
+      directory.path,
+      [
+        "turns:",
+        '  - tool_calls: [{ name: run_shell, arguments: { command: "curl -sS http://allowed.test/; curl -sS http://denied.test/" } }]',
+        "  - expect: { tool_result_matches: 'refused denied[.]test:80' }",
+        "    content: done",
+      ].join("\n"),
+    );
+    writeFileSync(task, readFileSync(task, "utf8").replace("network: { allow: [] }", `network: { allow: [allowed.test], allow_cidrs: ["${internet.subnet}"] }`));
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path, RUNNER_EGRESS_NETWORK: internet.network });
+    expect(result.code, result.stderr + result.stdout).toBe(1); // the bug is not fixed: verification fails
+    const report = readReport(home.path, result.stdout);
+    expect(report).toMatchObject({ reason: "verify_failed", network: { "allowed.test:80": { allowed: 1, denied: 0 }, "denied.test:80": { allowed: 0, denied: 1 } } });
+    const session = readFileSync(join(home.path, "runs", String(report.run_id), "session.json"), "utf8");
+    expect(session).toContain("only: allowed.test");
   });
 
   it("exit 2 for a broken script before any branch or container exists", async () => {

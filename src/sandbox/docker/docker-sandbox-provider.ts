@@ -142,16 +142,28 @@ export class DockerSandboxProvider implements SandboxProvider {
   }
 
   /**
-   * Pre-flight: the daemon answers and the image is present. Throws
+   * Pre-flight: the daemon answers, the image is present and, for a task with
+   * an allow-list, the egress network exists. Throws
    * SandboxError (exit 3) with what to do, before a run creates anything.
    */
-  async checkReady(image: string): Promise<void> {
+  async checkReady(image: string, options: { egress: boolean }): Promise<void> {
     try {
       await this.docker.ping();
     } catch (error) {
       throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
     }
     await this.requireImage(image);
+    if (options.egress) {
+      await this.docker
+        .getNetwork(this.egressNetwork)
+        .inspect()
+        .catch((error: unknown) => {
+          throw new SandboxError(
+            `the egress network "${this.egressNetwork}" is not usable (${errorMessage(error)}); create it or fix RUNNER_EGRESS_NETWORK`,
+            { cause: error },
+          );
+        });
+    }
   }
 
   private async removeByName(name: string): Promise<void> {
