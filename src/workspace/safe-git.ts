@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { privateDirectory } from "../process/private-directory.js";
 import { simpleGit, type SimpleGit } from "simple-git";
 
 /**
@@ -34,13 +32,9 @@ export interface SafeGitOptions {
 
 let emptyHome: string | null = null;
 
-/** An empty HOME for host git, made on first use and removed when the process exits. */
+/** An empty HOME for host git (nothing is ever written to it). */
 function gitHome(): string {
-  if (emptyHome === null) {
-    const created = mkdtempSync(join(tmpdir(), "agent-runner-git-home-"));
-    emptyHome = created;
-    process.once("exit", () => rmSync(created, { recursive: true, force: true }));
-  }
+  emptyHome ??= privateDirectory("agent-runner-git-home");
   return emptyHome;
 }
 

@@ -1,9 +1,11 @@
 import type Docker from "dockerode";
-import { SandboxError } from "../../errors.js";
+import { SandboxError, errorMessage } from "../../errors.js";
 import type { DirectoryEntry, ExecRequest, ExecResult, FileContent, PathInfo, Sandbox } from "../sandbox.js";
 import type { SandboxChannel } from "./sandbox-channel.js";
 import type { TaskNetwork } from "./task-network.js";
 
+/** How long close() waits for Docker to finish removing the container, ms. */
+const REMOVAL_TIMEOUT_MS = 30_000;
 /** Grace on top of a command's own timeout before the host stops waiting for the daemon. */
 const HOST_TIMEOUT_GRACE_MS = 15_000;
 
@@ -105,14 +107,21 @@ export class DockerSandbox implements Sandbox {
       await this.container.remove({ force: true, v: true });
     } catch (error) {
       const status = (error as { statusCode?: number }).statusCode;
-      // 404: already gone (AutoRemove); 409: removal already in progress.
-      if (status !== 404 && status !== 409) {
-        throw new SandboxError(`could not remove container ${this.id}: ${(error as Error).message}`, { cause: error });
+      // 404: already gone; 409: AutoRemove is removing it; 500 "is not running":
+      // it died while we killed it (the agent killed its daemon) and AutoRemove takes it.
+      if (status !== 404 && status !== 409 && !/is not running/.test(errorMessage(error))) {
+        throw new SandboxError(`could not remove container ${this.id}: ${errorMessage(error)}`, { cause: error });
       }
     }
-    // AutoRemove may still be removing it (409 above): the name and the network
-    // endpoint are free only once it is gone.
-    await this.container.wait({ condition: "removed" }).catch(() => undefined);
+    // The name and the network endpoint are free only once it is gone.
+    const gone = this.container.wait({ condition: "removed" }).catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), REMOVAL_TIMEOUT_MS);
+    });
+    const outcome = await Promise.race([gone, timedOut]);
+    clearTimeout(timer);
+    if (outcome === "timeout") throw new SandboxError(`container ${this.id} was not removed within ${REMOVAL_TIMEOUT_MS} ms`);
   }
 
   [Symbol.asyncDispose](): Promise<void> {

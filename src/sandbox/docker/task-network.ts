@@ -1,7 +1,7 @@
 import { randomInt } from "node:crypto";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { privateDirectory } from "../../process/private-directory.js";
 import { createInterface } from "node:readline";
 import { PassThrough, type Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
@@ -29,11 +29,12 @@ let resolvConfPath: string | null = null;
 /** A resolv.conf naming only a local resolver that does not exist: every lookup fails at once. Made once per process. */
 function noDnsResolvConf(): string {
   if (resolvConfPath === null) {
-    const directory = mkdtempSync(join(tmpdir(), "agent-runner-resolv-"));
-    const path = join(directory, "resolv.conf");
-    writeFileSync(path, "# agent-runner: no DNS in the sandbox; the egress proxy resolves allowed names\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n", { mode: 0o644 });
-    chmodSync(directory, 0o755);
-    process.once("exit", () => rmSync(directory, { recursive: true, force: true }));
+    const path = join(privateDirectory("agent-runner-resolv", 0o755), "resolv.conf");
+    // Written anew by each runner process (same bytes, atomically: another
+    // runner may be mounting it right now).
+    const temporary = `${path}.${process.pid}`;
+    writeFileSync(temporary, "# agent-runner: no DNS in the sandbox; the egress proxy resolves allowed names\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n", { mode: 0o644 });
+    renameSync(temporary, path);
     resolvConfPath = path;
   }
   return resolvConfPath;
