@@ -137,6 +137,25 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(events.match(/dev\.agent-runner\.sandbox\.restarted/g)).toHaveLength(1);
   });
 
+  it("runs as the workspace owner when that is not root: files the agent creates belong to the owner, with normal modes", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task, repo } = fixMedianCopy(
+      directory.path,
+      [
+        "turns:",
+        '  - tool_calls: [{ name: run_shell, arguments: { command: "id -u; id -g; umask; touch made.txt; mkdir made-dir; stat -c \'%u:%g %a %n\' made.txt made-dir" } }]',
+        "  - expect: { tool_result_matches: 'stdout:\\n1234\\n1234\\n0022\\n1234:1234 644 made.txt\\n1234:1234 755 made-dir' }",
+        "    content: done",
+      ].join("\n"),
+    );
+    execFileSync("chown", ["-R", "1234:1234", repo]);
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code, result.stderr + result.stdout).toBe(1); // the bug stays, so verification fails
+    expect(readReport(home.path, result.stdout)).toMatchObject({ reason: "verify_failed", tool_calls: 1 });
+  });
+
   it("exit 1 at max_steps", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
