@@ -4,7 +4,8 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RunnerError } from "../errors.js";
-import { execCommand } from "./exec-command.js";
+import { execCommand, runnerHome } from "./exec-command.js";
+import { runsCommand, showCommand } from "./runs-command.js";
 
 const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
 
@@ -64,6 +65,22 @@ async function main(argv: string[]): Promise<number> {
     )
     .action(async (task: string | undefined, options) => {
       exitCode = await execCommand(task, options, controller.signal);
+    });
+
+  program
+    .command("runs")
+    .description("list the runs in RUNNER_HOME, newest first")
+    .option("--json", "one JSON object per run")
+    .action((options: { json?: boolean }) => {
+      exitCode = runsCommand(runnerHome(), options);
+    });
+
+  program
+    .command("show")
+    .description("print a run's report and a readable transcript")
+    .argument("<run-id>", "run id, or a unique prefix of it")
+    .action((id: string) => {
+      exitCode = showCommand(runnerHome(), id);
     });
 
   const image = program.command("image").description("manage the sandbox image");

@@ -78,6 +78,15 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(session.agents.main.messages.at(-1)).toMatchObject({ role: "assistant", content: expect.stringContaining("All 5 tests pass") });
     // The worktree directory is removed; the branch stays.
     expect(existsSync(join(runDirectory, "worktree"))).toBe(false);
+    // runner runs / runner show find it.
+    const runs = await runCli(["runs", "--json"], { RUNNER_HOME: home.path });
+    expect(runs.code).toBe(0);
+    expect(JSON.parse(runs.stdout.trim())).toMatchObject({ id: report.run_id, task: "fix-median", status: "succeeded", branch: report.branch });
+    const shown = await runCli(["show", String(report.run_id).slice(0, 15)], { RUNNER_HOME: home.path });
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain('"status": "succeeded"');
+    expect(shown.stdout).toMatch(/→ edit_file \{"path":"stats\.py"/);
+    expect((await runCli(["show", "no-such-run"], { RUNNER_HOME: home.path })).code).toBe(2);
   });
 
   it("exit 1 when the agent stops without fixing the bug (verification fails)", async () => {
