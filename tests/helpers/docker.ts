@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
+import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
 import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 
 export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm";
@@ -29,11 +30,10 @@ export async function requireDocker(image = SANDBOX_IMAGE): Promise<Docker> {
 
 let counter = 0;
 
-/** A sandbox on `workspace` with test defaults; override any part of the spec. */
-export async function createTestSandbox(workspace: string, overrides: Partial<SandboxSpec> = {}): Promise<Sandbox> {
-  const provider = new DockerSandboxProvider();
+/** The spec tests use: `workspace` at /workspace, uid 1000, no network, modest limits; override any part. */
+export function testSandboxSpec(workspace: string, overrides: Partial<SandboxSpec> = {}): SandboxSpec {
   counter += 1;
-  return provider.create({
+  return {
     runId: `test-${process.pid}-${Date.now().toString(36)}-${counter}`,
     agentId: "main",
     image: SANDBOX_IMAGE,
@@ -44,6 +44,20 @@ export async function createTestSandbox(workspace: string, overrides: Partial<Sa
     network: null,
     limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256, fileSizeBytes: 1024 ** 3 },
     ...overrides,
+  };
+}
+
+/** A sandbox on {@link testSandboxSpec}. */
+export function createTestSandbox(workspace: string, overrides: Partial<SandboxSpec> = {}): Promise<Sandbox> {
+  return new DockerSandboxProvider().create(testSandboxSpec(workspace, overrides));
+}
+
+/** Allow-list rules from task.yaml-style entries; throws on a bad entry. */
+export function allowRules(allow: string[]): AllowRule[] {
+  return allow.map((entry) => {
+    const parsed = parseAllowEntry(entry);
+    if (typeof parsed === "string") throw new Error(parsed);
+    return parsed;
   });
 }
 

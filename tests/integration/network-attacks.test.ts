@@ -16,11 +16,10 @@ import { execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
 import type { ExecResult, NetworkEvent, Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
-import { createSandboxWorkspace, requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
+import { allowRules, createSandboxWorkspace, requireDocker, SANDBOX_IMAGE, testSandboxSpec } from "../helpers/docker.js";
 import { createFakeInternet, demultiplex, FAKE_INTERNET_LABEL, type FakeInternet } from "../helpers/fake-internet.js";
 import { randomToken, waitFor } from "./security-harness.js";
 
@@ -261,28 +260,15 @@ interface NetSandbox {
   containerIp(): Promise<string>;
 }
 
-function rules(allow: string[]): AllowRule[] {
-  return allow.map((entry) => {
-    const parsed = parseAllowEntry(entry);
-    if (typeof parsed === "string") throw new Error(parsed);
-    return parsed;
-  });
-}
+const rules = allowRules;
 
 function baseSpec(runId: string, allow: string[], events: NetworkEvent[], proxyExits: string[] = []): SandboxSpec {
-  return {
+  return testSandboxSpec(workspace.path, {
     runId,
-    agentId: "main",
-    image: SANDBOX_IMAGE,
-    workspace: { hostPath: workspace.path },
-    readOnlyMounts: [],
-    env: { HOME: "/tmp", PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" },
-    user: { uid: 1000, gid: 1000 },
     network: { rules: rules(allow), allowCidrs: [internet.subnet] },
     onNetworkEvent: (event) => events.push(event),
     onProxyExit: (detail) => proxyExits.push(detail),
-    limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256, fileSizeBytes: 1024 ** 3 },
-  };
+  });
 }
 
 async function openSandbox(allow: string[]): Promise<NetSandbox> {

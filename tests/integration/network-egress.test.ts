@@ -26,13 +26,12 @@ import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openModel } from "../../src/cli/open-model.js";
 import { validateTask } from "../../src/config/load-task.js";
-import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
 import { EVENT_SCHEMA_VERSION } from "../../src/events/run-events.js";
 import { runTask } from "../../src/run/run-task.js";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
 import type { ExecResult, NetworkEvent, Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
-import { createSandboxWorkspace, createTestSandbox, requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
+import { allowRules, createSandboxWorkspace, createTestSandbox, requireDocker, SANDBOX_IMAGE, testSandboxSpec } from "../helpers/docker.js";
 import { createFakeInternet, type FakeInternet } from "../helpers/fake-internet.js";
 import { createGitRepository } from "../helpers/git-repository.js";
 import { randomToken, shellTurn, waitFor } from "./security-harness.js";
@@ -77,13 +76,7 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------- helpers
 
-function rules(allow: string[]): AllowRule[] {
-  return allow.map((entry) => {
-    const parsed = parseAllowEntry(entry);
-    if (typeof parsed === "string") throw new Error(parsed);
-    return parsed;
-  });
-}
+const rules = allowRules;
 
 function nextRunId(): string {
   counter += 1;
@@ -91,18 +84,7 @@ function nextRunId(): string {
 }
 
 function baseSpec(runId: string, network: SandboxSpec["network"], events: NetworkEvent[]): SandboxSpec {
-  return {
-    runId,
-    agentId: "main",
-    image: SANDBOX_IMAGE,
-    workspace: { hostPath: workspace.path },
-    readOnlyMounts: [],
-    env: { HOME: "/tmp", PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" },
-    user: { uid: 1000, gid: 1000 },
-    network,
-    onNetworkEvent: (event) => events.push(event),
-    limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256, fileSizeBytes: 1024 ** 3 },
-  };
+  return testSandboxSpec(workspace.path, { runId, network, onNetworkEvent: (event) => events.push(event) });
 }
 
 interface CurlResult {
