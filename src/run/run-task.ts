@@ -173,6 +173,7 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
         events,
         signal: options.signal,
       });
+      throwIfAborted(options.signal);
     }
     const verified = report.verify === null || report.verify.passed;
     if (outcome.reason === "max_steps") {
