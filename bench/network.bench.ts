@@ -4,12 +4,8 @@
  * 1. Bring-up: DockerSandboxProvider.create + first exec('true') with an
  *    allow-list (task network + egress proxy) vs with network none, and
  *    close() of each; interleaved round-robin (rotating which goes first).
- *    A third row, "alt", rebuilds create() from the provider's own pieces
- *    (TaskNetwork, sandboxContainerOptions, SandboxChannel, DockerSandbox)
- *    but starts the sandbox container while the proxy starts, awaiting the
- *    proxy's readiness only before returning (the provider today waits for
- *    the proxy to be ready before it starts the sandbox). Every round is
- *    split into phases by wrapping dockerode calls (offsets from the start
+ *    (The provider starts the sandbox while the proxy starts and awaits the
+ *    proxy's readiness last.) Every round is split into phases by wrapping dockerode calls (offsets from the start
  *    of create(), medians).
  * 2. Request latency to a local test server (python http.server on a fake
  *    internet network this script creates): new connection per request,
@@ -29,18 +25,13 @@
  *          --batches=N    latency batches per variant (default 10, 10 requests each)
  */
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
-import type { Duplex } from "node:stream";
 import { promisify } from "node:util";
 import type Docker from "dockerode";
-import { parseAllowEntry, type AllowRule } from "../src/config/network-allow-list.js";
-import { DockerSandbox } from "../src/sandbox/docker/docker-sandbox.js";
-import { DockerSandboxProvider, sandboxContainerOptions } from "../src/sandbox/docker/docker-sandbox-provider.js";
-import { SandboxChannel } from "../src/sandbox/docker/sandbox-channel.js";
-import { TaskNetwork } from "../src/sandbox/docker/task-network.js";
+import { DockerSandboxProvider } from "../src/sandbox/docker/docker-sandbox-provider.js";
 import type { Sandbox, SandboxSpec } from "../src/sandbox/sandbox.js";
+import { allowRules } from "../tests/helpers/docker.js";
 import { createFakeInternet, type FakeInternet } from "../tests/helpers/fake-internet.js";
 import { BENCH_IMAGE, BENCH_PREFIX, benchSpec, createWorkspace, nextRunId, requireDocker } from "./lib/docker-env.js";
 import { fmt, goal, median, p90, printTable } from "./lib/stats.js";
@@ -136,60 +127,16 @@ function instrument(docker: Docker): void {
 
 // ------------------------------------------------------------------ section 1: bring-up
 
-function rules(allow: string[]): AllowRule[] {
-  return allow.map((entry) => {
-    const parsed = parseAllowEntry(entry);
-    if (typeof parsed === "string") throw new Error(parsed);
-    return parsed;
-  });
-}
-
-const DAEMON_SOURCE = readFileSync(new URL("../src/sandbox/docker/daemon/sandbox-daemon.cjs", import.meta.url), "utf8");
-
-/**
- * The provider's create() for an allow-listed spec, reordered: the sandbox
- * container is created, attached and started while the proxy starts; the
- * proxy's readiness is awaited last. Keep in sync with
- * DockerSandboxProvider.create (src/sandbox/docker/docker-sandbox-provider.ts).
- */
-async function createProxyAlongside(docker: Docker, spec: SandboxSpec, egressNetwork: string): Promise<Sandbox> {
-  const network = await TaskNetwork.create(docker, spec);
-  const proxyReady = network.startProxy(spec, egressNetwork);
-  proxyReady.catch(() => undefined);
-  let container: Docker.Container | null = null;
-  try {
-    // The sandbox may now start before the proxy takes its fixed address (.2):
-    // pin the sandbox to the next one, or IPAM hands it .2 ("Address already in use" for the proxy).
-    const octets = network.proxyAddress.split(".");
-    const sandboxAddress = [...octets.slice(0, 3), String(Number(octets[3]) + 1)].join(".");
-    container = await docker.createContainer({
-      ...sandboxContainerOptions(spec, DAEMON_SOURCE, network),
-      NetworkingConfig: { EndpointsConfig: { [network.name]: { IPAMConfig: { IPv4Address: sandboxAddress } } } },
-    });
-    const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
-    const channel = new SandboxChannel(stream, (source, stdout, stderr) => docker.modem.demuxStream(source, stdout, stderr), container.id.slice(0, 12));
-    await container.start();
-    await channel.ready;
-    await proxyReady;
-    return new DockerSandbox(container.id.slice(0, 12), container, channel, network);
-  } catch (error) {
-    await container?.remove({ force: true }).catch(() => undefined);
-    await proxyReady.catch(() => undefined);
-    await network.close().catch(() => undefined);
-    throw error;
-  }
-}
+const rules = allowRules;
 
 const NONE = "network none";
 const ALLOW = "allow-list";
-const ALT = "alt: allow-list, proxy started alongside";
 
-async function benchBringUp(docker: Docker, provider: DockerSandboxProvider, egressNetwork: string, workspace: string, subnet: string) {
+async function benchBringUp(provider: DockerSandboxProvider, workspace: string, subnet: string) {
   const allowListSpec = (): SandboxSpec => ({ ...benchSpec(workspace, nextRunId()), network: { rules: rules(["allowed.test"]), allowCidrs: [subnet] } });
   const variants: Record<string, () => Promise<Sandbox>> = {
     [NONE]: () => provider.create({ ...benchSpec(workspace, nextRunId()), network: null }),
     [ALLOW]: () => provider.create(allowListSpec()),
-    [ALT]: () => createProxyAlongside(docker, allowListSpec(), egressNetwork),
   };
   const names = Object.keys(variants);
   const ready: Record<string, number[]> = Object.fromEntries(names.map((name) => [name, []]));
@@ -224,8 +171,8 @@ async function benchBringUp(docker: Docker, provider: DockerSandboxProvider, egr
 }
 
 function printSteps(phaseSamples: Record<string, Record<string, number[]>>): void {
-  const columns = [NONE, ALLOW, ALT];
-  const order = (step: string) => median(phaseSamples[ALLOW]![step] ?? phaseSamples[NONE]![step] ?? phaseSamples[ALT]![step] ?? []);
+  const columns = [NONE, ALLOW];
+  const order = (step: string) => median(phaseSamples[ALLOW]![step] ?? phaseSamples[NONE]![step] ?? []);
   const steps = [...new Set(columns.flatMap((variant) => Object.keys(phaseSamples[variant]!)))].sort((a, b) => order(a) - order(b));
   console.log("\n   when each step ended, ms after create() was called (median / p90)");
   console.log(`   ${"step".padEnd(32)} ${columns.map((variant) => variant.slice(0, 22).padStart(22)).join(" ")}`);
@@ -337,17 +284,16 @@ try {
   const provider = new DockerSandboxProvider({ docker, egressNetwork: internet.network });
 
   const bringUpStarted = performance.now();
-  const { ready, close, phaseSamples } = await benchBringUp(docker, provider, internet.network, workspace.path, internet.subnet);
+  const { ready, close, phaseSamples } = await benchBringUp(provider, workspace.path, internet.subnet);
   printTable(`1. bring-up: create + first exec('true'), interleaved, ${ROUNDS} rounds`, [
     { name: `ready: ${NONE}`, samples: ready[NONE]! },
     { name: `ready: ${ALLOW} (provider)`, samples: ready[ALLOW]!, baseline: `ready: ${NONE}` },
-    { name: `ready: ${ALT}`, samples: ready[ALT]!, baseline: `ready: ${NONE}` },
     { name: `close(): ${NONE}`, samples: close[NONE]! },
     { name: `close(): ${ALLOW}`, samples: close[ALLOW]!, baseline: `close(): ${NONE}` },
   ]);
   const extra = (variant: string) => median(ready[variant]!) - median(ready[NONE]!);
   console.log(
-    `   extra bring-up (difference of medians): provider ${fmt(extra(ALLOW))} ms, alt ${fmt(extra(ALT))} ms; ` +
+    `   extra bring-up (difference of medians): ${fmt(extra(ALLOW))} ms; ` +
       `extra close: ${fmt(median(close[ALLOW]!) - median(close[NONE]!))} ms`,
   );
   printSteps(phaseSamples);
@@ -375,10 +321,8 @@ try {
   console.log(`   (section 2: ${((performance.now() - latencyStarted) / 1000).toFixed(1)} s)`);
 
   console.log("\n== goals");
-  for (const variant of [ALLOW, ALT]) {
-    const extraSamples = ready[variant]!.map((value) => value - median(ready[NONE]!));
-    console.log(goal(`extra bring-up, ${variant === ALLOW ? "provider" : "alt"} (samples minus the none median)`, extraSamples, EXTRA_BRING_UP_GOAL_MS));
-  }
+  const extraSamples = ready[ALLOW]!.map((value) => value - median(ready[NONE]!));
+  console.log(goal("extra bring-up with an allow-list (samples minus the none median)", extraSamples, EXTRA_BRING_UP_GOAL_MS));
 } catch (error) {
   failed = true;
   console.error(`\nbench failed: ${(error as Error).stack ?? error}`);
