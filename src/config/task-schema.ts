@@ -36,7 +36,25 @@ export const modelSchema = z.strictObject({
   request_timeout_sec: z.number().int().positive().max(3600).default(300),
   /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
   max_retries: z.number().int().min(0).max(20).default(4),
+  /** The model's context window, tokens: every request is kept under it (see `context`). */
+  context_window: z.number().int().min(2048).max(10_000_000).default(128_000),
 });
+
+/** When and how the conversation is shrunk to stay inside `model.context_window`. */
+export const contextSchema = z
+  .strictObject({
+    /** Above this share of the window, older tool results are replaced by a placeholder. */
+    clear_at: z.number().gt(0).lt(1).default(0.6),
+    /** Above this share, the older part of the conversation is summarised by the model (compaction). */
+    compact_at: z.number().gt(0).lt(1).default(0.85),
+    /** Latest tool results kept verbatim by clearing. */
+    keep_tool_results: z.number().int().min(0).max(1000).default(6),
+    /** Latest turns (an assistant message and its tool results) kept verbatim by compaction. */
+    keep_turns: z.number().int().min(1).max(1000).default(4),
+    /** Largest tool result the model receives, tokens (default: the smaller of 12500 and 1/8 of the window). */
+    tool_result_max_tokens: z.number().int().min(100).max(1_000_000).optional(),
+  })
+  .refine((context) => context.clear_at < context.compact_at, { message: "clear_at must be below compact_at", path: ["clear_at"] });
 
 export const sandboxSchema = z.strictObject({
   image: z
@@ -80,6 +98,8 @@ export const sandboxSchema = z.strictObject({
   env: z.record(environmentName, z.string()).default({}),
   /** Host variables passed through by name (the only way host environment reaches the container). */
   pass_env: z.array(environmentName).default([]),
+  /** Host variables passed through like `pass_env` whose values are secret: redacted in every record of the run. */
+  secret_env: z.array(environmentName).default([]),
 });
 
 export const verifySchema = z.strictObject({
@@ -91,13 +111,15 @@ export const taskSchema = z.strictObject({
   name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected lowercase letters, digits and dashes, like fix-add"),
   instruction: z.string().trim().min(1, "expected the agent's instruction as text"),
   workspace: z.string().min(1).default("."),
-  model: modelSchema.default({ provider: "openai", request_timeout_sec: 300, max_retries: 4 }),
+  model: modelSchema.default({ provider: "openai", request_timeout_sec: 300, max_retries: 4, context_window: 128_000 }),
+  context: contextSchema.default({ clear_at: 0.6, compact_at: 0.85, keep_tool_results: 6, keep_turns: 4 }),
   sandbox: sandboxSchema.default({
     image: "agent-runner/sandbox:bookworm",
     network: { allow: [], allow_cidrs: [] },
     limits: { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3 },
     env: {},
     pass_env: [],
+    secret_env: [],
   }),
   verify: verifySchema.optional(),
   max_steps: z.number().int().positive().max(10_000).default(50),

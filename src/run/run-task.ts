@@ -270,7 +270,7 @@ async function commitAndWritePatch(worktree: RunWorktree, message: string, runDi
 
 /**
  * The container's environment: fixed variables, the task's literal `env`, and
- * the host variables it names in `pass_env`. Nothing else of the host's.
+ * the host variables it names in `pass_env` and `secret_env`. Nothing else of the host's.
  */
 export function containerEnvironment(task: Task, host: NodeJS.ProcessEnv): Record<string, string> {
   const environment: Record<string, string> = {
@@ -286,7 +286,7 @@ export function containerEnvironment(task: Task, host: NodeJS.ProcessEnv): Recor
     PYTHONDONTWRITEBYTECODE: "1",
   };
   Object.assign(environment, task.sandbox.env);
-  for (const name of task.sandbox.pass_env) {
+  for (const name of [...task.sandbox.pass_env, ...task.sandbox.secret_env]) {
     const value = host[name];
     if (value !== undefined) environment[name] = value;
   }
