@@ -1,7 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
 import { CloudEvent } from "cloudevents";
+import type { Redactor } from "../redaction/redactor.js";
 import { EVENT_SCHEMA_VERSION, type EventSink, type RunEvent } from "./run-events.js";
+
+export interface CloudEventLogOptions {
+  /** Redacts secrets in every event's data before it is written or handed to {@link CloudEventLog.onEnvelope}. */
+  redactor?: Redactor | null;
+}
 
 /** W3C trace context for a run: one trace id, a span id per event. */
 export function newTraceId(): string {
@@ -13,13 +19,23 @@ export function newTraceId(): string {
  * `traceparent` from the W3C Trace Context / CloudEvents distributed-tracing
  * extension) and appends them, one JSON object per line, to events.jsonl.
  * Each line is written with a single write() so a crash never leaves half a line.
+ * With a redactor, event data is redacted (every string, at any depth) before
+ * the envelope is built, so neither the file nor `onEnvelope` sees a secret.
  */
 export class CloudEventLog implements EventSink {
   private readonly fd: number;
   /** Optional extra consumer of the envelopes (e.g. `--json` on stdout). */
   onEnvelope: ((line: string) => void) | null = null;
 
-  constructor(path: string, private readonly runId: string, private readonly traceId: string) {
+  private readonly redactor: Redactor | null;
+
+  constructor(
+    path: string,
+    private readonly runId: string,
+    private readonly traceId: string,
+    options: CloudEventLogOptions = {},
+  ) {
+    this.redactor = options.redactor ?? null;
     this.fd = openSync(path, "a", 0o600);
   }
 
@@ -32,7 +48,7 @@ export class CloudEventLog implements EventSink {
       time: new Date().toISOString(),
       traceparent: `00-${this.traceId}-${randomBytes(8).toString("hex")}-01`,
       runid: this.runId,
-      data: event.data,
+      data: this.redactor ? this.redactor.redactDeep(event.data) : event.data,
     });
     const line = `${JSON.stringify(envelope.toJSON())}\n`;
     writeSync(this.fd, line);

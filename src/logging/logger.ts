@@ -1,18 +1,71 @@
 import pino from "pino";
+import type { Redactor } from "../redaction/redactor.js";
+
+export interface LoggerOptions {
+  /** Redacts this logger's lines (in addition to the one installed with {@link installLogRedactor}). */
+  redactor?: Redactor | null;
+  /** Where lines go (default: fd 2). */
+  destination?: pino.DestinationStream;
+  /** Default: RUNNER_LOG_LEVEL, else `warn`. */
+  level?: string;
+}
+
+let installed: Redactor | null = null;
+
+/**
+ * Installs the redactor every logger made by {@link createLogger} applies to
+ * each line from now on, loggers created earlier included (`null` removes it).
+ * The run installs its secrets' redactor once it knows the task.
+ */
+export function installLogRedactor(redactor: Redactor | null): void {
+  installed = redactor;
+}
+
+/** The redactor installed with {@link installLogRedactor}, if any. */
+export function installedLogRedactor(): Redactor | null {
+  return installed;
+}
+
+/**
+ * Redacts one serialized pino line. The line is parsed and every string in it
+ * redacted (message, merged objects, serialized errors, bindings), so tokens
+ * after JSON escapes such as `\n` are found too; keys are kept.
+ */
+function redactLine(line: string, redactors: Redactor[]): string {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    // not a JSON line (cannot happen with pino's serializer): redact it as text
+    return redactors.reduce((text, redactor) => redactor.redact(text), line);
+  }
+  for (const redactor of redactors) value = redactor.redactDeep(value);
+  return `${JSON.stringify(value)}\n`;
+}
 
 /**
  * The runner's diagnostic log: JSON lines on stderr (fd 2), so stdout stays
  * for the human view or `--json` events. Level from RUNNER_LOG_LEVEL
- * (default `warn`). Secrets are redacted by key wherever they appear.
+ * (default `warn`). Secrets are redacted by key wherever they appear, and by
+ * value (every string of every line) through the redactor installed with
+ * {@link installLogRedactor} or given in `options.redactor`.
  */
-export function createLogger(bindings: Record<string, string> = {}) {
+export function createLogger(bindings: Record<string, string> = {}, options: LoggerOptions = {}) {
+  const own = options.redactor ?? null;
   return pino(
     {
-      level: process.env.RUNNER_LOG_LEVEL ?? "warn",
+      level: options.level ?? process.env.RUNNER_LOG_LEVEL ?? "warn",
       base: bindings,
       redact: { paths: ["apiKey", "*.apiKey", "authorization", "*.authorization", "OPENAI_API_KEY", "*.OPENAI_API_KEY"], censor: "[redacted]" },
+      hooks: {
+        streamWrite(line: string): string {
+          const redactors: Redactor[] = [];
+          if (own && !own.isEmpty) redactors.push(own);
+          if (installed && !installed.isEmpty && installed !== own) redactors.push(installed);
+          return redactors.length === 0 ? line : redactLine(line, redactors);
+        },
+      },
     },
-    pino.destination(2),
+    options.destination ?? pino.destination(2),
   );
 }
-
