@@ -1,13 +1,43 @@
 import type { ChatMessage, ToolCall, ToolDefinition, Usage } from "./messages.js";
 
+/**
+ * Why a model call is made: `turn` is an agent step (the scripted model answers
+ * it from `turns`), `compaction` a request to summarise the conversation (the
+ * scripted model answers it from `compactions`). Sent as `x-agent-runner-purpose`.
+ */
+export type ModelCallPurpose = "turn" | "compaction";
+
+/** One retry about to happen, reported through {@link ModelRequest.onRetry} before the backoff sleep. */
+export interface ModelRetryInfo {
+  /**
+   * 0-based number of the attempt that follows the sleep (the first retry is
+   * attempt 1); the same number that attempt sends in `x-agent-runner-attempt`.
+   */
+  attempt: number;
+  /** How long the client sleeps before that attempt, in milliseconds (retry-after, or jittered backoff). */
+  delayMs: number;
+  /** Why the previous attempt failed: `rate_limited`, `server_error`, `timeout`, `connection_error`, `truncated_response`, ... */
+  reason: string;
+  /** HTTP status of the failed attempt, when it got one. */
+  status?: number;
+}
+
 export interface ModelRequest {
   messages: ChatMessage[];
   tools: ToolDefinition[];
   /** Which agent is calling (`main`, a subagent id); sent to the scripted model. */
   agentId: string;
-  /** 0-based index of this agent's model call; the scripted model answers turn `callIndex`. */
+  /**
+   * 0-based index of this agent's model call; the scripted model answers turn
+   * `callIndex`. For `purpose: "compaction"` it is the 0-based number of the
+   * compaction instead (the scripted model answers `compactions[callIndex]`).
+   */
   callIndex: number;
+  /** What the call is for; default `turn`. */
+  purpose?: ModelCallPurpose;
   signal?: AbortSignal;
+  /** Called once per retry, before the client sleeps (e.g. to emit a `model_call.retry` event). */
+  onRetry?: (info: ModelRetryInfo) => void;
 }
 
 export interface ModelResponse {
@@ -19,10 +49,12 @@ export interface ModelResponse {
 }
 
 /**
- * One model call. Implementations retry transient failures themselves (429,
- * 5xx, resets, timeouts, honouring retry-after) and throw `ModelError` (exit 3)
- * with a reason such as `rate_limited` once retries are spent, or
- * `CancelledError` when the signal aborts.
+ * One model call. Implementations retry transient failures themselves (408,
+ * 409, 429, 5xx, connection errors, timeouts, cut-off or unparsable replies,
+ * honouring retry-after) and throw `ModelError` (exit 3) with a reason such as
+ * `rate_limited` once retries are spent, or `CancelledError` when the signal
+ * aborts (also during a backoff sleep). A response is returned only when a
+ * whole reply was received and parsed: nothing of a failed attempt leaks out.
  */
 export interface ModelClient {
   complete(request: ModelRequest): Promise<ModelResponse>;

@@ -5,7 +5,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ConfigError } from "../errors.js";
 import type { ChatMessage } from "./messages.js";
-import { CALL_INDEX_HEADER } from "./openai-model-client.js";
+import { ATTEMPT_HEADER, CALL_INDEX_HEADER, PURPOSE_HEADER } from "./openai-model-client.js";
 
 const scriptedToolCallSchema = z
   .strictObject({
@@ -18,9 +18,46 @@ const scriptedToolCallSchema = z
     message: "give either arguments or arguments_raw, not both",
   });
 
+/**
+ * One failed attempt, played instead of (or before) the normal answer. Exactly
+ * one kind per fault:
+ * - `{ status: 400-599, retry_after?: seconds, message?: text }`: that HTTP
+ *   status with an OpenAI-shaped error body (`{ error: { message, type, code } }`)
+ *   and, with `retry_after`, a `Retry-After: <seconds>` header;
+ * - `{ delay_ms: n }`: waits n ms, then answers normally (makes a client with
+ *   a shorter timeout give up); the wait ends early when the client
+ *   disconnects or the server closes;
+ * - `{ truncate: true }`: sends the normal answer's status, headers and full
+ *   Content-Length but only the first half of the body, then destroys the socket.
+ */
+const faultSchema = z
+  .strictObject({
+    status: z.number().int().min(400).max(599).optional(),
+    retry_after: z.number().nonnegative().optional(),
+    message: z.string().optional(),
+    delay_ms: z.number().int().nonnegative().optional(),
+    truncate: z.literal(true).optional(),
+  })
+  .superRefine((fault, context) => {
+    const kinds = (["status", "delay_ms", "truncate"] as const).filter((key) => fault[key] !== undefined);
+    if (kinds.length !== 1) {
+      context.addIssue({
+        code: "custom",
+        message: kinds.length === 0 ? "a fault needs one of status, delay_ms or truncate" : `a fault has exactly one kind; got ${kinds.join(" and ")}`,
+      });
+    }
+    for (const key of ["retry_after", "message"] as const) {
+      if (fault[key] !== undefined && fault.status === undefined) {
+        context.addIssue({ code: "custom", path: [key], message: `${key} belongs to a status fault` });
+      }
+    }
+  });
+
 const scriptedTurnSchema = z.strictObject({
   content: z.string().optional(),
   tool_calls: z.array(scriptedToolCallSchema).optional(),
+  /** Fault i is played on attempt i of this turn's call; later attempts get the answer. */
+  faults: z.array(faultSchema).optional(),
   expect: z
     .strictObject({
       tool_result_matches: z.string().optional(),
@@ -29,12 +66,33 @@ const scriptedTurnSchema = z.strictObject({
     .optional(),
 });
 
+/** Answer to compaction (summary) request n; without `content`, the default summary ({@link defaultSummary}). */
+const scriptedCompactionSchema = z.strictObject({
+  content: z.string().optional(),
+  faults: z.array(faultSchema).optional(),
+});
+
 export const scriptSchema = z.strictObject({
   turns: z.array(scriptedTurnSchema),
+  /** Indexed by the call-index header of requests whose purpose is `compaction`. */
+  compactions: z.array(scriptedCompactionSchema).optional(),
 });
 
 export type Script = z.infer<typeof scriptSchema>;
 export type ScriptedTurn = z.infer<typeof scriptedTurnSchema>;
+export type ScriptedFault = z.infer<typeof faultSchema>;
+export type ScriptedCompaction = z.infer<typeof scriptedCompactionSchema>;
+
+/** A request as the server saw it (see {@link ScriptedModelServer.requests}). */
+export interface ScriptedRequest {
+  /** `x-agent-runner-call-index`: the turn, or for compactions the compaction number. */
+  callIndex: number;
+  /** `x-agent-runner-attempt` (0 when absent): which attempt of that call this is. */
+  attempt: number;
+  /** `x-agent-runner-purpose` (`turn` when absent). */
+  purpose: "turn" | "compaction";
+  messages: ChatMessage[];
+}
 
 /** Loads and validates a script file; throws ConfigError listing every problem with its path. */
 export function loadScript(file: string): Script {
@@ -66,25 +124,38 @@ export function loadScript(file: string): Script {
 /** What the server answers when a request asks for a turn past the script's end. */
 export const SCRIPT_FINISHED_CONTENT = "(scripted model: no more turns) Done.";
 
+/** Start of the text answered to a compaction request that has no `compactions` entry. */
+export const DEFAULT_SUMMARY_PREFIX = "Summary (scripted):";
+
 /**
  * An OpenAI-compatible `/v1/chat/completions` endpoint on 127.0.0.1 that
- * replays a script (DESIGN.md "Scripted model"). It keeps no state: the
- * request's `x-agent-runner-call-index` header picks the turn. An unmet
- * `expect` answers HTTP 400 whose message names the turn and shows the start
- * of the tool results it saw (the client does not retry 400).
+ * replays a script (DESIGN.md "Scripted model"; README "Scripted model: faults
+ * and compaction"). It keeps no state: request headers pick the answer.
+ * - `x-agent-runner-call-index` picks the turn (or, for compactions, the
+ *   `compactions` entry); `x-agent-runner-attempt` (0-based, default 0) picks
+ *   the entry's fault, if it has one for that attempt;
+ * - `x-agent-runner-purpose: compaction` marks a summary request: answered
+ *   from `compactions` or with {@link defaultSummary}; never checks `expect`
+ *   and never consumes `turns`.
+ * An unmet `expect` answers HTTP 400 whose message names the turn and shows
+ * the start of the tool results it saw (the client does not retry 400).
  */
 export class ScriptedModelServer {
   private server: Server | null = null;
-  /** Every request body received, in order (for tests and debugging). */
-  readonly requests: { callIndex: number; messages: ChatMessage[] }[] = [];
+  /** Aborted by close(): ends pending `delay_ms` waits. */
+  private closing = new AbortController();
+  /** Every request received, in order (for tests and debugging). */
+  readonly requests: ScriptedRequest[] = [];
 
   constructor(private readonly script: Script) {}
 
   /** Starts listening on an ephemeral loopback port; resolves with the base URL (`http://127.0.0.1:<port>/v1`). */
   async start(): Promise<string> {
+    this.closing = new AbortController();
     const server = createServer((request, response) => {
       this.handle(request, response).catch((error: unknown) => {
-        sendJson(response, 500, { error: { message: String(error), type: "server_error" } });
+        if (!response.headersSent && !response.destroyed) sendJson(response, 500, { error: { message: String(error), type: "server_error" } });
+        else response.destroy();
       });
     });
     this.server = server;
@@ -96,6 +167,7 @@ export class ScriptedModelServer {
   async close(): Promise<void> {
     const server = this.server;
     this.server = null;
+    this.closing.abort();
     if (!server) return;
     server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -109,25 +181,111 @@ export class ScriptedModelServer {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { messages: ChatMessage[] };
-    const header = request.headers[CALL_INDEX_HEADER];
-    const callIndex = Number(Array.isArray(header) ? header[0] : header);
-    if (!Number.isInteger(callIndex) || callIndex < 0) {
-      sendJson(response, 400, { error: { message: `scripted model: missing or bad ${CALL_INDEX_HEADER} header`, type: "invalid_request_error" } });
+    const callIndex = integerHeader(request, CALL_INDEX_HEADER);
+    const attempt = integerHeader(request, ATTEMPT_HEADER) ?? 0;
+    const purpose = headerValue(request, PURPOSE_HEADER) ?? "turn";
+    if (callIndex === undefined || callIndex === null || attempt === null || (purpose !== "turn" && purpose !== "compaction")) {
+      const problem =
+        callIndex === undefined || callIndex === null ? `missing or bad ${CALL_INDEX_HEADER} header`
+        : attempt === null ? `bad ${ATTEMPT_HEADER} header`
+        : `bad ${PURPOSE_HEADER} header ${JSON.stringify(purpose)} (turn or compaction)`;
+      sendJson(response, 400, { error: { message: `scripted model: ${problem}`, type: "invalid_request_error" } });
       return;
     }
-    this.requests.push({ callIndex, messages: body.messages });
-    const turn = this.script.turns[callIndex];
-    if (!turn) {
-      sendJson(response, 200, completion(callIndex, { content: SCRIPT_FINISHED_CONTENT }, body.messages));
+    this.requests.push({ callIndex, attempt, purpose, messages: body.messages });
+
+    let fault: ScriptedFault | undefined;
+    let answer: () => { status: number; body: unknown };
+    if (purpose === "compaction") {
+      const entry = this.script.compactions?.[callIndex];
+      fault = entry?.faults?.[attempt];
+      const content = entry?.content ?? defaultSummary(body.messages);
+      answer = () => ({ status: 200, body: completion(`compaction-${callIndex}`, callIndex, { content }, body.messages) });
+    } else {
+      const turn = this.script.turns[callIndex];
+      fault = turn?.faults?.[attempt];
+      answer = () => {
+        if (!turn) return { status: 200, body: completion(String(callIndex), callIndex, { content: SCRIPT_FINISHED_CONTENT }, body.messages) };
+        const failure = checkExpectation(turn, callIndex, body.messages);
+        if (failure) return { status: 400, body: { error: { message: failure, type: "script_expectation_failed", code: "script_expectation_failed" } } };
+        return { status: 200, body: completion(String(callIndex), callIndex, turn, body.messages) };
+      };
+    }
+
+    if (fault?.status !== undefined) {
+      const message = fault.message ?? `scripted fault: HTTP ${fault.status}`;
+      const headers: Record<string, string> = fault.retry_after === undefined ? {} : { "retry-after": String(fault.retry_after) };
+      sendJson(response, fault.status, { error: { message, type: fault.status >= 500 ? "server_error" : "scripted_fault", code: null } }, headers);
       return;
     }
-    const failure = checkExpectation(turn, callIndex, body.messages);
-    if (failure) {
-      sendJson(response, 400, { error: { message: failure, type: "script_expectation_failed", code: "script_expectation_failed" } });
+    if (fault?.delay_ms !== undefined) {
+      await waitUnlessGone(fault.delay_ms, response, this.closing.signal);
+      if (response.destroyed || response.writableEnded) return;
+    }
+    const { status, body: reply } = answer();
+    if (fault?.truncate) {
+      const text = JSON.stringify(reply);
+      const bytes = Buffer.from(text, "utf8");
+      response.writeHead(status, { "content-type": "application/json", "content-length": bytes.length });
+      response.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => response.socket?.destroy());
       return;
     }
-    sendJson(response, 200, completion(callIndex, turn, body.messages));
+    sendJson(response, status, reply);
   }
+}
+
+/**
+ * What a compaction request gets when `compactions` has no entry for it:
+ * `Summary (scripted): <n> messages. Files: <paths>.` where the paths are
+ * every distinct `"path":"..."` found in the tool-call arguments of the
+ * request's messages, in order of first appearance (`Files: (none)` if none).
+ */
+export function defaultSummary(messages: ChatMessage[]): string {
+  const paths: string[] = [];
+  for (const message of messages) {
+    if (message.role !== "assistant") continue;
+    for (const call of message.tool_calls ?? []) {
+      for (const match of call.function.arguments.matchAll(/"path"\s*:\s*"((?:[^"\\]|\\.)*)"/g)) {
+        let path = match[1]!;
+        try {
+          path = JSON.parse(`"${path}"`) as string;
+        } catch {
+          // keep the raw text of a malformed escape
+        }
+        if (!paths.includes(path)) paths.push(path);
+      }
+    }
+  }
+  return `${DEFAULT_SUMMARY_PREFIX} ${messages.length} messages. Files: ${paths.length ? paths.join(", ") : "(none)"}.`;
+}
+
+function headerValue(request: IncomingMessage, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The header as a non-negative integer; undefined when absent, null when malformed. */
+function integerHeader(request: IncomingMessage, name: string): number | undefined | null {
+  const text = headerValue(request, name);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  return text.trim() !== "" && Number.isInteger(value) && value >= 0 ? value : null;
+}
+
+/** Waits `ms`, or less when the response's connection closes or `signal` (server closing) aborts. */
+function waitUnlessGone(ms: number, response: ServerResponse, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      response.off("close", done);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    response.once("close", done);
+    signal.addEventListener("abort", done, { once: true });
+    if (signal.aborted || response.destroyed) done();
+  });
 }
 
 /** Text of the tool results that follow the last assistant message. */
@@ -155,7 +313,7 @@ function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatM
   return null;
 }
 
-function completion(callIndex: number, turn: ScriptedTurn, messages: ChatMessage[]) {
+function completion(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls">, messages: ChatMessage[]) {
   const toolCalls = (turn.tool_calls ?? []).map((call, index) => ({
     id: `call_${callIndex}_${index}`,
     type: "function" as const,
@@ -169,7 +327,7 @@ function completion(callIndex: number, turn: ScriptedTurn, messages: ChatMessage
   const promptCharacters = JSON.stringify(messages).length;
   const completionCharacters = (content?.length ?? 0) + JSON.stringify(toolCalls).length;
   return {
-    id: `chatcmpl-scripted-${callIndex}`,
+    id: `chatcmpl-scripted-${id}`,
     object: "chat.completion",
     created: 0,
     model: "scripted",
@@ -188,8 +346,8 @@ function completion(callIndex: number, turn: ScriptedTurn, messages: ChatMessage
   };
 }
 
-function sendJson(response: ServerResponse, status: number, body: unknown): void {
+function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  response.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  response.writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) });
   response.end(text);
 }

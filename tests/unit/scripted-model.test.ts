@@ -1,6 +1,4 @@
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ModelError } from "../../src/errors.js";
 import type { ChatMessage } from "../../src/model/messages.js";
 import { OpenAIModelClient } from "../../src/model/openai-model-client.js";
@@ -11,10 +9,14 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => server.close()));
 });
 
-async function scripted(script: Script) {
+async function scriptedWithURL(script: Script) {
   const server = new ScriptedModelServer(script);
   servers.push(server);
-  const baseURL = await server.start();
+  return { server, baseURL: await server.start() };
+}
+
+async function scripted(script: Script) {
+  const { server, baseURL } = await scriptedWithURL(script);
   return { server, client: new OpenAIModelClient({ baseURL, apiKey: "test", model: "scripted", maxRetries: 0 }) };
 }
 
@@ -69,49 +71,47 @@ describe("ScriptedModelServer through the openai client", () => {
   });
 });
 
-describe("OpenAIModelClient retries", () => {
-  it("retries 429 and 503, honouring retry-after, then succeeds", async () => {
-    const arrivals: number[] = [];
-    const server = createServer((request, response) => {
-      request.resume();
-      arrivals.push(Date.now());
-      if (arrivals.length === 1) {
-        response.writeHead(429, { "content-type": "application/json", "retry-after-ms": "300" });
-        response.end(JSON.stringify({ error: { message: "slow down" } }));
-        return;
-      }
-      if (arrivals.length === 2) {
-        response.writeHead(503, { "content-type": "application/json", "retry-after-ms": "10" });
-        response.end(JSON.stringify({ error: { message: "overloaded" } }));
-        return;
-      }
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify({ id: "x", object: "chat.completion", created: 0, model: "m", choices: [{ index: 0, message: { role: "assistant", content: "hello" }, finish_reason: "stop" }] }));
+describe("ScriptedModelServer requests and faults", () => {
+  it("records call index, attempt and purpose; a request without the attempt or purpose header is attempt 0 of a turn", async () => {
+    const { server, baseURL } = await scriptedWithURL({ turns: [{ content: "zero" }] });
+    const response = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-agent-runner-call-index": "0" },
+      body: JSON.stringify({ model: "scripted", messages: base }),
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    servers.push({ close: () => new Promise<void>((resolve) => server.close(() => resolve())) });
-    const client = new OpenAIModelClient({ baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: "k", model: "m", maxRetries: 3 });
-    const response = await client.complete({ messages: base, tools: [], agentId: "main", callIndex: 0 });
-    expect(response.content).toBe("hello");
-    expect(arrivals).toHaveLength(3);
-    expect(arrivals[1]! - arrivals[0]!).toBeGreaterThanOrEqual(290);
+    expect(((await response.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe("zero");
+    expect(server.requests).toEqual([{ callIndex: 0, attempt: 0, purpose: "turn", messages: base }]);
+    const bad = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-agent-runner-call-index": "0", "x-agent-runner-purpose": "chat" },
+      body: JSON.stringify({ model: "scripted", messages: base }),
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/bad x-agent-runner-purpose header "chat"/);
   });
 
-  it("gives up with reason rate_limited when 429s outlast the retries", async () => {
-    let count = 0;
-    const server = createServer((request, response) => {
-      request.resume();
-      count += 1;
-      response.writeHead(429, { "content-type": "application/json", "retry-after-ms": "1" });
-      response.end(JSON.stringify({ error: { message: "quota" } }));
+  it("answers a status fault with an OpenAI-shaped error body and Retry-After", async () => {
+    const { baseURL } = await scriptedWithURL({ turns: [{ content: "x", faults: [{ status: 429, retry_after: 3, message: "slow down" }] }] });
+    const response = await fetch(`${baseURL}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-agent-runner-call-index": "0", "x-agent-runner-attempt": "0" },
+      body: JSON.stringify({ model: "scripted", messages: base }),
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    servers.push({ close: () => new Promise<void>((resolve) => server.close(() => resolve())) });
-    const client = new OpenAIModelClient({ baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: "k", model: "m", maxRetries: 2 });
-    const error = await client.complete({ messages: base, tools: [], agentId: "main", callIndex: 0 }).catch((failure: unknown) => failure);
+    expect(response.status).toBe(429);
+    expect(response.headers.get("retry-after")).toBe("3");
+    expect(await response.json()).toEqual({ error: { message: "slow down", type: "scripted_fault", code: null } });
+  });
+
+  it("close() ends a pending delay fault at once", async () => {
+    const { server, baseURL } = await scriptedWithURL({ turns: [{ content: "x", faults: [{ delay_ms: 60_000 }] }] });
+    const client = new OpenAIModelClient({ baseURL, apiKey: "test", model: "scripted", maxRetries: 0 });
+    const started = Date.now();
+    const pending = client.complete({ messages: base, tools: [], agentId: "main", callIndex: 0 }).catch((error: unknown) => error);
+    await vi.waitFor(() => expect(server.requests).toHaveLength(1));
+    await server.close();
+    const error = await pending;
     expect(error).toBeInstanceOf(ModelError);
-    expect((error as ModelError).reason).toBe("rate_limited");
-    expect((error as ModelError).exitCode).toBe(3);
-    expect(count).toBe(3);
+    expect((error as ModelError).reason).toBe("connection_error");
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });
