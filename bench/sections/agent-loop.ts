@@ -12,6 +12,8 @@
  * with the same request.
  */
 import { performance } from "node:perf_hooks";
+import { contextSettings } from "../../src/agent/context-window.js";
+import { contextSchema } from "../../src/config/task-schema.js";
 import { runAgentLoop } from "../../src/agent/agent-loop.js";
 import type { EventSink, RunEvent } from "../../src/events/run-events.js";
 import type { ChatMessage } from "../../src/model/messages.js";
@@ -92,6 +94,7 @@ export async function benchAgentLoop(sandboxes: { memory: Sandbox; docker: Sandb
         toolTimeoutMs: 60_000,
         events: sink,
         signal: new AbortController().signal,
+        context: contextSettings(128_000, contextSchema.parse({})),
       });
       const elapsed = performance.now() - started;
       if (sink.toolErrors.length) throw new Error(`bench loop: tool failed: ${sink.toolErrors[0]}`);

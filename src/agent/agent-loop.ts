@@ -1,12 +1,28 @@
-import { CancelledError } from "../errors.js";
+import { CancelledError, ModelError, errorMessage } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
-import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type Usage } from "../model/messages.js";
+import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type ToolDefinition, type Usage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { capText, type ToolRegistry } from "../tools/tool-registry.js";
+import {
+  clearOldToolResults,
+  compactionCut,
+  COMPACTION_INSTRUCTION,
+  extendsPrefix,
+  interruptedResult,
+  repairToolPairing,
+  SKILL_RESULT_PREFIX,
+  SUMMARY_PREFIX,
+  TokenEstimator,
+  type ContextSettings,
+} from "./context-window.js";
+import { toolCallKey, type RestoredAgent, type SessionJournal } from "./session-journal.js";
+import type { ToolResultStore } from "./tool-result-store.js";
 
 /** Longest tool-call arguments copied into a `tool_call.started` event, characters. */
 const EVENT_ARGUMENTS_CHARACTERS = 4000;
+/** Messages at the start that compaction never summarises: the system prompt and the instruction. */
+const HEAD_MESSAGES = 2;
 
 export interface AgentLoopOptions {
   agentId: string;
@@ -15,20 +31,26 @@ export interface AgentLoopOptions {
   sandbox: Sandbox;
   systemPrompt: string;
   instruction: string;
-  /** Most model calls the agent may make. */
+  /** Most model calls the agent may make (counted across resumes). */
   maxSteps: number;
   /** Default run_shell timeout, ms. */
   toolTimeoutMs: number;
   events: EventSink;
   signal: AbortSignal;
-  /** Called after every turn with the conversation so far (persisting the session). */
-  onTurn?: (messages: readonly ChatMessage[]) => void;
+  /** Window, thresholds and caps of context management. */
+  context: ContextSettings;
+  /** Where every message and tool result is persisted as it happens (synced at turn boundaries). */
+  journal?: SessionJournal;
+  /** Keeps full tool results for `read_tool_result`. */
+  results?: ToolResultStore;
+  /** Continue a persisted conversation instead of starting a new one. */
+  resume?: RestoredAgent;
 }
 
 export interface AgentOutcome {
   reason: "final_answer" | "max_steps";
   finalMessage: string | null;
-  /** Model calls made. */
+  /** Model calls made (including those before a resume). */
   steps: number;
   toolCalls: number;
   usage: Usage;
@@ -38,85 +60,296 @@ export interface AgentOutcome {
 /**
  * The think → act → observe loop: ask the model, run the tool calls it makes
  * (read-only ones concurrently, the others one at a time; each answered by
- * exactly one tool result, in call order),
- * append the results, repeat until the model answers without tool calls or
- * `maxSteps` model calls have been made. Throws ModelError when the model
- * fails for good, CancelledError when the signal aborts, SandboxError when the
- * sandbox breaks; tool failures are results, never exceptions.
+ * exactly one tool result, in call order), append the results, repeat until
+ * the model answers without tool calls or `maxSteps` model calls have been
+ * made. Before every request the conversation is checked (orphan calls and
+ * results repaired) and kept inside the context window (clearing, then
+ * compaction). Throws ModelError when the model fails for good (reason
+ * `context_window_exceeded` when nothing more can be shrunk), CancelledError
+ * when the signal aborts, SandboxError when the sandbox breaks; tool failures
+ * are results, never exceptions.
  */
 export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutcome> {
-  const { agentId, events, signal } = options;
-  const messages: ChatMessage[] = [
-    { role: "system", content: options.systemPrompt },
-    { role: "user", content: options.instruction },
-  ];
-  const definitions = options.tools.definitions();
-  let usage = emptyUsage();
-  let toolCalls = 0;
-  for (let step = 0; step < options.maxSteps; step += 1) {
+  const { agentId, events, signal, journal } = options;
+  const state: LoopState = {
+    options,
+    definitions: options.tools.definitions(),
+    estimator: new TokenEstimator(),
+    recorded: new Map(options.resume?.results ?? []),
+    compactions: options.resume?.compactions ?? 0,
+    usage: options.resume?.usage ?? emptyUsage(),
+    toolCalls: options.resume?.toolCalls ?? 0,
+  };
+  let messages: ChatMessage[];
+  let step: number;
+  if (options.resume) {
+    messages = [...options.resume.messages];
+    step = options.resume.nextStep;
+    const unfinished = options.resume.unfinishedTurn;
+    if (unfinished) {
+      // Finished calls answer from the record; the rest were interrupted and are not run again.
+      const results = await runTurnCalls(unfinished.calls, unfinished.step, state, { replayOnly: true });
+      unfinished.calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));
+      journal?.sync();
+    }
+  } else {
+    messages = [
+      { role: "system", content: options.systemPrompt },
+      { role: "user", content: options.instruction },
+    ];
+    for (const message of messages) journal?.append({ type: "message", agent_id: agentId, message });
+    step = 0;
+  }
+  let previousRequest: ChatMessage[] | null = null;
+  for (; step < options.maxSteps; step += 1) {
     if (signal.aborted) throw new CancelledError();
-    events.emit({ type: "model_call.started", data: { agent_id: agentId, step, messages: messages.length } });
+    messages = repair(messages, step, state);
+    messages = await fitContext(messages, step, state);
+    const rawTokens = state.estimator.raw(messages, state.definitions);
+    const estimatedTokens = state.estimator.estimate(messages, state.definitions);
+    events.emit({
+      type: "model_call.started",
+      data: {
+        agent_id: agentId,
+        step,
+        messages: messages.length,
+        estimated_tokens: estimatedTokens,
+        prefix_stable: previousRequest === null ? null : extendsPrefix(previousRequest, messages),
+      },
+    });
     const started = Date.now();
-    const response = await options.model.complete({ messages, tools: definitions, agentId, callIndex: step, signal });
-    usage = addUsage(usage, response.usage);
+    const response = await options.model.complete({
+      messages,
+      tools: state.definitions,
+      agentId,
+      callIndex: step,
+      signal,
+      onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "turn", retry) }),
+    });
+    previousRequest = [...messages];
+    state.estimator.calibrate(rawTokens, response.usage.prompt_tokens);
+    state.usage = addUsage(state.usage, response.usage);
     const calls = uniqueIds(response.toolCalls, step);
-    messages.push({ role: "assistant", content: response.content, ...(calls.length ? { tool_calls: calls } : {}) });
+    const assistant: ChatMessage = { role: "assistant", content: response.content, ...(calls.length ? { tool_calls: calls } : {}) };
+    messages.push(assistant);
+    journal?.append({ type: "message", agent_id: agentId, message: assistant, step, usage: response.usage });
     events.emit({
       type: "model_call.finished",
       data: { agent_id: agentId, step, duration_ms: Date.now() - started, usage: response.usage, tool_calls: calls.length, content: response.content },
     });
     if (calls.length === 0) {
-      options.onTurn?.(messages);
+      journal?.sync();
       events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "final_answer", steps: step + 1, final_message: response.content } });
-      return { reason: "final_answer", finalMessage: response.content, steps: step + 1, toolCalls, usage, messages };
+      return { reason: "final_answer", finalMessage: response.content, steps: step + 1, toolCalls: state.toolCalls, usage: state.usage, messages };
     }
-    const results = await runTurnCalls(calls, step, options);
-    toolCalls += calls.length;
+    const results = await runTurnCalls(calls, step, state, { replayOnly: false });
     calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));
-    options.onTurn?.(messages);
+    journal?.sync();
     if (signal.aborted) throw new CancelledError();
   }
   events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "max_steps", steps: options.maxSteps, final_message: null } });
-  return { reason: "max_steps", finalMessage: null, steps: options.maxSteps, toolCalls, usage, messages };
+  return { reason: "max_steps", finalMessage: null, steps: options.maxSteps, toolCalls: state.toolCalls, usage: state.usage, messages };
+}
+
+interface LoopState {
+  options: AgentLoopOptions;
+  definitions: ToolDefinition[];
+  estimator: TokenEstimator;
+  /** Finished tool calls by idempotency key. */
+  recorded: Map<string, { content: string; isError: boolean }>;
+  compactions: number;
+  usage: Usage;
+  toolCalls: number;
+}
+
+/** Repairs broken call/result pairing before a request (resumed sessions, provider quirks) and records the repair. */
+function repair(messages: ChatMessage[], step: number, state: LoopState): ChatMessage[] {
+  const { agentId, events, journal } = state.options;
+  const repaired = repairToolPairing(messages);
+  if (repaired.repairs.length === 0) return messages;
+  events.emit({ type: "context.repaired", data: { agent_id: agentId, step, repairs: repaired.repairs } });
+  journal?.append({ type: "context", agent_id: agentId, reason: "repaired", next_step: step, messages: repaired.messages });
+  return repaired.messages;
+}
+
+/**
+ * Keeps the next request inside the window: above `clearAt` older tool
+ * results are cleared; above `compactAt` the older turns are summarised by
+ * the model; if the request would still not fit, results are cleared down to
+ * none, and if even that fails the run ends (`context_window_exceeded`).
+ */
+async function fitContext(messages: ChatMessage[], step: number, state: LoopState): Promise<ChatMessage[]> {
+  const { agentId, events, journal, context } = state.options;
+  const estimate = (current: readonly ChatMessage[]) => state.estimator.estimate(current, state.definitions);
+  const record = (reason: "cleared" | "compacted", current: ChatMessage[]) =>
+    journal?.append({ type: "context", agent_id: agentId, reason, next_step: step, messages: current });
+  const clear = (current: ChatMessage[], keep: number): ChatMessage[] => {
+    const before = estimate(current);
+    const cleared = clearOldToolResults(current, keep);
+    if (cleared.cleared === 0) return current;
+    events.emit({
+      type: "context.cleared",
+      data: { agent_id: agentId, step, cleared: cleared.cleared, kept: keep, tokens_before: before, tokens_after: estimate(cleared.messages) },
+    });
+    record("cleared", cleared.messages);
+    return cleared.messages;
+  };
+  let current = messages;
+  if (estimate(current) > context.contextWindow * context.clearAt) current = clear(current, context.keepToolResults);
+  if (estimate(current) > context.contextWindow * context.compactAt) {
+    const compacted = await compact(current, step, state);
+    if (compacted) {
+      current = compacted;
+      record("compacted", current);
+    }
+  }
+  const limit = requestLimit(context);
+  for (let keep = context.keepToolResults - 1; keep >= 0 && estimate(current) > limit; keep -= 1) current = clear(current, keep);
+  const size = estimate(current);
+  if (size > limit) {
+    throw new ModelError(
+      `the conversation needs about ${size} tokens but model.context_window is ${context.contextWindow} (${limit} usable after reserving room for the answer) even after clearing and compaction; raise model.context_window if the model allows it`,
+      "context_window_exceeded",
+    );
+  }
+  return current;
+}
+
+/** Largest request, tokens: the window minus room for the model's answer (1/8 of the window, at most 8192). */
+export function requestLimit(context: ContextSettings): number {
+  return context.contextWindow - Math.min(8192, Math.floor(context.contextWindow / 8));
+}
+
+/**
+ * Summarises the turns before the latest `keepTurns` with a model call
+ * (purpose `compaction`) and returns [system, instruction, summary, latest
+ * turns]; skill results of the summarised part are carried over verbatim.
+ * Returns null (after a `context.compaction_failed` event) when there is
+ * nothing to summarise or the call fails: the conversation is kept as it is.
+ */
+async function compact(messages: ChatMessage[], step: number, state: LoopState): Promise<ChatMessage[] | null> {
+  const { agentId, events, context, model, signal } = state.options;
+  const tokensBefore = state.estimator.estimate(messages, state.definitions);
+  const cut = compactionCut(messages, HEAD_MESSAGES, context.keepTurns);
+  if (cut === null) {
+    events.emit({ type: "context.compaction_failed", data: { agent_id: agentId, step, error: "nothing older than the latest turn to summarise" } });
+    return null;
+  }
+  const head = messages.slice(0, HEAD_MESSAGES);
+  let older = messages.slice(HEAD_MESSAGES, cut);
+  const instruction: ChatMessage = { role: "user", content: COMPACTION_INSTRUCTION };
+  // The summary request itself must fit: drop old results' text if it would not.
+  if (state.estimator.estimate([...head, ...older, instruction], []) > requestLimit(context)) older = clearOldToolResults(older, 0).messages;
+  const started = Date.now();
+  let summary: string;
+  try {
+    const response = await model.complete({
+      messages: [...head, ...older, instruction],
+      tools: [],
+      agentId,
+      callIndex: state.compactions,
+      purpose: "compaction",
+      signal,
+      onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "compaction", retry) }),
+    });
+    state.usage = addUsage(state.usage, response.usage);
+    events.emit({ type: "context.summary_usage", data: { agent_id: agentId, usage: response.usage } });
+    summary = response.content?.trim() ?? "";
+    if (!summary) throw new Error("the model answered the summary request with no text");
+  } catch (error) {
+    if (error instanceof CancelledError || signal.aborted) throw new CancelledError();
+    events.emit({ type: "context.compaction_failed", data: { agent_id: agentId, step, error: errorMessage(error) } });
+    return null;
+  }
+  state.compactions += 1;
+  const skills = messages
+    .slice(HEAD_MESSAGES, cut)
+    .flatMap((message) => (message.role === "tool" && message.content.startsWith(SKILL_RESULT_PREFIX) ? [message.content] : []));
+  const summaryMessage: ChatMessage = {
+    role: "user",
+    content: [SUMMARY_PREFIX, summary, ...(skills.length ? ["", "Skills loaded before the summary, verbatim:", ...skills] : [])].join("\n"),
+  };
+  const compacted = [...head, summaryMessage, ...messages.slice(cut)];
+  events.emit({
+    type: "context.compacted",
+    data: {
+      agent_id: agentId,
+      step,
+      summarised_messages: cut - HEAD_MESSAGES,
+      kept_messages: messages.length - cut,
+      tokens_before: tokensBefore,
+      tokens_after: state.estimator.estimate(compacted, state.definitions),
+      duration_ms: Date.now() - started,
+    },
+  });
+  return compacted;
 }
 
 /**
  * Runs a turn's calls: consecutive read-only calls together, every other call
- * alone, in call order. Results come back in call order.
+ * alone, in call order. Results come back in call order. With `replayOnly`
+ * (a resumed turn) nothing runs: recorded results are returned and the rest
+ * get an "interrupted" result.
  */
-async function runTurnCalls(calls: ToolCall[], step: number, options: AgentLoopOptions): Promise<string[]> {
+async function runTurnCalls(calls: ToolCall[], step: number, state: LoopState, mode: { replayOnly: boolean }): Promise<string[]> {
   const results: string[] = [];
   let batch: ToolCall[] = [];
   const flush = async () => {
-    results.push(...(await Promise.all(batch.map((call) => runToolCall(call, step, options)))));
+    results.push(...(await Promise.all(batch.map((call) => runToolCall(call, step, state, mode)))));
     batch = [];
   };
   for (const call of calls) {
-    if (options.tools.isReadOnly(call.function.name)) {
+    if (state.options.tools.isReadOnly(call.function.name)) {
       batch.push(call);
       continue;
     }
     await flush();
-    results.push(await runToolCall(call, step, options));
+    results.push(await runToolCall(call, step, state, mode));
   }
   await flush();
   return results;
 }
 
-async function runToolCall(call: ToolCall, step: number, options: AgentLoopOptions): Promise<string> {
-  const { agentId, events } = options;
+async function runToolCall(call: ToolCall, step: number, state: LoopState, mode: { replayOnly: boolean }): Promise<string> {
+  const { agentId, events, results: store, context } = state.options;
+  const key = toolCallKey(agentId, step, call.id);
+  const recorded = state.recorded.get(key);
+  if (recorded) {
+    events.emit({ type: "tool_call.replayed", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, key } });
+    return recorded.content;
+  }
+  if (mode.replayOnly) {
+    const content = interruptedResult("the run stopped before it finished");
+    finishCall(state, { key, step, call, content, isError: true });
+    events.emit({ type: "tool_call.interrupted", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name } });
+    return content;
+  }
   events.emit({
     type: "tool_call.started",
     // The full arguments are in the session; the event keeps a bounded copy.
     data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, arguments: capText(call.function.arguments, EVENT_ARGUMENTS_CHARACTERS) },
   });
   const started = Date.now();
-  const result = await options.tools.execute(call.function.name, call.function.arguments, {
-    sandbox: options.sandbox,
-    signal: options.signal,
+  const result = await state.options.tools.execute(call.function.name, call.function.arguments, {
+    sandbox: state.options.sandbox,
+    signal: state.options.signal,
     toolCallId: call.id,
-    defaultTimeoutMs: options.toolTimeoutMs,
+    defaultTimeoutMs: state.options.toolTimeoutMs,
   });
+  // A call cut short by cancellation did not finish: it is not recorded, so a resume reports it as interrupted.
+  if (state.options.signal.aborted) throw new CancelledError();
+  const capCharacters = context.toolResultMaxTokens * 4;
+  let content = result.content;
+  let file: string | undefined;
+  if (content.length > capCharacters) {
+    file = store?.saveFull(step, call.id, content);
+    const where = file
+      ? `the whole result (${content.length} characters) is kept: read it in pages with read_tool_result {"tool_call_id": ${JSON.stringify(call.id)}}`
+      : `the result had ${content.length} characters`;
+    content = `${capText(content, capCharacters)}\n[${where}]`;
+  }
+  store?.remember(call.id, file ? { file } : { content });
+  finishCall(state, { key, step, call, content, isError: result.isError ?? false, file });
   events.emit({
     type: "tool_call.finished",
     data: {
@@ -126,11 +359,30 @@ async function runToolCall(call: ToolCall, step: number, options: AgentLoopOptio
       name: call.function.name,
       is_error: result.isError ?? false,
       duration_ms: Date.now() - started,
-      result_preview: result.content.slice(0, 500),
+      result_preview: content.slice(0, 500),
       ...(result.details ? { details: result.details } : {}),
     },
   });
-  return result.content;
+  return content;
+}
+
+function finishCall(state: LoopState, done: { key: string; step: number; call: ToolCall; content: string; isError: boolean; file?: string }): void {
+  state.recorded.set(done.key, { content: done.content, isError: done.isError });
+  state.toolCalls += 1;
+  state.options.journal?.append({
+    type: "tool_result",
+    agent_id: state.options.agentId,
+    step: done.step,
+    key: done.key,
+    tool_call_id: done.call.id,
+    content: done.content,
+    is_error: done.isError,
+    ...(done.file ? { full_output: done.file } : {}),
+  });
+}
+
+function retryEvent(agentId: string, step: number, purpose: "turn" | "compaction", retry: { attempt: number; delayMs: number; reason: string; status?: number }) {
+  return { agent_id: agentId, step, purpose, attempt: retry.attempt, delay_ms: retry.delayMs, reason: retry.reason, ...(retry.status ? { status: retry.status } : {}) };
 }
 
 /**

@@ -7,7 +7,7 @@ import { ConfigError, errorMessage } from "../errors.js";
 import { loadScript } from "../model/scripted-model-server.js";
 import { createLogger } from "../logging/logger.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
-import { runTask } from "../run/run-task.js";
+import { findResumableRun, resumeRun, runTask, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
@@ -53,49 +53,88 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const home = runnerHome();
   await resolveRepository(task.workspacePath);
+  const provider = await prepareRun(task, home, signal);
+  const view = options.json ? undefined : new ProgressView();
+  const result = await runTask(task, { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home }, runOptions(options, view, signal));
+  if (!options.json) printOutcome(task, result);
+  return result.exitCode;
+}
+
+/**
+ * `runner resume <run-id>`: continue an interrupted, crashed or errored run
+ * (same branch, a new container, the persisted conversation); returns the exit code.
+ */
+export async function resumeCommand(idOrPrefix: string, options: { json?: boolean; maxSteps?: string }, signal: AbortSignal): Promise<number> {
+  const home = runnerHome();
+  // Sweep first: a run whose runner died gets its worktree committed before we look at it.
+  const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
+  await sweep(provider, home);
+  const run = findResumableRun(home, idOrPrefix);
+  const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
+  if ((maxSteps ?? run.task.max_steps) <= run.restored.nextStep) {
+    throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
+  }
+  await resolveRepository(run.task.workspacePath);
+  await prepareRun(run.task, home, signal, provider);
+  const view = options.json ? undefined : new ProgressView();
+  if (!options.json) process.stdout.write(`resuming run ${run.runId} at model call ${run.restored.nextStep}\n`);
+  const result = await resumeRun(
+    run,
+    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home },
+    { ...runOptions(options, view, signal), ...(maxSteps ? { maxSteps } : {}) },
+  );
+  if (!options.json) printOutcome(run.task, result);
+  return result.exitCode;
+}
+
+/** Checks the model settings and Docker, and sweeps what dead runs left; returns the sandbox provider. */
+async function prepareRun(task: Task, home: string, signal: AbortSignal, existing?: DockerSandboxProvider): Promise<DockerSandboxProvider> {
   if (task.model.provider === "openai") openAIClient(task, process.env);
   else loadScript(task.scriptPath!);
   setMaxListeners(0, signal); // one abort listener per concurrent tool call and model call
-
-  const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
+  const provider = existing ?? new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
   await provider.checkReady(task.sandbox.image, { egress: task.sandbox.network.allow.length > 0 });
-  // Leftovers of runs whose runner died (kill -9, crash): containers, networks, worktrees.
+  if (!existing) await sweep(provider, home);
+  return provider;
+}
+
+/** Leftovers of runs whose runner died (kill -9, crash): containers and networks first, then their worktrees. */
+async function sweep(provider: DockerSandboxProvider, home: string): Promise<void> {
   const logger = createLogger({ component: "cli" });
   await sweepLeftovers(provider.docker).then(
     (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
   );
   await sweepDeadRuns(home).then(
-    (runs) => runs.length && logger.info({ runs }, "removed worktrees of runs whose runner died"),
+    (runs) => runs.length && logger.info({ runs }, "committed and removed the worktrees of runs whose runner died (continue them with runner resume)"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),
   );
-  const view = options.json ? undefined : new ProgressView();
-  const { report, exitCode, runDirectory } = await runTask(
-    task,
-    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home },
-    {
-      signal,
-      events: view,
-      onEnvelope: options.json ? (line) => process.stdout.write(line) : undefined,
-    },
-  );
-  if (!options.json) {
-    const lines = [
-      "",
-      `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${terminalSafe(report.error)}` : ""}`,
-      report.verify
-        ? `verify: ${report.verify.command} → exit ${report.verify.exit_code}`
-        : task.verify
-          ? "verify: not run"
-          : "verify: (no verify.command in the task)",
-      `branch: ${report.branch ?? "-"}`,
-      `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
-      `run directory: ${runDirectory}`,
-      report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
-    ];
-    process.stdout.write(`${lines.filter(Boolean).join("\n")}\n`);
-  }
-  return exitCode;
+}
+
+function runOptions(options: { json?: boolean }, view: ProgressView | undefined, signal: AbortSignal) {
+  return {
+    signal,
+    events: view,
+    onEnvelope: options.json ? (line: string) => process.stdout.write(line) : undefined,
+  };
+}
+
+function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
+  const lines = [
+    "",
+    `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${terminalSafe(report.error)}` : ""}`,
+    report.verify
+      ? `verify: ${report.verify.command} → exit ${report.verify.exit_code}`
+      : task.verify
+        ? "verify: not run"
+        : "verify: (no verify.command in the task)",
+    `branch: ${report.branch ?? "-"}`,
+    `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
+    `run directory: ${runDirectory}`,
+    report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
+    report.status === "cancelled" || report.status === "error" ? `continue it: runner resume ${report.run_id}` : "",
+  ];
+  process.stdout.write(`${lines.filter(Boolean).join("\n")}\n`);
 }
 
 function loadTask(taskFile: string | undefined, options: ExecOptions): Task {

@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RunnerError } from "../errors.js";
-import { execCommand, runnerHome } from "./exec-command.js";
+import { execCommand, resumeCommand, runnerHome } from "./exec-command.js";
 import { runsCommand, showCommand } from "./runs-command.js";
 
 const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
@@ -65,6 +65,16 @@ async function main(argv: string[]): Promise<number> {
     )
     .action(async (task: string | undefined, options) => {
       exitCode = await execCommand(task, options, controller.signal);
+    });
+
+  program
+    .command("resume")
+    .description("continue an interrupted, crashed or errored run: same branch, a new container, the persisted conversation")
+    .argument("<run-id>", "run id, or a unique prefix of it")
+    .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
+    .option("--max-steps <n>", "raise max_steps (model calls, counted from the start of the run)")
+    .action(async (id: string, options: { json?: boolean; maxSteps?: string }) => {
+      exitCode = await resumeCommand(id, options, controller.signal);
     });
 
   program

@@ -15,7 +15,13 @@ export async function openModel(task: Task, environment: NodeJS.ProcessEnv = pro
     const server = new ScriptedModelServer(loadScript(task.scriptPath!));
     const baseURL = await server.start();
     return {
-      client: new OpenAIModelClient({ baseURL, apiKey: "scripted", model: "scripted", maxRetries: 2 }),
+      client: new OpenAIModelClient({
+        baseURL,
+        apiKey: "scripted",
+        model: "scripted",
+        maxRetries: task.model.max_retries,
+        timeoutMs: task.model.request_timeout_sec * 1000,
+      }),
       close: () => server.close(),
     };
   }

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError } from "../errors.js";
+import { restoreSession } from "../agent/session-journal.js";
 import type { ChatMessage } from "../model/messages.js";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { oneLine, terminalSafe } from "./progress-view.js";
@@ -64,8 +65,10 @@ export function showCommand(home: string, idOrPrefix: string): number {
   const report = readJson(join(directory, "report.json"));
   const out: string[] = [`run ${matches[0]!.id}  (${directory})`, ""];
   out.push(report ? JSON.stringify(report, null, 2) : "(no report.json: the run has not finished)", "");
+  // session.json is written when a run ends; a run that is going on or died has only its journal.
   const session = readJson(join(directory, "session.json")) as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
-  for (const [agent, { messages }] of Object.entries(session?.agents ?? {})) {
+  const agents = session?.agents ?? Object.fromEntries([...restoreSession(join(directory, "session.jsonl"))].map(([id, agent]) => [id, { messages: agent.messages }]));
+  for (const [agent, { messages }] of Object.entries(agents)) {
     out.push(`== transcript (${agent})`);
     for (const message of messages) out.push(...describeMessage(message));
   }

@@ -11,13 +11,32 @@ export type RunEvent =
   | { type: "run.started"; data: { run_id: string; task: string; workspace: string; branch: string; base_commit: string } }
   | { type: "sandbox.created"; data: { sandbox_id: string; image: string; ready_ms: number; uid: number } }
   | { type: "sandbox.restarted"; data: { sandbox_id: string } }
-  | { type: "model_call.started"; data: { agent_id: string; step: number; messages: number } }
+  | { type: "run.resumed"; data: { run_id: string; resumes: number; next_step: number; worktree: "reused" | "recreated" } }
+  | {
+      type: "model_call.started";
+      /** `prefix_stable`: the request extends the previous one exactly (null for an agent's first request). */
+      data: { agent_id: string; step: number; messages: number; estimated_tokens: number; prefix_stable: boolean | null };
+    }
+  | {
+      type: "model_call.retrying";
+      data: { agent_id: string; step: number; purpose: "turn" | "compaction"; attempt: number; delay_ms: number; reason: string; status?: number };
+    }
   | { type: "model_call.finished"; data: { agent_id: string; step: number; duration_ms: number; usage: Usage; tool_calls: number; content: string | null } }
   | { type: "tool_call.started"; data: { agent_id: string; step: number; tool_call_id: string; name: string; arguments: string } }
   | {
       type: "tool_call.finished";
       data: { agent_id: string; step: number; tool_call_id: string; name: string; is_error: boolean; duration_ms: number; result_preview: string; details?: Record<string, unknown> };
     }
+  | { type: "tool_call.replayed"; data: { agent_id: string; step: number; tool_call_id: string; name: string; key: string } }
+  | { type: "tool_call.interrupted"; data: { agent_id: string; step: number; tool_call_id: string; name: string } }
+  | { type: "context.repaired"; data: { agent_id: string; step: number; repairs: string[] } }
+  | { type: "context.cleared"; data: { agent_id: string; step: number; cleared: number; kept: number; tokens_before: number; tokens_after: number } }
+  | {
+      type: "context.compacted";
+      data: { agent_id: string; step: number; summarised_messages: number; kept_messages: number; tokens_before: number; tokens_after: number; duration_ms: number };
+    }
+  | { type: "context.compaction_failed"; data: { agent_id: string; step: number; error: string } }
+  | { type: "context.summary_usage"; data: { agent_id: string; usage: Usage } }
   | { type: "agent.finished"; data: { agent_id: string; reason: "final_answer" | "max_steps" | "cancelled"; steps: number; final_message: string | null } }
   | { type: "workspace.committed"; data: { branch: string; commit: string; changed: boolean } }
   | { type: "verify.started"; data: { command: string } }

@@ -1,20 +1,29 @@
 import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isOwnerAlive } from "../process/process-owner.js";
-import { removeWorktreeDirectory } from "../workspace/run-worktree.js";
+import { errorMessage } from "../errors.js";
+import { commitRunWorktree, removeWorktreeDirectory, reopenRunWorktree, type RecordedWorktree } from "../workspace/run-worktree.js";
 
 /**
  * `run.json` in a run directory: which runner process owns the run and which
  * worktree it made. It lets a later start recognise a run whose runner died
  * (crash, `kill -9`) before writing report.json.
  */
-export interface RunLock {
+export interface RunLock extends RecordedWorktree {
   run_id: string;
+  trace_id?: string;
   /** `<host>:<pid>:<start ticks>` of the runner process. */
   owner: string;
-  repository: string;
-  worktree: string;
-  branch: string;
+  /** How many times `runner resume` continued the run. */
+  resumes?: number;
+}
+
+export function readRunLock(runDirectory: string): RunLock | null {
+  try {
+    return JSON.parse(readFileSync(join(runDirectory, "run.json"), "utf8")) as RunLock;
+  } catch {
+    return null;
+  }
 }
 
 export function writeRunLock(runDirectory: string, lock: RunLock): void {
@@ -25,10 +34,11 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
 
 /**
  * Finds runs under `<home>/runs` that never finished and whose runner is
- * gone; removes their worktree directories (the branches stay, with whatever
- * was committed) and writes a report.json with status `error`, reason
- * `runner_died`. Returns the swept run ids. Resume (issue 5) is not built, so
- * nothing is kept for it.
+ * gone (crash, `kill -9`): commits what their worktree holds on the run
+ * branch (safe host git, as at the end of a run), removes the worktree
+ * directory and writes a report.json with status `error`, reason
+ * `runner_died`, naming `runner resume`. Call it after the containers of dead
+ * runs are gone. Returns the swept run ids.
  */
 export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
   const runs = join(runnerHome, "runs");
@@ -36,23 +46,29 @@ export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
   const swept: string[] = [];
   for (const runId of readdirSync(runs)) {
     const directory = join(runs, runId);
-    const lockPath = join(directory, "run.json");
-    if (existsSync(join(directory, "report.json")) || !existsSync(lockPath)) continue;
-    let lock: RunLock;
-    try {
-      lock = JSON.parse(readFileSync(lockPath, "utf8")) as RunLock;
-    } catch {
-      continue;
-    }
-    if (isOwnerAlive(lock.owner)) continue;
+    if (existsSync(join(directory, "report.json"))) continue;
+    const lock = readRunLock(directory);
+    if (!lock || isOwnerAlive(lock.owner)) continue;
     // The verification checkout, if the runner died during verification.
     await removeWorktreeDirectory(lock.repository, join(directory, "verify"));
-    await removeWorktreeDirectory(lock.repository, lock.worktree);
+    let saved = "its worktree had nothing to save";
+    let keepWorktree = false;
+    try {
+      const reopened = await reopenRunWorktree(lock, { create: false });
+      if (reopened) {
+        const committed = await commitRunWorktree(reopened.worktree, `agent-runner: run ${lock.run_id} (runner died: partial work)`);
+        saved = `its work is committed on ${lock.branch} (${committed.head.slice(0, 12)})`;
+      }
+    } catch (error) {
+      saved = `its worktree could not be committed (${errorMessage(error)}) and is kept at ${lock.worktree}`;
+      keepWorktree = true;
+    }
+    if (!keepWorktree) await removeWorktreeDirectory(lock.repository, lock.worktree);
     const report = {
       run_id: lock.run_id,
       status: "error",
       reason: "runner_died",
-      error: "the runner process ended without finishing this run (crash or kill -9); its worktree was removed at a later start",
+      error: `the runner process ended without finishing this run (crash or kill -9); ${saved}; continue it with \`runner resume ${lock.run_id}\``,
       branch: lock.branch,
     };
     writeFileSync(join(directory, "report.json"), `${JSON.stringify(report, null, 2)}\n`, { mode: 0o600 });

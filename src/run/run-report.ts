@@ -20,6 +20,15 @@ export interface RunReport {
   steps: number;
   tool_calls: number;
   usage: Usage;
+  /**
+   * Share of model requests whose messages extend the previous request's
+   * exactly (what a provider's prompt cache can reuse); null before a second request.
+   */
+  prefix_stable_ratio: number | null;
+  /** Context management: requests, largest estimated request (tokens), clearings, compactions, repairs. */
+  context: { context_window: number; requests: number; max_request_tokens: number; cleared: number; compactions: number; compaction_failures: number; repairs: number };
+  /** How often `runner resume` continued this run. */
+  resumes: number;
   /** Egress proxy decisions per `host:port` (empty without an allow-list). */
   network: Record<string, { allowed: number; denied: number }>;
   duration_ms: number;

@@ -1,22 +1,27 @@
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
+import { contextSettings } from "../agent/context-window.js";
+import { restoreSession, SessionJournal, type RestoredAgent } from "../agent/session-journal.js";
 import { workspaceAgentSystemPrompt } from "../agent/system-prompt.js";
+import { readToolResultTool, ToolResultStore } from "../agent/tool-result-store.js";
 import { describeRule } from "../config/network-allow-list.js";
 import type { Task } from "../config/load-task.js";
-import { CancelledError, ModelError, RunnerError, errorMessage } from "../errors.js";
+import { CancelledError, ConfigError, ModelError, RunnerError, errorMessage } from "../errors.js";
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink } from "../events/run-events.js";
-import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
+import { addUsage, emptyUsage } from "../model/messages.js";
+import { installLogRedactor } from "../logging/logger.js";
+import { redactorFor } from "../redaction/redactor.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
 import { RecoveringSandbox } from "../sandbox/recovering-sandbox.js";
 import { workspaceTools } from "../tools/builtin/index.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
-import { commitRunWorktree, containerGitMounts, createRunWorktree, diffRunBranch, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
-import { currentOwner } from "../process/process-owner.js";
+import { commitRunWorktree, containerGitMounts, createRunWorktree, diffRunBranch, removeRunWorktree, reopenRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import { newRunId } from "./run-id.js";
-import { writeRunLock } from "./run-lock.js";
+import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
 import { verifyCommit } from "./verify-commit.js";
 import { exitCodeFor, type RunReport, type RunStatus } from "./run-report.js";
 
@@ -55,13 +60,88 @@ export interface RunResult {
  * for failures before the run directory exists (bad workspace: ConfigError).
  */
 export async function runTask(task: Task, dependencies: RunDependencies, options: RunOptions): Promise<RunResult> {
-  const started = Date.now();
   const runId = newRunId();
-  const traceId = newTraceId();
   const runDirectory = join(dependencies.runnerHome, "runs", runId);
   mkdirSync(runDirectory, { recursive: true, mode: 0o700 });
+  // What `runner resume` needs to continue the run: the validated task, paths made absolute.
+  writeAtomically(join(runDirectory, TASK_RECORD), `${JSON.stringify(task, null, 2)}\n`);
+  return executeRun({ task, runId, traceId: newTraceId(), runDirectory, resume: null }, dependencies, options);
+}
+
+/** File in the run directory holding the validated task (for resume). */
+const TASK_RECORD = "task.json";
+
+/** A run `runner resume` can continue, as found on disk by {@link findResumableRun}. */
+export interface ResumableRun {
+  task: Task;
+  runId: string;
+  traceId: string;
+  runDirectory: string;
+  lock: RunLock;
+  restored: RestoredAgent;
+}
+
+/**
+ * Checks that run `idOrPrefix` under `<home>/runs` can be resumed: it has a
+ * task record and a session, no live runner owns it, and it did not end
+ * succeeded or failed. Throws ConfigError (exit 2) saying why not.
+ */
+export function findResumableRun(home: string, idOrPrefix: string): ResumableRun {
+  const runs = join(home, "runs");
+  const matches = existsSync(runs) ? readdirSync(runs).filter((id) => id.startsWith(idOrPrefix)) : [];
+  if (matches.length !== 1) {
+    throw new ConfigError(matches.length === 0 ? `no run ${idOrPrefix} in ${runs} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs; give more of the id`);
+  }
+  const runId = matches[0]!;
+  const runDirectory = join(runs, runId);
+  const lock = readRunLock(runDirectory);
+  if (!lock || !existsSync(join(runDirectory, TASK_RECORD))) {
+    throw new ConfigError(`run ${runId} has no run.json or task.json (it never started, or an older runner made it); start a new run instead`);
+  }
+  if (isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
+  const previous = readJsonFile(join(runDirectory, "report.json")) as { status?: string; reason?: string } | null;
+  if (previous?.status === "succeeded" || previous?.status === "failed") {
+    throw new ConfigError(`run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs can be resumed — start a new run`);
+  }
+  const restored = restoreSession(join(runDirectory, SESSION_JOURNAL)).get(MAIN_AGENT);
+  if (!restored || restored.messages.length === 0) throw new ConfigError(`run ${runId} has no session.jsonl to resume from; start a new run instead`);
+  const task = JSON.parse(readFileSync(join(runDirectory, TASK_RECORD), "utf8")) as Task;
+  return { task, runId, traceId: lock.trace_id ?? newTraceId(), runDirectory, lock, restored };
+}
+
+/**
+ * Continues a run found by {@link findResumableRun}: the same branch and
+ * worktree path (the old directory when it is still there, else a new
+ * worktree of the branch), a new container, the persisted conversation.
+ * Tool calls that finished are not run again; calls that were in flight get
+ * an "interrupted" result. Then commit, verification and report as usual.
+ */
+export async function resumeRun(run: ResumableRun, dependencies: RunDependencies, options: RunOptions & { maxSteps?: number }): Promise<RunResult> {
+  const task = options.maxSteps ? { ...run.task, max_steps: options.maxSteps } : run.task;
+  rmSync(join(run.runDirectory, "report.json"), { force: true });
+  return executeRun({ task, runId: run.runId, traceId: run.traceId, runDirectory: run.runDirectory, resume: run }, dependencies, options);
+}
+
+const MAIN_AGENT = "main";
+const SESSION_JOURNAL = "session.jsonl";
+
+interface RunContext {
+  task: Task;
+  runId: string;
+  traceId: string;
+  runDirectory: string;
+  resume: ResumableRun | null;
+}
+
+async function executeRun(run: RunContext, dependencies: RunDependencies, options: RunOptions): Promise<RunResult> {
+  const { task, runId, traceId, runDirectory, resume } = run;
+  const started = Date.now();
   options.onRunCreated?.(runId, runDirectory);
-  const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, traceId);
+  const hostEnvironment = options.hostEnvironment ?? process.env;
+  const redactor = redactorFor(task, hostEnvironment);
+  installLogRedactor(redactor);
+  const redactDeep = <T>(value: T): T => redactor.redactDeep(value);
+  const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, traceId, { redactor });
   log.onEnvelope = options.onEnvelope ?? null;
   const events = new EventFanout().add(log);
   if (options.events) events.add(options.events);
@@ -79,46 +159,59 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     head_commit: null,
     patch: null,
     final_message: null,
-    steps: 0,
-    tool_calls: 0,
-    usage: emptyUsage(),
+    steps: resume?.restored.nextStep ?? 0,
+    tool_calls: resume?.restored.toolCalls ?? 0,
+    usage: resume?.restored.usage ?? emptyUsage(),
+    prefix_stable_ratio: null,
+    context: { context_window: task.model.context_window, requests: 0, max_request_tokens: 0, cleared: 0, compactions: resume?.restored.compactions ?? 0, compaction_failures: 0, repairs: 0 },
+    resumes: (resume?.lock.resumes ?? 0) + (resume ? 1 : 0),
     network: {},
     duration_ms: 0,
   };
-  // Counted as they happen, so an interrupted or failed run still reports its work.
-  events.add({
-    emit(event) {
-      if (event.type === "model_call.finished") {
-        report.steps += 1;
-        report.usage = addUsage(report.usage, event.data.usage);
-      } else if (event.type === "tool_call.finished") {
-        report.tool_calls += 1;
-      }
-    },
-  });
+  countIntoReport(events, report);
+  const journal = new SessionJournal(join(runDirectory, SESSION_JOURNAL), redactDeep);
   let worktree: RunWorktree | null = null;
   let sandbox: Sandbox | null = null;
   let model: { client: ModelClient; close(): Promise<void> } | null = null;
-  let messages: readonly ChatMessage[] = [];
-  const saveSession = () =>
-    writeAtomically(join(runDirectory, "session.json"), JSON.stringify({ run_id: runId, trace_id: traceId, task: task.name, agents: { main: { messages } } }, null, 2));
 
   try {
-    worktree = await createRunWorktree(task.workspacePath, runId, join(runDirectory, "worktree"));
+    let reused = false;
+    if (resume) {
+      const reopened = (await reopenRunWorktree(resume.lock, { create: true }))!;
+      worktree = reopened.worktree;
+      reused = reopened.reused;
+    } else {
+      worktree = await createRunWorktree(task.workspacePath, runId, join(runDirectory, "worktree"));
+    }
     report.branch = worktree.branch;
     report.base_commit = worktree.baseCommit;
-    writeRunLock(runDirectory, { run_id: runId, owner: currentOwner(), repository: worktree.repositoryRoot, worktree: worktree.path, branch: worktree.branch });
-    events.emit({
-      type: "run.started",
-      data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit },
+    writeRunLock(runDirectory, {
+      run_id: runId,
+      trace_id: traceId,
+      owner: currentOwner(),
+      repository: worktree.repositoryRoot,
+      worktree: worktree.path,
+      git_directory: worktree.gitDirectory,
+      branch: worktree.branch,
+      base_commit: worktree.baseCommit,
+      resumes: report.resumes,
     });
+    if (resume) {
+      events.emit({ type: "run.resumed", data: { run_id: runId, resumes: report.resumes, next_step: resume.restored.nextStep, worktree: reused ? "reused" : "recreated" } });
+    } else {
+      events.emit({
+        type: "run.started",
+        data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit },
+      });
+    }
     throwIfAborted(options.signal);
     // The model (a local server for scripted tasks) and the container start side by side.
     const sandboxStarted = Date.now();
-    const specFor = sandboxSpecFactory(task, runId, runDirectory, report, events, options.hostEnvironment ?? process.env);
+    const specFor = sandboxSpecFactory(task, runId, runDirectory, report, events, hostEnvironment);
+    const current = worktree;
     const [openedModel, createdSandbox] = await Promise.allSettled([
       dependencies.openModel(task),
-      specFor("main", worktree).then((spec) =>
+      specFor(MAIN_AGENT, current).then((spec) =>
         RecoveringSandbox.create(dependencies.sandboxProvider, spec, (sandboxId) => events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } })),
       ),
     ]);
@@ -127,18 +220,25 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     if (openedModel.status === "rejected") throw openedModel.reason;
     if (createdSandbox.status === "rejected") throw createdSandbox.reason;
     const activeSandbox = createdSandbox.value;
-    const modelClient = openedModel.value.client;
     events.emit({
       type: "sandbox.created",
       data: { sandbox_id: activeSandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
     });
 
+    const context = contextSettings(task.model.context_window, task.context);
+    const results = new ToolResultStore(runDirectory, MAIN_AGENT, (text) => redactor.redact(text));
+    for (const [callId, file] of resume?.restored.fullOutputs ?? []) results.remember(callId, { file });
+    for (const recorded of resume?.restored.results.values() ?? []) results.remember(recorded.callId, { content: recorded.content });
+    const lastMessage = resume?.restored.messages.at(-1);
     let outcome: AgentOutcome;
-    try {
+    if (resume && lastMessage?.role === "assistant" && !lastMessage.tool_calls?.length && !resume.restored.unfinishedTurn) {
+      // The agent had given its final answer; the runner stopped before committing or verifying.
+      outcome = { reason: "final_answer", finalMessage: lastMessage.content, steps: resume.restored.nextStep, toolCalls: resume.restored.toolCalls, usage: resume.restored.usage, messages: resume.restored.messages };
+    } else {
       outcome = await runAgentLoop({
-        agentId: "main",
-        model: modelClient,
-        tools: new ToolRegistry(workspaceTools()),
+        agentId: MAIN_AGENT,
+        model: openedModel.value.client,
+        tools: new ToolRegistry([...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4)]),
         sandbox: activeSandbox,
         systemPrompt: workspaceAgentSystemPrompt({ allowedHosts: task.sandbox.network.allow.map(describeRule) }),
         instruction: task.instruction,
@@ -146,14 +246,11 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
         toolTimeoutMs: task.tool_timeout_ms,
         events,
         signal: options.signal,
-        onTurn: (current) => {
-          messages = current;
-          saveSession();
-          log.sync();
-        },
+        context,
+        journal,
+        results,
+        ...(resume ? { resume: resume.restored } : {}),
       });
-    } finally {
-      saveSession();
     }
     report.final_message = outcome.finalMessage;
 
@@ -191,6 +288,7 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
       report.error = errorMessage(error);
     }
   } finally {
+    journal.close();
     await cleanUp(async () => sandbox?.close(), "sandbox", events);
     await cleanUp(async () => model?.close(), "model", events);
     if (worktree && report.head_commit === null) {
@@ -206,8 +304,13 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
       const failure = await removeRunWorktree(worktree);
       if (failure) events.emit({ type: "cleanup.failed", data: { what: "worktree", error: failure.message } });
     }
+    // The conversation as the journal holds it (already redacted), for readers that want one JSON document.
+    const agents = Object.fromEntries([...restoreSession(join(runDirectory, SESSION_JOURNAL))].map(([id, agent]) => [id, { messages: agent.messages }]));
+    writeAtomically(join(runDirectory, "session.json"), JSON.stringify({ run_id: runId, trace_id: traceId, task: task.name, agents }, null, 2));
     report.duration_ms = Date.now() - started;
-    writeAtomically(join(runDirectory, "report.json"), `${JSON.stringify(report, null, 2)}\n`);
+    report.error = report.error === null ? null : redactor.redact(report.error);
+    report.final_message = report.final_message === null ? null : redactor.redact(report.final_message);
+    writeAtomically(join(runDirectory, "report.json"), `${JSON.stringify(redactDeep(report), null, 2)}\n`);
     events.emit({
       type: "run.finished",
       data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
@@ -215,6 +318,50 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
     log.close();
   }
   return { report, exitCode: exitCodeFor(report.status), runDirectory };
+}
+
+/** Keeps the report's counters as events happen, so an interrupted or failed run still reports its work. */
+function countIntoReport(events: EventFanout, report: RunReport): void {
+  let compared = 0;
+  let stable = 0;
+  events.add({
+    emit(event) {
+      switch (event.type) {
+        case "model_call.started":
+          report.context.requests += 1;
+          report.context.max_request_tokens = Math.max(report.context.max_request_tokens, event.data.estimated_tokens);
+          if (event.data.prefix_stable !== null) {
+            compared += 1;
+            if (event.data.prefix_stable) stable += 1;
+            report.prefix_stable_ratio = Math.round((stable / compared) * 1000) / 1000;
+          }
+          break;
+        case "model_call.finished":
+          report.steps += 1;
+          report.usage = addUsage(report.usage, event.data.usage);
+          break;
+        case "context.summary_usage":
+          report.usage = addUsage(report.usage, event.data.usage);
+          break;
+        case "tool_call.finished":
+        case "tool_call.interrupted":
+          report.tool_calls += 1;
+          break;
+        case "context.cleared":
+          report.context.cleared += event.data.cleared;
+          break;
+        case "context.compacted":
+          report.context.compactions += 1;
+          break;
+        case "context.compaction_failed":
+          report.context.compaction_failures += 1;
+          break;
+        case "context.repaired":
+          report.context.repairs += 1;
+          break;
+      }
+    },
+  });
 }
 
 /**
@@ -314,6 +461,14 @@ function writeAtomically(path: string, content: string): void {
   const temporary = `${path}.tmp`;
   writeFileSync(temporary, content, { mode: 0o600 });
   renameSync(temporary, path);
+}
+
+function readJsonFile(path: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, "utf8"));
+  } catch {
+    return null;
+  }
 }
 
 function firstLine(text: string | null): string {

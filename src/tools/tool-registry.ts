@@ -4,9 +4,6 @@ import type { ToolDefinition } from "../model/messages.js";
 import { PathOutsideWorkspaceError } from "../sandbox/sandbox.js";
 import { toolError, type Tool, type ToolContext, type ToolResult } from "./define-tool.js";
 
-/** Longest tool result the model receives, in characters; longer ones keep head and tail. */
-export const MAX_TOOL_RESULT_CHARACTERS = 50_000;
-
 /**
  * Holds the tools of one agent. `definitions()` gives the JSON Schemas the
  * model sees (stable order: registration order); `execute()` parses the
@@ -62,8 +59,8 @@ export class ToolRegistry {
       return toolError(`invalid arguments for ${name}:\n${problems.join("\n")}`);
     }
     try {
-      const result = await tool.execute(parsed.data, context);
-      return { ...result, content: capText(result.content, MAX_TOOL_RESULT_CHARACTERS) };
+      // Uncapped: the agent loop caps results to its context budget and keeps the whole text.
+      return await tool.execute(parsed.data, context);
     } catch (error) {
       if (error instanceof PathOutsideWorkspaceError) return toolError(error.message);
       // Infrastructure failures (the sandbox is gone) must end the run, not loop.

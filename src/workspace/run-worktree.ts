@@ -69,15 +69,7 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
   const repository = await resolveRepository(repositoryDirectory);
   const gitConfig = await driverOverrides(repository.root);
   const branch = `runner/${runId}`;
-  const ownerStats = statSync(repository.root);
-  const owner = { uid: ownerStats.uid, gid: ownerStats.gid };
-  const myUid = process.getuid?.() ?? 0;
-  const sandboxUser: { uid: number; gid: number } =
-    myUid !== 0
-      ? { uid: myUid, gid: process.getgid?.() ?? myUid }
-      : owner.uid !== 0
-        ? owner
-        : { uid: FALLBACK_SANDBOX_UID, gid: FALLBACK_SANDBOX_UID };
+  const sandboxUser = sandboxUserFor(repository.root);
   const added = await addWorktree(repository.root, gitConfig, ["-b", branch, worktreePath, repository.head], worktreePath, sandboxUser, `the worktree for ${branch}`);
   return {
     repositoryRoot: repository.root,
@@ -88,6 +80,55 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
     sandboxUser,
     gitConfig,
   };
+}
+
+/** Who the sandbox runs as: the runner's own uid, else the repository's owner, else {@link FALLBACK_SANDBOX_UID} when that is root. */
+function sandboxUserFor(root: string): { uid: number; gid: number } {
+  const ownerStats = statSync(root);
+  const myUid = process.getuid?.() ?? 0;
+  if (myUid !== 0) return { uid: myUid, gid: process.getgid?.() ?? myUid };
+  if (ownerStats.uid !== 0) return { uid: ownerStats.uid, gid: ownerStats.gid };
+  return { uid: FALLBACK_SANDBOX_UID, gid: FALLBACK_SANDBOX_UID };
+}
+
+/** What a run records about its worktree (run.json) so that a later start can commit or resume it. */
+export interface RecordedWorktree {
+  repository: string;
+  worktree: string;
+  /** The worktree's admin directory, read when it was created (never from the worktree's own `.git` file). */
+  git_directory?: string;
+  branch: string;
+  base_commit?: string;
+}
+
+/**
+ * The worktree of an earlier run, for `runner resume` and for committing the
+ * work of a run whose runner died. The existing directory is used when it is
+ * still registered with git (`reused`: uncommitted changes included);
+ * otherwise a new worktree of the run branch is created at the same path.
+ * Throws ConfigError when the repository or the branch is gone.
+ */
+export async function reopenRunWorktree(recorded: RecordedWorktree, options: { create: boolean }): Promise<{ worktree: RunWorktree; reused: boolean } | null> {
+  const repository = await resolveRepository(recorded.repository);
+  const gitConfig = await driverOverrides(repository.root);
+  const branchHead = await rawSafeGit({ baseDirectory: repository.root }, ["rev-parse", "--verify", "--quiet", `refs/heads/${recorded.branch}^{commit}`]).catch(() => "");
+  if (!branchHead.trim()) throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  const base = {
+    repositoryRoot: repository.root,
+    commonGitDirectory: repository.commonGitDirectory,
+    branch: recorded.branch,
+    baseCommit: recorded.base_commit ?? branchHead.trim(),
+    sandboxUser: sandboxUserFor(repository.root),
+    gitConfig,
+  };
+  const admin = recorded.git_directory;
+  if (admin && existsSync(recorded.worktree) && existsSync(admin) && realpathSync(admin).startsWith(`${repository.commonGitDirectory}/worktrees/`)) {
+    return { worktree: { ...base, path: realpathSync(recorded.worktree), gitDirectory: realpathSync(admin) }, reused: true };
+  }
+  if (!options.create) return null;
+  await removeWorktreeDirectory(repository.root, recorded.worktree);
+  const added = await addWorktree(repository.root, gitConfig, [recorded.worktree, recorded.branch], recorded.worktree, base.sandboxUser, `the worktree for ${recorded.branch}`);
+  return { worktree: { ...base, ...added }, reused: false };
 }
 
 /**

@@ -1,4 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
+import { contextSettings } from "../../src/agent/context-window.js";
+import { contextSchema } from "../../src/config/task-schema.js";
 import { runAgentLoop } from "../../src/agent/agent-loop.js";
 import { CancelledError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/events/run-events.js";
@@ -22,6 +24,7 @@ function setup(model: StrictScriptedModel, sandbox = new FakeSandbox({ "calc.py"
       toolTimeoutMs: 1000,
       events: { emit: (event) => events.push(event) },
       signal: controller.signal,
+      context: contextSettings(128_000, contextSchema.parse({})),
     });
   return { events, controller, sandbox, run };
 }

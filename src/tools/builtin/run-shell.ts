@@ -3,8 +3,12 @@ import { defineTool } from "../define-tool.js";
 
 /** Longest timeout a single command may ask for, ms. */
 export const MAX_SHELL_TIMEOUT_MS = 60 * 60 * 1000;
-/** Bytes kept per stream (head and tail halves): both streams and their labels fit in one tool result (MAX_TOOL_RESULT_CHARACTERS). */
-const MAX_STREAM_BYTES = 20 * 1024;
+/**
+ * Bytes kept per stream (head and tail halves). The agent loop cuts the
+ * result to the model's budget and keeps the whole text in the run directory
+ * for read_tool_result, so this only bounds memory and transfer.
+ */
+const MAX_STREAM_BYTES = 4 * 1024 * 1024;
 
 export const runShellTool = defineTool({
   name: "run_shell",
