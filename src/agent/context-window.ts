@@ -70,7 +70,7 @@ export class TokenEstimator {
   raw(messages: readonly ChatMessage[], tools: ToolDefinition[]): number {
     if (this.toolsKey !== tools) {
       this.toolsKey = tools;
-      this.toolsTokens = Math.ceil(JSON.stringify(tools).length / CHARACTERS_PER_TOKEN);
+      this.toolsTokens = tools.length ? Math.ceil(JSON.stringify(tools).length / CHARACTERS_PER_TOKEN) : 0;
     }
     let total = this.toolsTokens;
     for (const message of messages) {
