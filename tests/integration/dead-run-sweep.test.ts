@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -9,7 +9,7 @@ import { createGitRepository, temporaryDirectory } from "../helpers/git-reposito
 import { currentOwner } from "../../src/process/process-owner.js";
 
 describe("sweepDeadRuns (real git)", () => {
-  it("removes the worktree of a run whose runner died, keeps its branch, and records why", async () => {
+  it("commits the work of a run whose runner died on its branch, removes the worktree, and records why", async () => {
     await using repository = createGitRepository({ "a.txt": "a\n" });
     await using home = temporaryDirectory();
     const deadDirectory = join(home.path, "runs", "dead-run");
@@ -20,7 +20,17 @@ describe("sweepDeadRuns (real git)", () => {
     const live = await createRunWorktree(repository.root, "live-run", join(liveDirectory, "worktree"));
     // A pid that has certainly exited: a child we already waited for.
     const exited = spawnSync("true").pid!;
-    writeRunLock(deadDirectory, { run_id: "dead-run", owner: `${hostname()}:${exited}:1`, repository: repository.root, worktree: dead.path, branch: dead.branch });
+    writeRunLock(deadDirectory, {
+      run_id: "dead-run",
+      owner: `${hostname()}:${exited}:1`,
+      repository: repository.root,
+      worktree: dead.path,
+      git_directory: dead.gitDirectory,
+      branch: dead.branch,
+      base_commit: dead.baseCommit,
+    });
+    // Work the dead run never committed.
+    writeFileSync(join(dead.path, "unsaved.txt"), "agent work\n");
     writeRunLock(liveDirectory, { run_id: "live-run", owner: currentOwner(), repository: repository.root, worktree: live.path, branch: live.branch });
 
     expect(await sweepDeadRuns(home.path)).toEqual(["dead-run"]);
@@ -31,7 +41,11 @@ describe("sweepDeadRuns (real git)", () => {
     expect(worktrees).not.toContain(dead.path);
     expect(worktrees).toContain(live.path);
     expect(repository.git("branch", "--list", "runner/*")).toContain("runner/dead-run");
-    expect(JSON.parse(readFileSync(join(deadDirectory, "report.json"), "utf8"))).toMatchObject({ status: "error", reason: "runner_died" });
+    expect(repository.git("show", `${dead.branch}:unsaved.txt`)).toBe("agent work\n");
+    const report = JSON.parse(readFileSync(join(deadDirectory, "report.json"), "utf8"));
+    expect(report).toMatchObject({ status: "error", reason: "runner_died" });
+    expect(report.error).toContain(`committed on ${dead.branch}`);
+    expect(report.error).toContain("runner resume dead-run");
     // A second sweep finds nothing more.
     expect(await sweepDeadRuns(home.path)).toEqual([]);
   });
