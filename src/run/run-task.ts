@@ -144,7 +144,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, traceId, { redactor });
   log.onEnvelope = options.onEnvelope ?? null;
   const events = new EventFanout().add(log);
-  if (options.events) events.add(options.events);
+  // The terminal view ends up in CI logs: it gets redacted events too.
+  const view = options.events;
+  if (view) events.add({ emit: (event) => view.emit(redactor.isEmpty ? event : redactDeep(event)) });
 
   const report: RunReport = {
     run_id: runId,

@@ -174,6 +174,12 @@ describe("runAgentLoop context management", () => {
       expectPaired(request.messages);
       expect(request.messages.reduce((sum, message) => sum + messageTokens(message), 0)).toBeLessThan(requestLimit(context));
     }
+    // Prompt-cache stability: the system prompt and the tool list never change within a run.
+    const first = model.turnRequests()[0]!;
+    for (const request of model.turnRequests()) {
+      expect(request.messages[0]).toEqual(first.messages[0]);
+      expect(JSON.stringify(request.tools)).toBe(JSON.stringify(first.tools));
+    }
     const last = model.turnRequests().at(-1)!.messages;
     const verbatim = last.filter((message) => message.role === "tool" && !message.content.startsWith("[cleared"));
     expect(verbatim.length).toBeGreaterThanOrEqual(2);
