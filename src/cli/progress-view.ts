@@ -47,6 +47,22 @@ export class ProgressView implements EventSink {
         return c.yellow(`  network: refused ${oneLine(event.data.host, 80)}:${event.data.port} (${event.data.reason})`);
       case "network.proxy_exited":
         return c.red(`egress proxy exited: ${oneLine(event.data.detail, 160)}`);
+      case "run.resumed":
+        return `${c.bold("resumed")} ${event.data.run_id} at model call ${event.data.next_step + 1} (resume ${event.data.resumes}, worktree ${event.data.worktree})`;
+      case "model_call.retrying":
+        return c.yellow(`  model ${event.data.purpose === "compaction" ? "summary " : ""}request failed (${event.data.reason}${event.data.status ? ` ${event.data.status}` : ""}); retry ${event.data.attempt} in ${(event.data.delay_ms / 1000).toFixed(1)} s`);
+      case "tool_call.replayed":
+        return `  ${event.data.name} ${event.data.tool_call_id}: finished before the resume, recorded result reused`;
+      case "tool_call.interrupted":
+        return c.yellow(`  ${event.data.name} ${event.data.tool_call_id}: was in flight when the run stopped; the model is told it was interrupted`);
+      case "context.cleared":
+        return c.dim(`context: cleared ${event.data.cleared} older tool results (${event.data.tokens_before} → ${event.data.tokens_after} tokens)`);
+      case "context.compacted":
+        return c.dim(`context: compacted ${event.data.summarised_messages} messages into a summary (${event.data.tokens_before} → ${event.data.tokens_after} tokens)`);
+      case "context.compaction_failed":
+        return c.yellow(`context: compaction failed, conversation kept: ${oneLine(event.data.error, 160)}`);
+      case "context.repaired":
+        return c.yellow(`context: repaired ${event.data.repairs.length} broken tool call/result pairs`);
       case "cleanup.failed":
         return c.yellow(`cleanup of ${event.data.what} failed: ${event.data.error}`);
       default:
