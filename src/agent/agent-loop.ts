@@ -45,6 +45,8 @@ export interface AgentLoopOptions {
   results?: ToolResultStore;
   /** Continue a persisted conversation instead of starting a new one. */
   resume?: RestoredAgent;
+  /** Called at each turn boundary, after the journal is synced (e.g. to sync the event log). */
+  onTurnEnd?: () => void;
 }
 
 export interface AgentOutcome {
@@ -71,6 +73,10 @@ export interface AgentOutcome {
  */
 export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutcome> {
   const { agentId, events, signal, journal } = options;
+  const turnEnd = () => {
+    journal?.sync();
+    options.onTurnEnd?.();
+  };
   const state: LoopState = {
     options,
     definitions: options.tools.definitions(),
@@ -90,7 +96,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       // Finished calls answer from the record; the rest were interrupted and are not run again.
       const results = await runTurnCalls(unfinished.calls, unfinished.step, state, { replayOnly: true });
       unfinished.calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));
-      journal?.sync();
+      turnEnd();
     }
   } else {
     messages = [
@@ -138,13 +144,13 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       data: { agent_id: agentId, step, duration_ms: Date.now() - started, usage: response.usage, tool_calls: calls.length, content: response.content },
     });
     if (calls.length === 0) {
-      journal?.sync();
+      turnEnd();
       events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "final_answer", steps: step + 1, final_message: response.content } });
       return { reason: "final_answer", finalMessage: response.content, steps: step + 1, toolCalls: state.toolCalls, usage: state.usage, messages };
     }
     const results = await runTurnCalls(calls, step, state, { replayOnly: false });
     calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));
-    journal?.sync();
+    turnEnd();
     if (signal.aborted) throw new CancelledError();
   }
   events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "max_steps", steps: options.maxSteps, final_message: null } });

@@ -251,6 +251,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         context,
         journal,
         results,
+        onTurnEnd: () => log.sync(),
         ...(resume ? { resume: resume.restored } : {}),
       });
     }
