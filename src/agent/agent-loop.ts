@@ -45,6 +45,11 @@ export interface AgentLoopOptions {
   results?: ToolResultStore;
   /** Continue a persisted conversation instead of starting a new one. */
   resume?: RestoredAgent;
+  /**
+   * Redacts secrets from text bound for records (journal, events). Applied
+   * before the runner cuts text, so a cut never leaves part of a secret behind.
+   */
+  redact?: (text: string) => string;
   /** Called at each turn boundary, after the journal is synced (e.g. to sync the event log). */
   onTurnEnd?: () => void;
 }
@@ -318,14 +323,15 @@ async function runTurnCalls(calls: ToolCall[], step: number, state: LoopState, m
 
 async function runToolCall(call: ToolCall, step: number, state: LoopState, mode: { replayOnly: boolean }): Promise<string> {
   const { agentId, events, results: store, context } = state.options;
+  const redact = state.options.redact ?? ((text: string) => text);
   const key = toolCallKey(agentId, step, call.id);
-  const recorded = state.recorded.get(key);
-  if (recorded) {
+  const finished = state.recorded.get(key);
+  if (finished) {
     events.emit({ type: "tool_call.replayed", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, key } });
-    return recorded.content;
+    return finished.content;
   }
   if (mode.replayOnly) {
-    const content = interruptedResult("the run stopped before it finished");
+    const content = interruptedResult("the run stopped while it was pending");
     finishCall(state, { key, step, call, content, isError: true });
     events.emit({ type: "tool_call.interrupted", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name } });
     return content;
@@ -333,7 +339,7 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
   events.emit({
     type: "tool_call.started",
     // The full arguments are in the session; the event keeps a bounded copy.
-    data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, arguments: capText(call.function.arguments, EVENT_ARGUMENTS_CHARACTERS) },
+    data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, arguments: capText(redact(call.function.arguments), EVENT_ARGUMENTS_CHARACTERS) },
   });
   const started = Date.now();
   const result = await state.options.tools.execute(call.function.name, call.function.arguments, {
@@ -346,6 +352,8 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
   if (state.options.signal.aborted) throw new CancelledError();
   const capCharacters = context.toolResultMaxTokens * 4;
   let content = result.content;
+  // What the records keep: redacted before any cut.
+  let recorded = redact(content);
   let file: string | undefined;
   if (content.length > capCharacters) {
     file = store?.saveFull(step, call.id, content);
@@ -353,9 +361,10 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
       ? `the whole result (${content.length} characters) is kept: read it in pages with read_tool_result {"tool_call_id": ${JSON.stringify(call.id)}}`
       : `the result had ${content.length} characters`;
     content = `${capText(content, capCharacters)}\n[${where}]`;
+    recorded = `${capText(recorded, capCharacters)}\n[${where}]`;
   }
   store?.remember(call.id, file ? { file } : { content });
-  finishCall(state, { key, step, call, content, isError: result.isError ?? false, file });
+  finishCall(state, { key, step, call, content: recorded, isError: result.isError ?? false, file });
   events.emit({
     type: "tool_call.finished",
     data: {
@@ -365,7 +374,7 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
       name: call.function.name,
       is_error: result.isError ?? false,
       duration_ms: Date.now() - started,
-      result_preview: content.slice(0, 500),
+      result_preview: recorded.slice(0, 500),
       ...(result.details ? { details: result.details } : {}),
     },
   });

@@ -142,7 +142,7 @@ export function compactionCut(messages: readonly ChatMessage[], head: number, ke
 
 /** Text of the synthetic result given to a call that never finished. */
 export function interruptedResult(reason: string): string {
-  return `Error: [interrupted] this tool call did not finish (${reason}); whatever it did before stopping is unknown. Check the state and run it again if needed.`;
+  return `Error: [interrupted] this tool call has no result (${reason}): it may not have started, or may have partly run. Check the state and run it again if needed.`;
 }
 
 /**

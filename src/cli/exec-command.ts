@@ -7,7 +7,7 @@ import { ConfigError, errorMessage } from "../errors.js";
 import { loadScript } from "../model/scripted-model-server.js";
 import { createLogger } from "../logging/logger.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
-import { findResumableRun, resumeRun, runTask, type RunResult } from "../run/run-task.js";
+import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
@@ -71,7 +71,8 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
   await sweep(provider, home);
   const run = findResumableRun(home, idOrPrefix);
   const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
-  if ((maxSteps ?? run.task.max_steps) <= run.restored.nextStep) {
+  // A run that already has its final answer needs no model call, only commit and verification.
+  if (finalAnswerOf(run.restored) === undefined && (maxSteps ?? run.task.max_steps) <= run.restored.nextStep) {
     throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
   }
   await resolveRepository(run.task.workspacePath);

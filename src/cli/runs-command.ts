@@ -23,11 +23,11 @@ export function listRuns(home: string): RunSummary[] {
       const directory = join(runs, id);
       const report = readJson(join(directory, "report.json")) as { task?: string; status?: string; branch?: string } | null;
       const lock = readJson(join(directory, "run.json")) as { owner?: string; branch?: string } | null;
-      const session = readJson(join(directory, "session.json")) as { task?: string } | null;
+      const recordedTask = readJson(join(directory, "task.json")) as { name?: string } | null;
       const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
       return {
         id,
-        task: report?.task ?? session?.task ?? "?",
+        task: report?.task ?? recordedTask?.name ?? "?",
         status,
         branch: report?.branch ?? lock?.branch ?? "-",
         started: statSync(directory).birthtime,

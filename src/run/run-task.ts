@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
 import { contextSettings } from "../agent/context-window.js";
@@ -117,9 +117,46 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
  * an "interrupted" result. Then commit, verification and report as usual.
  */
 export async function resumeRun(run: ResumableRun, dependencies: RunDependencies, options: RunOptions & { maxSteps?: number }): Promise<RunResult> {
+  claimRun(run.runDirectory, run.runId);
   const task = options.maxSteps ? { ...run.task, max_steps: options.maxSteps } : run.task;
   rmSync(join(run.runDirectory, "report.json"), { force: true });
   return executeRun({ task, runId: run.runId, traceId: run.traceId, runDirectory: run.runDirectory, resume: run }, dependencies, options);
+}
+
+/**
+ * The final answer of a restored conversation (its last message is an
+ * assistant message without tool calls), or undefined when the agent had not
+ * answered yet: a resume then needs only commit and verification.
+ */
+export function finalAnswerOf(restored: RestoredAgent): string | null | undefined {
+  const last = restored.messages.at(-1);
+  if (restored.unfinishedTurn || last?.role !== "assistant" || last.tool_calls?.length) return undefined;
+  return last.content;
+}
+
+/**
+ * Makes this process the run's owner before anything is touched, atomically
+ * (`O_EXCL`), so two `runner resume` of one run cannot both go on. A claim
+ * left by a runner that died is taken over. Throws ConfigError when a live
+ * runner holds it.
+ */
+function claimRun(runDirectory: string, runId: string): void {
+  const claim = join(runDirectory, "resume.lock");
+  for (let attempt = 0; attempt < 2; attempt += 1) {
+    try {
+      const fd = openSync(claim, "wx", 0o600);
+      writeSync(fd, currentOwner());
+      closeSync(fd);
+      writeRunLock(runDirectory, { ...readRunLock(runDirectory)!, owner: currentOwner() });
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const holder = readFileSync(claim, "utf8").trim();
+      if (isOwnerAlive(holder)) throw new ConfigError(`run ${runId} is being resumed by another runner (${holder}); wait for it or stop it`);
+      rmSync(claim, { force: true });
+    }
+  }
+  throw new ConfigError(`run ${runId}: could not claim it for resume (another runner raced for it); try again`);
 }
 
 const MAIN_AGENT = "main";
@@ -231,11 +268,11 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     const results = new ToolResultStore(runDirectory, MAIN_AGENT, (text) => redactor.redact(text));
     for (const [callId, file] of resume?.restored.fullOutputs ?? []) results.remember(callId, { file });
     for (const recorded of resume?.restored.results.values() ?? []) results.remember(recorded.callId, { content: recorded.content });
-    const lastMessage = resume?.restored.messages.at(-1);
     let outcome: AgentOutcome;
-    if (resume && lastMessage?.role === "assistant" && !lastMessage.tool_calls?.length && !resume.restored.unfinishedTurn) {
+    const finalAnswer = resume ? finalAnswerOf(resume.restored) : undefined;
+    if (resume && finalAnswer !== undefined) {
       // The agent had given its final answer; the runner stopped before committing or verifying.
-      outcome = { reason: "final_answer", finalMessage: lastMessage.content, steps: resume.restored.nextStep, toolCalls: resume.restored.toolCalls, usage: resume.restored.usage, messages: resume.restored.messages };
+      outcome = { reason: "final_answer", finalMessage: finalAnswer, steps: resume.restored.nextStep, toolCalls: resume.restored.toolCalls, usage: resume.restored.usage, messages: resume.restored.messages };
     } else {
       outcome = await runAgentLoop({
         agentId: MAIN_AGENT,
@@ -252,6 +289,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         journal,
         results,
         onTurnEnd: () => log.sync(),
+        redact: (text) => redactor.redact(text),
         ...(resume ? { resume: resume.restored } : {}),
       });
     }
@@ -259,7 +297,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
 
     // Nothing the agent started may run while host git reads the worktree.
     await activeSandbox.stopAllProcesses();
-    await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`, runDirectory, report, events);
+    await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${redactor.redact(firstLine(outcome.finalMessage))}`, runDirectory, report, events);
 
     // The agent's container goes before verification: nothing it left running
     // or planted outside /workspace may influence the verdict.
@@ -319,6 +357,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
     });
     log.close();
+    if (resume) rmSync(join(runDirectory, "resume.lock"), { force: true });
   }
   return { report, exitCode: exitCodeFor(report.status), runDirectory };
 }

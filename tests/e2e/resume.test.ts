@@ -40,7 +40,7 @@ const STOPPED_MID_TURN_SCRIPT = {
     },
     {
       // The finished call's recorded result, then an interrupted result for the sleep; nothing else.
-      expect: { tool_result_matches: "^Wrote 6 bytes to a\\.txt\\nError: \\[interrupted\\] this tool call did not finish[^\\n]*$" },
+      expect: { tool_result_matches: "^Wrote 6 bytes to a\\.txt\\nError: \\[interrupted\\] this tool call has no result[^\\n]*$" },
       tool_calls: [toolCall("run_shell", { command: "cat count.txt a.txt" }), toolCall("write_file", { path: "b.txt", content: "after resume\n" })],
     },
     {
@@ -210,9 +210,8 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     }
   });
 
-  // BUG (reported): resumeCommand refuses when max_steps <= the model calls already made, even
-  // when the agent had already given its final answer and only commit and verification remain.
-  it.fails("after kill -9 during verification of a run that used all of max_steps: resume still only verifies (no --max-steps needed)", async () => {
+  // The agent had answered: only commit and verification remain, whatever max_steps says.
+  it("after kill -9 during verification of a run that used all of max_steps: resume still only verifies (no --max-steps needed)", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
@@ -260,12 +259,8 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     expect(eventsOfType(events, "run.finished").map((event) => event.data.status)).toEqual(["error", "succeeded"]);
   });
 
-  // BUG (reported): nothing makes a resume exclusive between findResumableRun's checks and
-  // writeRunLock, so two `runner resume <id>` started together both pass the "still running"
-  // check; observed: both log run.resumed and one or both end with exit 3 ("worktree ... already
-  // exists" or a container name conflict), and a late loser can overwrite the winner's report.
-  // Skipped, not `it.fails`: the race is timing-dependent. Unskip once resume claims the run atomically.
-  it.skip("two resumes of the same dead run at once: exactly one continues it, the other is refused (exit 2)", async () => {
+  // Resume claims the run atomically (resume.lock, O_EXCL) before touching anything.
+  it("two resumes of the same dead run at once: exactly one continues it, the other is refused (exit 2)", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();

@@ -125,14 +125,9 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
     expect(patch).toContain(`+token=${secret}`);
   });
 
-  // BUG (reported): the runner slices tool results before redacting them, so a
-  // secret that straddles one of its own cut points is left partly in the
-  // records: `tool_call.finished` data.result_preview is `content.slice(0, 500)`
-  // (src/agent/agent-loop.ts) and the per-result cap (capText, head and tail of
-  // tool_result_max_tokens * 4 characters) is applied before the journal
-  // redacts. Here 23 of the secret's 24 characters end up in events.jsonl and
-  // session.jsonl. Remove `.fails` once results are redacted before they are cut.
-  it.fails("a secret straddling the runner's own cut points (result preview, per-result cap) leaves no fragment in the records", async () => {
+  // The runner cuts text in three places (result preview, per-result cap, call
+  // arguments in events); each cut is made on already-redacted text.
+  it("a secret straddling the runner's own cut points (result preview, per-result cap) leaves no fragment in the records", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
