@@ -3,6 +3,7 @@ import type { EventSink } from "../events/run-events.js";
 import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type ToolDefinition, type Usage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
+import type { ToolContext } from "../tools/define-tool.js";
 import { capText, type ToolRegistry } from "../tools/tool-registry.js";
 import {
   clearOldToolResults,
@@ -26,6 +27,8 @@ const HEAD_MESSAGES = 2;
 
 export interface AgentLoopOptions {
   agentId: string;
+  /** A subagent's description (its `agent` call's); sent with model requests. */
+  description?: string;
   model: ModelClient;
   tools: ToolRegistry;
   sandbox: Sandbox;
@@ -52,6 +55,26 @@ export interface AgentLoopOptions {
   redact?: (text: string) => string;
   /** Called at each turn boundary, after the journal is synced (e.g. to sync the event log). */
   onTurnEnd?: () => void;
+  /**
+   * Background work (subagents, `run_shell` with background): how tools start
+   * it, and the notifications of ended tasks, delivered as user messages
+   * before the next model call. A final answer while tasks still run waits
+   * for them and lets the model see their results.
+   */
+  background?: {
+    start: NonNullable<ToolContext["startBackground"]>;
+    drain(): string[];
+    running(): boolean;
+    wait(): Promise<void>;
+  };
+  /** Held while this agent's tool calls run, so a background merge into its worktree never overlaps them. */
+  toolGate?: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
+  /**
+   * Start from a copy of another agent's conversation (a fork: the prefix is
+   * kept byte-identical so a prompt cache can hit), with `instruction` appended
+   * as a user message; `systemPrompt` is then unused.
+   */
+  forkFrom?: ChatMessage[];
 }
 
 export interface AgentOutcome {
@@ -104,16 +127,27 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       turnEnd();
     }
   } else {
-    messages = [
-      { role: "system", content: options.systemPrompt },
-      { role: "user", content: options.instruction },
-    ];
+    messages = options.forkFrom
+      ? [...options.forkFrom, { role: "user", content: options.instruction }]
+      : [
+          { role: "system", content: options.systemPrompt },
+          { role: "user", content: options.instruction },
+        ];
     for (const message of messages) journal?.append({ type: "message", agent_id: agentId, message });
     step = 0;
   }
+  const deliver = (notes: string[]) => {
+    for (const note of notes) {
+      const message: ChatMessage = { role: "user", content: note };
+      messages.push(message);
+      journal?.append({ type: "message", agent_id: agentId, message });
+    }
+    return notes.length > 0;
+  };
   let previousRequest: ChatMessage[] | null = null;
   for (; step < options.maxSteps; step += 1) {
     if (signal.aborted) throw new CancelledError();
+    if (options.background) deliver(options.background.drain());
     messages = repair(messages, step, state);
     messages = await fitContext(messages, step, state);
     const rawTokens = state.estimator.raw(messages, state.definitions);
@@ -133,6 +167,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       messages,
       tools: state.definitions,
       agentId,
+      ...(options.description === undefined ? {} : { agentDescription: options.description }),
       callIndex: step,
       signal,
       onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "turn", retry) }),
@@ -150,10 +185,17 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     });
     if (calls.length === 0) {
       turnEnd();
+      // Background tasks still running or just ended: the model sees their results before the run ends.
+      if (options.background?.running()) await options.background.wait();
+      if (options.background && deliver(options.background.drain())) {
+        turnEnd();
+        continue;
+      }
       events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "final_answer", steps: step + 1, final_message: response.content } });
       return { reason: "final_answer", finalMessage: response.content, steps: step + 1, toolCalls: state.toolCalls, usage: state.usage, messages };
     }
-    const results = await runTurnCalls(calls, step, state, { replayOnly: false });
+    const turn = () => runTurnCalls(calls, step, state, { replayOnly: false });
+    const results = options.toolGate ? await options.toolGate.runExclusive(turn) : await turn();
     calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));
     turnEnd();
     if (signal.aborted) throw new CancelledError();
@@ -347,6 +389,7 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
     signal: state.options.signal,
     toolCallId: call.id,
     defaultTimeoutMs: state.options.toolTimeoutMs,
+    ...(state.options.background ? { startBackground: state.options.background.start } : {}),
   });
   // A call cut short by cancellation did not finish: it is not recorded, so a resume reports it as interrupted.
   if (state.options.signal.aborted) throw new CancelledError();

@@ -37,6 +37,16 @@ export type RunEvent =
     }
   | { type: "context.compaction_failed"; data: { agent_id: string; step: number; error: string } }
   | { type: "context.summary_usage"; data: { agent_id: string; usage: Usage } }
+  | { type: "task.started"; data: { task_id: string; kind: "agent" | "shell"; description: string; background: boolean; agent_id: string | null } }
+  | { type: "task.finished"; data: { task_id: string; kind: "agent" | "shell"; status: string; duration_ms: number; agent_id: string | null } }
+  | {
+      type: "subagent.started";
+      data: { agent_id: string; parent_id: string; mode: "explore" | "worker"; description: string; branch: string | null; fork: boolean; background: boolean };
+    }
+  | {
+      type: "subagent.finished";
+      data: { agent_id: string; status: string; steps: number; verify_passed: boolean | null; merge: string | null; files: string[]; duration_ms: number };
+    }
   | { type: "agent.finished"; data: { agent_id: string; reason: "final_answer" | "max_steps" | "cancelled"; steps: number; final_message: string | null } }
   | { type: "workspace.committed"; data: { branch: string; commit: string; changed: boolean } }
   | { type: "verify.started"; data: { command: string } }

@@ -27,6 +27,8 @@ export interface ModelRequest {
   tools: ToolDefinition[];
   /** Which agent is calling (`main`, a subagent id); sent to the scripted model. */
   agentId: string;
+  /** A subagent's description (its `agent` call's); the scripted model picks the subagent's turns by it. */
+  agentDescription?: string;
   /**
    * 0-based index of this agent's model call; the scripted model answers turn
    * `callIndex`. For `purpose: "compaction"` it is the 0-based number of the

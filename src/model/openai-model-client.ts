@@ -6,6 +6,8 @@ import type { ModelClient, ModelRequest, ModelResponse } from "./model-client.js
 /** Headers the scripted model server reads; harmless to other endpoints. */
 export const CALL_INDEX_HEADER = "x-agent-runner-call-index";
 export const AGENT_ID_HEADER = "x-agent-runner-agent-id";
+/** A subagent's description, URI-encoded (headers are ASCII). */
+export const DESCRIPTION_HEADER = "x-agent-runner-agent-description";
 /** 0-based attempt number of this request within one `complete()` call (0 = first try, 1 = first retry, ...). */
 export const ATTEMPT_HEADER = "x-agent-runner-attempt";
 /** `turn` or `compaction` ({@link ModelRequest.purpose}). */
@@ -153,6 +155,7 @@ export class OpenAIModelClient implements ModelClient {
             [AGENT_ID_HEADER]: request.agentId,
             [ATTEMPT_HEADER]: String(attempt),
             [PURPOSE_HEADER]: request.purpose ?? "turn",
+            ...(request.agentDescription === undefined ? {} : { [DESCRIPTION_HEADER]: encodeURIComponent(request.agentDescription) }),
           },
         },
       );

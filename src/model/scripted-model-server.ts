@@ -5,7 +5,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ConfigError } from "../errors.js";
 import type { ChatMessage } from "./messages.js";
-import { ATTEMPT_HEADER, CALL_INDEX_HEADER, PURPOSE_HEADER } from "./openai-model-client.js";
+import { AGENT_ID_HEADER, ATTEMPT_HEADER, CALL_INDEX_HEADER, DESCRIPTION_HEADER, PURPOSE_HEADER } from "./openai-model-client.js";
 
 const scriptedToolCallSchema = z
   .strictObject({
@@ -73,7 +73,10 @@ const scriptedCompactionSchema = z.strictObject({
 });
 
 export const scriptSchema = z.strictObject({
+  /** The main agent's turns. */
   turns: z.array(scriptedTurnSchema),
+  /** Each subagent's turns, by the `description` of the `agent` call that started it. */
+  subagents: z.record(z.string().min(1), z.strictObject({ turns: z.array(scriptedTurnSchema) })).optional(),
   /** Indexed by the call-index header of requests whose purpose is `compaction`. */
   compactions: z.array(scriptedCompactionSchema).optional(),
 });
@@ -107,14 +110,20 @@ export function loadScript(file: string): Script {
     const lines = parsed.error.issues.map((issue) => `  - ${issue.path.join(".") || "(file)"}: ${issue.message}`);
     throw new ConfigError(`model.script ${file}: ${lines.length} problem(s):\n${lines.join("\n")}`);
   }
-  for (const [index, turn] of parsed.data.turns.entries()) {
-    for (const key of ["tool_result_matches", "tool_result_not_matches"] as const) {
-      const source = turn.expect?.[key];
-      if (source === undefined) continue;
-      try {
-        new RegExp(source);
-      } catch (error) {
-        throw new ConfigError(`model.script ${file}: turns.${index}.expect.${key}: not a valid RegExp (${(error as Error).message})`);
+  const turnLists: [string, ScriptedTurn[]][] = [
+    ["turns", parsed.data.turns],
+    ...Object.entries(parsed.data.subagents ?? {}).map(([description, entry]): [string, ScriptedTurn[]] => [`subagents[${JSON.stringify(description)}].turns`, entry.turns]),
+  ];
+  for (const [where, turns] of turnLists) {
+    for (const [index, turn] of turns.entries()) {
+      for (const key of ["tool_result_matches", "tool_result_not_matches"] as const) {
+        const source = turn.expect?.[key];
+        if (source === undefined) continue;
+        try {
+          new RegExp(source);
+        } catch (error) {
+          throw new ConfigError(`model.script ${file}: ${where}.${index}.expect.${key}: not a valid RegExp (${(error as Error).message})`);
+        }
       }
     }
   }
@@ -202,11 +211,23 @@ export class ScriptedModelServer {
       const content = entry?.content ?? defaultSummary(body.messages);
       answer = () => ({ status: 200, body: completion(`compaction-${callIndex}`, callIndex, { content }, body.messages) });
     } else {
-      const turn = this.script.turns[callIndex];
+      // Subagents are scripted by the description of the `agent` call that started them.
+      const description = headerValue(request, DESCRIPTION_HEADER);
+      const agentId = headerValue(request, AGENT_ID_HEADER) ?? "main";
+      const subagent = agentId !== "main" && description !== undefined ? decodeURIComponent(description) : null;
+      const entry = subagent === null ? { turns: this.script.turns } : this.script.subagents?.[subagent];
+      if (!entry) {
+        const known = Object.keys(this.script.subagents ?? {}).map((name) => JSON.stringify(name));
+        const message = `scripted model: no subagents entry for the description ${JSON.stringify(subagent)} (agent ${agentId}); the script has ${known.length ? known.join(", ") : "none"}`;
+        sendJson(response, 400, { error: { message, type: "script_expectation_failed", code: "script_expectation_failed" } });
+        return;
+      }
+      const where = subagent === null ? "turns" : `subagents[${JSON.stringify(subagent)}].turns`;
+      const turn = entry.turns[callIndex];
       fault = turn?.faults?.[attempt];
       answer = () => {
         if (!turn) return { status: 200, body: completion(String(callIndex), callIndex, { content: SCRIPT_FINISHED_CONTENT }, body.messages) };
-        const failure = checkExpectation(turn, callIndex, body.messages);
+        const failure = checkExpectation(turn, callIndex, body.messages, where);
         if (failure) return { status: 400, body: { error: { message: failure, type: "script_expectation_failed", code: "script_expectation_failed" } } };
         return { status: 200, body: completion(String(callIndex), callIndex, turn, body.messages) };
       };
@@ -299,16 +320,16 @@ export function trailingToolResults(messages: ChatMessage[]): string {
   return results.join("\n");
 }
 
-function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatMessage[]): string | null {
+function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatMessage[], where: string): string | null {
   if (!turn.expect) return null;
   const seen = trailingToolResults(messages);
   const preview = JSON.stringify(seen.slice(0, 300));
   const { tool_result_matches: matches, tool_result_not_matches: notMatches } = turn.expect;
   if (matches !== undefined && !new RegExp(matches).test(seen)) {
-    return `scripted model: turn ${callIndex} (turns[${callIndex}]) expect.tool_result_matches /${matches}/ not met; tool results began: ${preview}`;
+    return `scripted model: turn ${callIndex} (${where}[${callIndex}]) expect.tool_result_matches /${matches}/ not met; tool results began: ${preview}`;
   }
   if (notMatches !== undefined && new RegExp(notMatches).test(seen)) {
-    return `scripted model: turn ${callIndex} (turns[${callIndex}]) expect.tool_result_not_matches /${notMatches}/ matched; tool results began: ${preview}`;
+    return `scripted model: turn ${callIndex} (${where}[${callIndex}]) expect.tool_result_not_matches /${notMatches}/ matched; tool results began: ${preview}`;
   }
   return null;
 }

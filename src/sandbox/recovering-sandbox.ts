@@ -84,6 +84,10 @@ export class RecoveringSandbox implements Sandbox {
     return this.retrying(() => this.current.stopAllProcesses());
   }
 
+  freeze<T>(operation: () => Promise<T>): Promise<T> {
+    return this.current.freeze(operation);
+  }
+
   close(): Promise<void> {
     return this.current.close();
   }

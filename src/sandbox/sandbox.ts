@@ -89,6 +89,13 @@ export interface Sandbox {
    * usable for new commands. Throws SandboxError if not every process could be killed.
    */
   stopAllProcesses(): Promise<void>;
+  /**
+   * Runs `operation` with every process of the sandbox frozen (cgroup
+   * freezer), so host-side git can read or change the workspace without a
+   * process racing it, yet without killing background work. No sandbox
+   * operation may be started by `operation` itself.
+   */
+  freeze<T>(operation: () => Promise<T>): Promise<T>;
   /** Stops every process and removes the sandbox; safe to call twice. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;

@@ -9,6 +9,12 @@ export interface ToolContext {
   toolCallId: string;
   /** Default run_shell timeout from the task, ms. */
   defaultTimeoutMs: number;
+  /**
+   * Starts work that outlives the tool call (`run_shell` with `background:
+   * true`) as a task and returns its id; absent where background work is not
+   * available. `body` gets a signal aborted by `task_stop` or the run's end.
+   */
+  startBackground?: (description: string, body: (signal: AbortSignal) => Promise<{ status: "completed" | "failed"; output: string }>) => string;
 }
 
 /** A tool's answer. `content` goes to the model; `details` only to events and the terminal. */

@@ -15,7 +15,15 @@ import { toolError, type Tool, type ToolContext, type ToolResult } from "./defin
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>();
 
-  constructor(tools: Tool[] = []) {
+  /**
+   * `denied`: tools that are listed (so the tool list stays byte-identical
+   * with another agent's, for a forked subagent's prompt cache) but refused
+   * with `[denied] <reason>` when called.
+   */
+  constructor(
+    tools: Tool[] = [],
+    private readonly denied: Record<string, string> = {},
+  ) {
     for (const tool of tools) this.register(tool);
   }
 
@@ -42,6 +50,8 @@ export class ToolRegistry {
 
   async execute(name: string, rawArguments: string, context: ToolContext): Promise<ToolResult> {
     const tool = this.tools.get(name);
+    const refusal = Object.hasOwn(this.denied, name) ? this.denied[name] : undefined;
+    if (tool && refusal !== undefined) return { content: `[denied] ${refusal}`, isError: true };
     if (!tool) {
       return toolError(`unknown tool "${name}". Available tools: ${this.names().join(", ")}`);
     }

@@ -167,6 +167,16 @@ export async function createDetachedWorktree(worktree: RunWorktree, commit: stri
 }
 
 /**
+ * A worktree on a new branch `branch` from `commit` of the same repository
+ * (a worker subagent's), handed to the sandbox user like the run's own.
+ * Throws SandboxError when git fails.
+ */
+export async function createBranchWorktree(parent: RunWorktree, branch: string, path: string, commit: string): Promise<RunWorktree> {
+  const added = await addWorktree(parent.repositoryRoot, parent.gitConfig, ["-b", branch, path, commit], path, parent.sandboxUser, `the worktree for ${branch}`);
+  return { ...parent, ...added, branch, baseCommit: commit };
+}
+
+/**
  * Commits everything in the worktree (including deletions and new files) on
  * the run branch. The caller must make sure no sandbox process runs meanwhile
  * (`Sandbox.stopAllProcesses` or a closed sandbox): git reads the tree on the

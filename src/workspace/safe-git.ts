@@ -1,4 +1,5 @@
 import { privateDirectory } from "../process/private-directory.js";
+import { execFile } from "node:child_process";
 import { simpleGit, type SimpleGit } from "simple-git";
 
 /**
@@ -101,6 +102,25 @@ export function rawSafeGit(options: SafeGitOptions, args: string[]): Promise<str
   if (options.gitDirectory) prefix.push(`--git-dir=${options.gitDirectory}`);
   if (options.workTree) prefix.push(`--work-tree=${options.workTree}`);
   return safeGit(options).raw([...prefix, ...args]);
+}
+
+/**
+ * Like {@link rawSafeGit}, but a non-zero exit is an answer, not an error
+ * (e.g. `git merge-tree` exits 1 on conflicts). Rejects only when git cannot run.
+ */
+export function safeGitResult(options: SafeGitOptions, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+  const command = [
+    ...[...BASE_CONFIG, ...(options.config ?? [])].flatMap((entry) => ["-c", entry]),
+    ...(options.gitDirectory ? [`--git-dir=${options.gitDirectory}`] : []),
+    ...(options.workTree ? [`--work-tree=${options.workTree}`] : []),
+    ...args,
+  ];
+  return new Promise((resolve, reject) => {
+    execFile("git", command, { cwd: options.baseDirectory, env: safeGitEnvironment(), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== "number") reject(error);
+      else resolve({ exitCode: typeof error?.code === "number" ? error.code : 0, stdout, stderr });
+    });
+  });
 }
 
 /**

@@ -91,6 +91,19 @@ export class DockerSandbox implements Sandbox {
     if (!stopped) throw new SandboxError(`sandbox ${this.id}: processes kept re-spawning; could not stop them all`);
   }
 
+  async freeze<T>(operation: () => Promise<T>): Promise<T> {
+    try {
+      await this.container.pause();
+    } catch (error) {
+      throw new SandboxError(`sandbox ${this.id}: could not pause the container: ${(error as Error).message}`, { cause: error });
+    }
+    try {
+      return await operation();
+    } finally {
+      await this.container.unpause().catch(() => undefined);
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

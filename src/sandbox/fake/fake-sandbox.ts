@@ -92,6 +92,14 @@ export class FakeSandbox implements Sandbox {
 
   async stopAllProcesses(): Promise<void> {}
 
+  /** Counts freezes; the fake has no processes to freeze. */
+  freezes = 0;
+
+  async freeze<T>(operation: () => Promise<T>): Promise<T> {
+    this.freezes += 1;
+    return operation();
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }

@@ -1,0 +1,123 @@
+import { existsSync, lchownSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { SandboxError } from "../errors.js";
+import { rawSafeGit, safeGitResult } from "./safe-git.js";
+import type { RunWorktree } from "./run-worktree.js";
+
+/** Longest conflict excerpt a merge outcome carries, characters. */
+const HUNKS_CHARACTERS = 6000;
+
+/** What merging a branch into a worktree did. */
+export type MergeOutcome =
+  | { status: "merged"; commit: string; files: string[] }
+  | { status: "conflict"; files: string[]; hunks: string }
+  | { status: "up_to_date" };
+
+/**
+ * Merges `branch` into the branch checked out in `target` with a real
+ * `git merge --no-ff` (host-side safe git: hooks, drivers and filters
+ * disarmed). The merge is computed first with `git merge-tree --write-tree`,
+ * which touches no file: on a conflict nothing in the worktree changes and
+ * the outcome names the conflicting files with their conflict hunks. The
+ * worktree must be clean (commit it first) and no sandbox process may write
+ * it meanwhile. Files the merge creates are handed to the sandbox user.
+ * Throws SandboxError when git fails otherwise.
+ */
+export async function mergeBranchInto(target: RunWorktree, branch: string, message: string): Promise<MergeOutcome> {
+  const options = { baseDirectory: target.path, gitDirectory: target.gitDirectory, workTree: target.path, config: target.gitConfig };
+  const head = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
+  const theirs = (await rawSafeGit(options, ["rev-parse", "--verify", `refs/heads/${branch}^{commit}`])).trim();
+  if ((await safeGitResult(options, ["merge-base", "--is-ancestor", theirs, head])).exitCode === 0) return { status: "up_to_date" };
+  const trial = await safeGitResult(options, ["merge-tree", "--write-tree", "--name-only", "--no-messages", head, theirs]);
+  if (trial.exitCode === 1) {
+    const [tree, ...rest] = trial.stdout.split("\n");
+    const files = rest.filter((line) => line !== "");
+    return { status: "conflict", files, hunks: await conflictHunks(options, tree!.trim(), files) };
+  }
+  if (trial.exitCode !== 0) throw new SandboxError(`git merge-tree failed for ${branch}: ${trial.stderr.trim()}`);
+  const merged = await safeGitResult(options, ["merge", "--no-ff", "--no-edit", "--no-verify", "-m", message, theirs]);
+  if (merged.exitCode !== 0) {
+    await safeGitResult(options, ["merge", "--abort"]);
+    throw new SandboxError(`git merge of ${branch} failed after a clean trial merge: ${(merged.stderr || merged.stdout).trim()}`);
+  }
+  const commit = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
+  const files = (await rawSafeGit(options, ["diff", "--name-only", "--no-renames", head, commit])).split("\n").filter(Boolean);
+  handToSandboxUser(target, files);
+  return { status: "merged", commit, files };
+}
+
+/** The conflict regions (`<<<<<<<` … `>>>>>>>`) of each file in a merge-tree result, capped. */
+async function conflictHunks(options: Parameters<typeof rawSafeGit>[0], tree: string, files: string[]): Promise<string> {
+  const parts: string[] = [];
+  for (const file of files) {
+    const shown = await safeGitResult(options, ["cat-file", "-p", `${tree}:${file}`]);
+    if (shown.exitCode !== 0) {
+      parts.push(`--- ${file}: (no text: deleted on one side, or binary)`);
+      continue;
+    }
+    const lines = shown.stdout.split("\n");
+    const regions: string[] = [];
+    for (let index = 0; index < lines.length; index += 1) {
+      if (!lines[index]!.startsWith("<<<<<<<")) continue;
+      const end = lines.findIndex((line, at) => at > index && line.startsWith(">>>>>>>"));
+      regions.push(`@@ line ${index + 1}\n${lines.slice(index, end === -1 ? lines.length : end + 1).join("\n")}`);
+      if (end === -1) break;
+      index = end;
+    }
+    parts.push(`--- ${file}\n${regions.join("\n") || "(conflict without text markers: e.g. modified on one side, deleted on the other)"}`);
+  }
+  const text = parts.join("\n");
+  return text.length > HUNKS_CHARACTERS ? `${text.slice(0, HUNKS_CHARACTERS)}\n[... conflict excerpt cut at ${HUNKS_CHARACTERS} characters]` : text;
+}
+
+/** lchown merged files (and directories the merge created) to the sandbox user when we run as root. */
+function handToSandboxUser(target: RunWorktree, files: string[]): void {
+  if ((process.getuid?.() ?? 0) !== 0) return;
+  const { uid, gid } = target.sandboxUser;
+  const done = new Set<string>();
+  for (const file of files) {
+    let path = join(target.path, file);
+    while (relative(target.path, path) !== "" && !done.has(path)) {
+      done.add(path);
+      if (existsSync(path)) lchownSync(path, uid, gid);
+      path = dirname(path);
+    }
+  }
+}
+
+/** Result of `runner exec --merge`: whether the run branch landed on the user's branch, and why not. */
+export interface UserMergeOutcome {
+  merged: boolean;
+  /** The user's branch (`refs/heads/...`), when one is checked out. */
+  branch: string | null;
+  /** Why nothing was merged, or what was done. */
+  detail: string;
+}
+
+/**
+ * Fast-forwards the user's checked-out branch to `runBranch`, only when that
+ * branch still points at `baseCommit` (it has not moved since the run
+ * started) and no tracked file has uncommitted changes. Untracked files are
+ * never touched: git refuses a fast-forward that would overwrite one, and the
+ * outcome says so. Nothing is changed when any check fails.
+ */
+export async function mergeIntoUserBranch(repositoryRoot: string, gitConfig: string[], runBranch: string, baseCommit: string): Promise<UserMergeOutcome> {
+  const options = { baseDirectory: repositoryRoot, config: gitConfig };
+  const symbolic = await safeGitResult(options, ["symbolic-ref", "-q", "HEAD"]);
+  if (symbolic.exitCode !== 0) return { merged: false, branch: null, detail: "your checkout has a detached HEAD; check out a branch and merge the run branch yourself" };
+  const branch = symbolic.stdout.trim();
+  const head = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
+  if (head !== baseCommit) {
+    return { merged: false, branch, detail: `${branch} moved since the run started (${baseCommit.slice(0, 12)} → ${head.slice(0, 12)}); merge ${runBranch} yourself` };
+  }
+  const status = await rawSafeGit(options, ["status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all"]);
+  if (status.trim()) {
+    const files = status.split("\n").filter(Boolean).slice(0, 10).map((line) => line.slice(3));
+    return { merged: false, branch, detail: `tracked files have uncommitted changes (${files.join(", ")}); commit or stash them, then merge ${runBranch}` };
+  }
+  const merged = await safeGitResult(options, ["merge", "--ff-only", "--no-edit", "--no-verify", runBranch]);
+  if (merged.exitCode !== 0) {
+    return { merged: false, branch, detail: `git refused the fast-forward: ${(merged.stderr || merged.stdout).trim().split("\n").slice(0, 6).join(" ")}` };
+  }
+  return { merged: true, branch, detail: `fast-forwarded ${branch} to ${runBranch}` };
+}
