@@ -67,6 +67,8 @@ export interface AgentLoopOptions {
     running(): boolean;
     wait(): Promise<void>;
   };
+  /** Sees the conversation before each turn's tool calls run (e.g. for a fork of it). */
+  onConversation?: (messages: readonly ChatMessage[]) => void;
   /** Held while this agent's tool calls run, so a background merge into its worktree never overlaps them. */
   toolGate?: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
   /**
@@ -194,6 +196,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "final_answer", steps: step + 1, final_message: response.content } });
       return { reason: "final_answer", finalMessage: response.content, steps: step + 1, toolCalls: state.toolCalls, usage: state.usage, messages };
     }
+    options.onConversation?.(messages);
     const turn = () => runTurnCalls(calls, step, state, { replayOnly: false });
     const results = options.toolGate ? await options.toolGate.runExclusive(turn) : await turn();
     calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));

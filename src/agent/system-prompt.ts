@@ -20,3 +20,22 @@ export function workspaceAgentSystemPrompt(options: { allowedHosts: string[] } =
     "- If you cannot finish, say so plainly and explain what blocks you.",
   ].join("\n");
 }
+
+/** Role paragraph appended to a subagent's system prompt (byte-stable like the rest). */
+export function subagentSystemPrompt(mode: "explore" | "worker", options: { allowedHosts: string[] }): string {
+  const role =
+    mode === "explore"
+      ? [
+          "",
+          "You are an explore subagent: investigate and report. /workspace is mounted read-only and you have no file-writing tools;",
+          "run_shell may run read-only commands (tests that write only to /tmp are fine). End with a concise, specific report:",
+          "what you found, with file paths and line numbers, and what you are unsure of.",
+        ]
+      : [
+          "",
+          "You are a worker subagent on your own branch, made from your parent agent's current files.",
+          "Make the change your brief asks for, check it with the tests, and end with a short summary.",
+          "When you end, the runner commits your work, verifies it on a clean checkout, and merges it into your parent's branch only if that passes.",
+        ];
+  return [workspaceAgentSystemPrompt(options), ...role].join("\n");
+}

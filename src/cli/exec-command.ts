@@ -20,6 +20,7 @@ export interface ExecOptions {
   workspace?: string;
   name?: string;
   maxSteps?: string;
+  merge?: boolean;
   verify?: string;
   image?: string;
 }
@@ -49,7 +50,8 @@ export function runnerHome(environment: NodeJS.ProcessEnv = process.env): string
 
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
-  const task = loadTask(taskFile, options);
+  const loaded = loadTask(taskFile, options);
+  const task: Task = options.merge ? { ...loaded, on_success: "merge" } : loaded;
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const home = runnerHome();
   await resolveRepository(task.workspacePath);
@@ -133,6 +135,8 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
     `run directory: ${runDirectory}`,
     report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
+    report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${terminalSafe(report.merge.detail)}` : "",
+    report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
     report.status === "cancelled" || report.status === "error" ? `continue it: runner resume ${report.run_id}` : "",
   ];
   process.stdout.write(`${lines.filter(Boolean).join("\n")}\n`);

@@ -57,6 +57,7 @@ async function main(argv: string[]): Promise<number> {
     .option("--verify <command>", "ad-hoc task: verification command run in the sandbox")
     .option("--image <image>", "ad-hoc task: sandbox image")
     .option("--max-steps <n>", "override max_steps")
+    .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
     .addHelpText(
       "after",
       "\nEnvironment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);\n" +

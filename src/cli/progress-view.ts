@@ -63,6 +63,14 @@ export class ProgressView implements EventSink {
         return c.yellow(`context: compaction failed, conversation kept: ${oneLine(event.data.error, 160)}`);
       case "context.repaired":
         return c.yellow(`context: repaired ${event.data.repairs.length} broken tool call/result pairs`);
+      case "subagent.started":
+        return `${c.bold(`${event.data.mode} ${event.data.agent_id}`)} started: ${oneLine(event.data.description, 100)}${event.data.branch ? ` on ${event.data.branch}` : ""}${event.data.background ? " (background)" : ""}`;
+      case "subagent.finished":
+        return `${c.bold(event.data.agent_id)} ${event.data.status === "merged" ? c.green("merged") : event.data.status}${event.data.files.length ? ` (${event.data.files.slice(0, 6).join(", ")})` : ""} after ${event.data.steps} steps`;
+      case "task.finished":
+        return event.data.kind === "shell" ? `background task ${event.data.task_id} ${event.data.status}` : null;
+      case "workspace.merged":
+        return event.data.merged ? c.green(event.data.detail) : c.yellow(`not merged: ${event.data.detail}`);
       case "cleanup.failed":
         return c.yellow(`cleanup of ${event.data.what} failed: ${event.data.error}`);
       default:

@@ -126,6 +126,17 @@ export const taskSchema = z.strictObject({
   /** Per tool call default timeout for run_shell, ms. */
   tool_timeout_ms: z.number().int().positive().max(24 * 3600 * 1000, "at most 86400000 (24 h)").default(120_000),
   policy: z.string().min(1).default("worker"),
+  /** Subagents that may run at once. */
+  max_parallel: z.number().int().min(1).max(16).default(4),
+  /** Limits of each subagent. */
+  subagents: z
+    .strictObject({
+      max_steps: z.number().int().positive().max(10_000).default(30),
+      timeout_sec: z.number().int().positive().max(24 * 3600).default(1800),
+    })
+    .default({ max_steps: 30, timeout_sec: 1800 }),
+  /** `merge`: after a verified success, fast-forward your checked-out branch to the run branch (when it has not moved and is clean). */
+  on_success: z.enum(["none", "merge"]).default("none"),
 });
 
 export type TaskFile = z.infer<typeof taskSchema>;

@@ -49,6 +49,7 @@ export type RunEvent =
     }
   | { type: "agent.finished"; data: { agent_id: string; reason: "final_answer" | "max_steps" | "cancelled"; steps: number; final_message: string | null } }
   | { type: "workspace.committed"; data: { branch: string; commit: string; changed: boolean } }
+  | { type: "workspace.merged"; data: { merged: boolean; branch: string | null; detail: string } }
   | { type: "verify.started"; data: { command: string } }
   | { type: "verify.finished"; data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string } }
   | { type: "network.allowed"; data: { method: string; host: string; port: number } }

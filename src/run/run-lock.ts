@@ -49,8 +49,11 @@ export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
     if (existsSync(join(directory, "report.json"))) continue;
     const lock = readRunLock(directory);
     if (!lock || isOwnerAlive(lock.owner)) continue;
-    // The verification checkout, if the runner died during verification.
+    // The verification checkout, if the runner died during verification, and the subagents' worktrees
+    // (their branches keep what they committed; a subagent's uncommitted work is not kept).
     await removeWorktreeDirectory(lock.repository, join(directory, "verify"));
+    const workers = join(directory, "workers");
+    for (const name of existsSync(workers) ? readdirSync(workers) : []) await removeWorktreeDirectory(lock.repository, join(workers, name));
     let saved = "its worktree had nothing to save";
     let keepWorktree = false;
     try {

@@ -1,4 +1,6 @@
+import type { SubagentReport } from "../agents/subagents.js";
 import type { Usage } from "../model/messages.js";
+import type { UserMergeOutcome } from "../workspace/merge.js";
 
 export type RunStatus = "succeeded" | "failed" | "error" | "cancelled";
 
@@ -29,6 +31,10 @@ export interface RunReport {
   context: { context_window: number; requests: number; max_request_tokens: number; cleared: number; compactions: number; compaction_failures: number; repairs: number };
   /** How often `runner resume` continued this run. */
   resumes: number;
+  /** The subagents the main agent started (steps, calls and tokens of theirs are counted here, tokens also in `usage`). */
+  agents: SubagentReport[];
+  /** `on_success: merge` / `--merge`: whether the run branch landed on your branch, and why not. */
+  merge: UserMergeOutcome | null;
   /** Egress proxy decisions per `host:port` (empty without an allow-list). */
   network: Record<string, { allowed: number; denied: number }>;
   duration_ms: number;

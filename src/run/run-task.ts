@@ -1,16 +1,21 @@
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
-import { contextSettings } from "../agent/context-window.js";
+import { contextSettings, type ContextSettings } from "../agent/context-window.js";
 import { restoreSession, SessionJournal, type RestoredAgent } from "../agent/session-journal.js";
-import { workspaceAgentSystemPrompt } from "../agent/system-prompt.js";
+import { subagentSystemPrompt, workspaceAgentSystemPrompt } from "../agent/system-prompt.js";
+import { Mutex } from "async-mutex";
+import { agentTool, type SubagentHost, type SubagentMode } from "../agents/subagents.js";
+import { TaskManager, taskTools } from "../agents/task-manager.js";
+import type { Tool } from "../tools/define-tool.js";
+import { mergeIntoUserBranch } from "../workspace/merge.js";
 import { readToolResultTool, ToolResultStore } from "../agent/tool-result-store.js";
 import { describeRule } from "../config/network-allow-list.js";
 import type { Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, ModelError, RunnerError, errorMessage } from "../errors.js";
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink } from "../events/run-events.js";
-import { addUsage, emptyUsage } from "../model/messages.js";
+import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
 import { installLogRedactor } from "../logging/logger.js";
 import { redactorFor } from "../redaction/redactor.js";
 import type { ModelClient } from "../model/model-client.js";
@@ -204,11 +209,14 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     prefix_stable_ratio: null,
     context: { context_window: task.model.context_window, requests: 0, max_request_tokens: 0, cleared: 0, compactions: resume?.restored.compactions ?? 0, compaction_failures: 0, repairs: 0 },
     resumes: (resume?.lock.resumes ?? 0) + (resume ? 1 : 0),
+    agents: [],
+    merge: null,
     network: {},
     duration_ms: 0,
   };
   countIntoReport(events, report);
   const journal = new SessionJournal(join(runDirectory, SESSION_JOURNAL), redactDeep);
+  const tasks = new TaskManager(events, task.max_parallel);
   let worktree: RunWorktree | null = null;
   let sandbox: Sandbox | null = null;
   let model: { client: ModelClient; close(): Promise<void> } | null = null;
@@ -274,12 +282,36 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       // The agent had given its final answer; the runner stopped before committing or verifying.
       outcome = { reason: "final_answer", finalMessage: finalAnswer, steps: resume.restored.nextStep, toolCalls: resume.restored.toolCalls, usage: resume.restored.usage, messages: resume.restored.messages };
     } else {
+      const allowedHosts = task.sandbox.network.allow.map(describeRule);
+      const gate = new Mutex();
+      let conversation: readonly ChatMessage[] = [];
+      const host: SubagentHost = {
+        runId,
+        runDirectory,
+        model: openedModel.value.client,
+        provider: dependencies.sandboxProvider,
+        specFor: async (agentId, agentWorktree, specOptions) => {
+          const spec = await specFor(agentId, agentWorktree);
+          return specOptions?.readOnly ? { ...spec, workspace: { ...spec.workspace, readOnly: true } } : spec;
+        },
+        events,
+        journal,
+        redact: (text) => redactor.redact(text),
+        context,
+        tasks,
+        parent: { agentId: MAIN_AGENT, worktree, sandbox: activeSandbox, gate, conversation: () => conversation },
+        toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context),
+        systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts }),
+        verify: task.verify ?? null,
+        limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
+        reports: report.agents,
+      };
       outcome = await runAgentLoop({
         agentId: MAIN_AGENT,
         model: openedModel.value.client,
-        tools: new ToolRegistry([...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4)]),
+        tools: new ToolRegistry(mainAgentTools(results, host, context)),
         sandbox: activeSandbox,
-        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts: task.sandbox.network.allow.map(describeRule) }),
+        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts }),
         instruction: task.instruction,
         maxSteps: task.max_steps,
         toolTimeoutMs: task.tool_timeout_ms,
@@ -290,9 +322,21 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         results,
         onTurnEnd: () => log.sync(),
         redact: (text) => redactor.redact(text),
+        background: {
+          start: (description, body) => tasks.start({ kind: "shell", description, background: true, parentSignal: options.signal }, body).record.id,
+          drain: () => tasks.drainNotifications(),
+          running: () => tasks.hasRunningBackground(),
+          wait: () => tasks.waitForBackground(),
+        },
+        toolGate: gate,
+        onConversation: (current) => {
+          conversation = current;
+        },
         ...(resume ? { resume: resume.restored } : {}),
       });
     }
+    // Background commands and subagents end with the agent.
+    await tasks.stopAll();
     report.final_message = outcome.finalMessage;
 
     // Nothing the agent started may run while host git reads the worktree.
@@ -320,6 +364,12 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");
     } else {
       setOutcome(report, "succeeded", report.verify ? "verified" : "finished_unverified");
+      if (task.on_success === "merge") {
+        report.merge = report.verify?.passed
+          ? await mergeIntoUserBranch(worktree.repositoryRoot, worktree.gitConfig, worktree.branch, worktree.baseCommit)
+          : { merged: false, branch: null, detail: "not merged: only a verified run is merged, and the task has no verify command" };
+        events.emit({ type: "workspace.merged", data: { merged: report.merge.merged, branch: report.merge.branch, detail: report.merge.detail } });
+      }
     }
   } catch (error) {
     if (error instanceof CancelledError || options.signal.aborted) {
@@ -329,6 +379,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       report.error = errorMessage(error);
     }
   } finally {
+    await cleanUp(() => tasks.stopAll(), "subagents and background tasks", events);
     journal.close();
     await cleanUp(async () => sandbox?.close(), "sandbox", events);
     await cleanUp(async () => model?.close(), "model", events);
@@ -362,6 +413,32 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   return { report, exitCode: exitCodeFor(report.status), runDirectory };
 }
 
+/** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */
+function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings): Tool[] {
+  return [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), agentTool(host), ...taskTools(host.tasks)];
+}
+
+/** Tools an explore subagent keeps (run_shell runs against a read-only workspace). */
+const EXPLORE_TOOLS = new Set(["read_file", "list_dir", "glob", "grep", "run_shell", "read_tool_result"]);
+const DELEGATION_DENIED = "subagents cannot start agents or manage tasks (one level of delegation)";
+
+/**
+ * A subagent's tools. A fork gets exactly the main agent's list (so its
+ * request prefix, tools included, is byte-identical to the parent's) with
+ * delegation and, for explore, writing denied; otherwise only its own tools.
+ */
+function subagentTools(mode: SubagentMode, fork: boolean, results: ToolResultStore, host: SubagentHost, context: ContextSettings): ToolRegistry {
+  const all = mainAgentTools(results, host, context);
+  const allowed = (tool: Tool) => (mode === "explore" ? EXPLORE_TOOLS.has(tool.name) : tool.name !== "agent" && !tool.name.startsWith("task_"));
+  if (!fork) return new ToolRegistry(all.filter(allowed));
+  const denied: Record<string, string> = {};
+  for (const tool of all) {
+    if (allowed(tool)) continue;
+    denied[tool.name] = tool.name === "agent" || tool.name.startsWith("task_") ? DELEGATION_DENIED : "explore agents are read-only";
+  }
+  return new ToolRegistry(all, denied);
+}
+
 /** Keeps the report's counters as events happen, so an interrupted or failed run still reports its work. */
 function countIntoReport(events: EventFanout, report: RunReport): void {
   let compared = 0;
@@ -378,17 +455,27 @@ function countIntoReport(events: EventFanout, report: RunReport): void {
             report.prefix_stable_ratio = Math.round((stable / compared) * 1000) / 1000;
           }
           break;
-        case "model_call.finished":
-          report.steps += 1;
+        case "model_call.finished": {
           report.usage = addUsage(report.usage, event.data.usage);
+          const agent = report.agents.find((entry) => entry.id === event.data.agent_id);
+          if (agent) {
+            agent.steps += 1;
+            agent.usage = addUsage(agent.usage, event.data.usage);
+          } else {
+            report.steps += 1;
+          }
           break;
+        }
         case "context.summary_usage":
           report.usage = addUsage(report.usage, event.data.usage);
           break;
         case "tool_call.finished":
-        case "tool_call.interrupted":
-          report.tool_calls += 1;
+        case "tool_call.interrupted": {
+          const agent = report.agents.find((entry) => entry.id === event.data.agent_id);
+          if (agent) agent.tool_calls += 1;
+          else report.tool_calls += 1;
           break;
+        }
         case "context.cleared":
           report.context.cleared += event.data.cleared;
           break;

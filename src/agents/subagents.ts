@@ -1,0 +1,338 @@
+import { join } from "node:path";
+import { z } from "zod";
+import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
+import type { ContextSettings } from "../agent/context-window.js";
+import type { SessionJournal } from "../agent/session-journal.js";
+import { ToolResultStore } from "../agent/tool-result-store.js";
+import { CancelledError, errorMessage } from "../errors.js";
+import type { EventSink } from "../events/run-events.js";
+import { emptyUsage, type ChatMessage, type Usage } from "../model/messages.js";
+import type { ModelClient } from "../model/model-client.js";
+import { RecoveringSandbox } from "../sandbox/recovering-sandbox.js";
+import type { Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
+import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
+import { ToolRegistry } from "../tools/tool-registry.js";
+import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
+import { commitRunWorktree, createBranchWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import { verifyCommit } from "../run/verify-commit.js";
+import type { TaskManager, TaskResult } from "./task-manager.js";
+
+export type SubagentMode = "explore" | "worker";
+
+/** A subagent as report.json shows it (the tree of agents under `main`). */
+export interface SubagentReport {
+  id: string;
+  parent: string;
+  mode: SubagentMode;
+  description: string;
+  task_id: string | null;
+  background: boolean;
+  fork: boolean;
+  /** Worker branch `runner/<run-id>-w<n>`, kept whatever the outcome. */
+  branch: string | null;
+  status: "pending" | "running" | "merged" | "not_merged" | "finished" | "failed" | "cancelled";
+  steps: number;
+  tool_calls: number;
+  usage: Usage;
+  verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean } | null;
+  merge: { status: MergeOutcome["status"] | "skipped"; files: string[]; detail: string } | null;
+  final_message: string | null;
+  error: string | null;
+  duration_ms: number;
+}
+
+/** What subagents need from the run that starts them. */
+export interface SubagentHost {
+  runId: string;
+  runDirectory: string;
+  model: ModelClient;
+  provider: SandboxProvider;
+  /** Sandbox spec for an agent on a worktree (`readOnly`: the workspace mounted read-only). */
+  specFor(agentId: string, worktree: RunWorktree, options?: { readOnly?: boolean }): Promise<SandboxSpec>;
+  events: EventSink;
+  journal: SessionJournal;
+  redact(text: string): string;
+  context: ContextSettings;
+  tasks: TaskManager;
+  /** The parent agent: its worktree, sandbox and the gate held while its tool calls run. */
+  parent: {
+    agentId: string;
+    worktree: RunWorktree;
+    sandbox: Sandbox;
+    gate: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
+    /** The parent's conversation so far (for `fork`). */
+    conversation(): readonly ChatMessage[];
+  };
+  /** Tools of a subagent, in the parent's order. `fork`: the parent's full list, with delegation (and, for explore, writing) denied. */
+  toolsFor(mode: SubagentMode, fork: boolean, results: ToolResultStore): ToolRegistry;
+  systemPromptFor(mode: SubagentMode): string;
+  /** Verification command and timeout of the task (a worker's default). */
+  verify: { command: string; timeout_sec: number } | null;
+  limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
+  /** Where each subagent's report goes (report.json `agents`). */
+  reports: SubagentReport[];
+}
+
+/**
+ * The `agent` tool (DESIGN.md): starts a subagent with its own context.
+ * `explore` investigates read-only (the parent's workspace mounted read-only,
+ * read-only tools plus run_shell) and returns its report; `worker` gets a
+ * snapshot of the parent's worktree as a commit, its own worktree and branch
+ * `runner/<run-id>-w<n>`, its own container, and the writer's tools; when it
+ * ends its work is committed, verified on a clean checkout and, only if that
+ * passes, merged into the parent's branch with a real git merge. One level of
+ * delegation: subagents get no `agent` tool.
+ */
+export function agentTool(host: SubagentHost): Tool {
+  let counter = 0;
+  return defineTool({
+    name: "agent",
+    readOnly: false,
+    description:
+      "Start a subagent with its own context and container. mode explore: a read-only investigator that returns a report " +
+      "(several may run at once). mode worker: works on its own branch made from your current files; when it ends, its work " +
+      "is verified (verify, or the task's verify command) and only then merged into your branch; you get the outcome " +
+      "(merged with the files changed, verification failed with the output, or a conflict with the hunks). " +
+      "background: true returns a task id at once and delivers the result as a message later. " +
+      "fork: true starts it with a copy of this conversation instead of only the prompt.",
+    input: z.strictObject({
+      description: z.string().min(1).max(200).describe("A short name for the subagent's job (3-8 words)"),
+      prompt: z.string().min(1).describe("The subagent's brief: everything it needs to know, since it does not see this conversation (unless fork)"),
+      mode: z.enum(["explore", "worker"]),
+      background: z.boolean().optional().describe("Return a task id at once; the outcome arrives as a message when it ends"),
+      verify: z.string().min(1).optional().describe("Worker only: shell command that must pass before its work is merged"),
+      fork: z.boolean().optional().describe("Start from a copy of this conversation"),
+    }),
+    async execute(input, context) {
+      if (input.verify !== undefined && input.mode !== "worker") return toolError("verify applies to worker agents only");
+      counter += 1;
+      const agentId = `${input.mode === "worker" ? "w" : "e"}${counter}`;
+      const started = Date.now();
+      const report: SubagentReport = {
+        id: agentId,
+        parent: host.parent.agentId,
+        mode: input.mode,
+        description: input.description,
+        task_id: null,
+        background: input.background ?? false,
+        fork: input.fork ?? false,
+        branch: null,
+        status: "pending",
+        steps: 0,
+        tool_calls: 0,
+        usage: emptyUsage(),
+        verify: null,
+        merge: null,
+        final_message: null,
+        error: null,
+        duration_ms: 0,
+      };
+      host.reports.push(report);
+      // The parent's last message is the assistant message making this call: a fork starts from what preceded it.
+      const forkFrom = input.fork ? host.parent.conversation().slice(0, -1) : undefined;
+      let worktree: RunWorktree | null = null;
+      if (input.mode === "worker") {
+        // Taken now, while the parent waits for this call: the worker starts from exactly the parent's current files.
+        try {
+          worktree = await prepareWorkerWorktree(host, agentId);
+        } catch (error) {
+          report.status = "failed";
+          report.error = errorMessage(error);
+          return toolError(`could not start worker ${agentId}: ${errorMessage(error)}`);
+        }
+        report.branch = worktree.branch;
+      }
+      const { record, done } = host.tasks.start(
+        { kind: "agent", description: input.description, background: report.background, agentId, parentSignal: context.signal },
+        (signal) => runSubagent(host, { ...input, agentId, forkFrom, worktree, holdsGate: !report.background }, report, signal, started),
+      );
+      report.task_id = record.id;
+      if (report.background) {
+        return { content: `started ${input.mode} subagent ${agentId} as background task ${record.id}; its outcome arrives as a message when it ends (task_get, task_stop)` };
+      }
+      const ended = await done;
+      if (ended.status === "cancelled") throw new CancelledError();
+      return { content: ended.output, isError: ended.status === "failed" };
+    },
+  });
+}
+
+async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promise<RunWorktree> {
+  const parent = host.parent.worktree;
+  // Frozen, not stopped: the parent's background commands survive, but nothing races host git.
+  const snapshot = await host.parent.sandbox.freeze(() => commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`));
+  return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.runDirectory, "workers", agentId), snapshot.head);
+}
+
+interface SubagentRequest {
+  agentId: string;
+  description: string;
+  prompt: string;
+  mode: SubagentMode;
+  verify?: string;
+  fork?: boolean;
+  forkFrom: ChatMessage[] | undefined;
+  worktree: RunWorktree | null;
+  /** True when the caller holds the parent's gate (a blocking call): the merge must not wait for it. */
+  holdsGate: boolean;
+}
+
+/** Runs one subagent to its end and returns the text its caller gets. Throws only when cancelled. */
+async function runSubagent(host: SubagentHost, request: SubagentRequest, report: SubagentReport, taskSignal: AbortSignal, started: number): Promise<TaskResult> {
+  const signal = AbortSignal.any([taskSignal, AbortSignal.timeout(host.limits.timeoutMs)]);
+  const { agentId } = request;
+  report.status = "running";
+  host.events.emit({
+    type: "subagent.started",
+    data: { agent_id: agentId, parent_id: host.parent.agentId, mode: request.mode, description: request.description, branch: report.branch, fork: report.fork, background: report.background },
+  });
+  let sandbox: Sandbox | null = null;
+  try {
+    const worktree = request.worktree ?? host.parent.worktree;
+    const spec = await host.specFor(agentId, worktree, { readOnly: request.mode === "explore" });
+    sandbox = await RecoveringSandbox.create(host.provider, spec, (sandboxId) => host.events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }));
+    const results = new ToolResultStore(host.runDirectory, agentId, (text) => host.redact(text));
+    const outcome: AgentOutcome = await runAgentLoop({
+      agentId,
+      description: request.description,
+      model: host.model,
+      tools: host.toolsFor(request.mode, request.fork ?? false, results),
+      sandbox,
+      systemPrompt: host.systemPromptFor(request.mode),
+      instruction: request.prompt,
+      maxSteps: host.limits.maxSteps,
+      toolTimeoutMs: host.limits.toolTimeoutMs,
+      events: host.events,
+      signal,
+      context: host.context,
+      journal: host.journal,
+      results,
+      redact: (text) => host.redact(text),
+      ...(request.forkFrom ? { forkFrom: request.forkFrom } : {}),
+    });
+    report.final_message = outcome.finalMessage;
+    if (request.mode === "explore") {
+      report.status = "finished";
+      return finish(host, report, started, {
+        status: "completed",
+        output: `Explore subagent ${agentId} (${request.description}) ${outcome.reason === "max_steps" ? "stopped at its step limit" : "finished"}. Its report:\n${outcome.finalMessage ?? "(no report)"}`,
+      });
+    }
+    return await finishWorker(host, request, report, sandbox, outcome, signal, started);
+  } catch (error) {
+    if (taskSignal.aborted) {
+      report.status = "cancelled";
+      finish(host, report, started, { status: "failed", output: "" });
+      throw new CancelledError();
+    }
+    report.status = "failed";
+    report.error = signal.aborted ? `timed out after ${host.limits.timeoutMs} ms` : errorMessage(error);
+    return finish(host, report, started, {
+      status: "failed",
+      output: `Error: subagent ${agentId} (${request.description}) failed: ${report.error}${report.branch ? `. Its branch ${report.branch} keeps what it committed.` : ""}`,
+    });
+  } finally {
+    await sandbox?.close().catch(() => undefined);
+    if (request.worktree) {
+      const failure = await removeRunWorktree(request.worktree);
+      if (failure) host.events.emit({ type: "cleanup.failed", data: { what: `worktree of ${agentId}`, error: failure.message } });
+    }
+  }
+}
+
+/** Commit, verify on a clean checkout, merge only when verified; the text tells the parent what happened. */
+async function finishWorker(
+  host: SubagentHost,
+  request: SubagentRequest,
+  report: SubagentReport,
+  sandbox: Sandbox,
+  outcome: AgentOutcome,
+  signal: AbortSignal,
+  started: number,
+): Promise<TaskResult> {
+  const worktree = request.worktree!;
+  const { agentId } = request;
+  const said = `Its final report:\n${outcome.finalMessage ?? "(none)"}`;
+  await sandbox.stopAllProcesses();
+  const committed = await commitRunWorktree(worktree, `agent-runner: worker ${agentId}: ${request.description}`);
+  await sandbox.close();
+  const notMerged = (detail: string, output: string): TaskResult => {
+    report.status = "not_merged";
+    report.merge = { status: "skipped", files: [], detail };
+    return finish(host, report, started, { status: "failed", output });
+  };
+  if (outcome.reason === "max_steps") {
+    return notMerged("max_steps", `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`);
+  }
+  if (!committed.changed) {
+    report.status = "finished";
+    report.merge = { status: "up_to_date", files: [], detail: "no changes" };
+    return finish(host, report, started, { status: "completed", output: `Worker ${agentId} finished without changing any file; nothing to merge. ${said}` });
+  }
+  const command = request.verify ?? host.verify?.command;
+  if (!command) {
+    return notMerged(
+      "no_verify_command",
+      `Worker ${agentId}'s work was NOT merged: there is no verification command (give verify in the agent call, or verify.command in the task). Its branch ${worktree.branch} keeps the work. ${said}`,
+    );
+  }
+  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600 }, worktree, committed.head, {
+    provider: host.provider,
+    specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
+    directory: join(host.runDirectory, "workers", `${agentId}-verify`),
+    events: host.events,
+    signal,
+  });
+  report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out };
+  if (!verify.passed) {
+    return notMerged(
+      "verify_failed",
+      `Worker ${agentId}'s work was NOT merged: verification \`${command}\` failed (exit ${verify.exit_code}${verify.timed_out ? ", timed out" : ""}). ` +
+        `Its branch ${worktree.branch} keeps the work; your files are unchanged.\nOutput tail:\n${verify.output_tail}\n${said}`,
+    );
+  }
+  const parent = host.parent;
+  const merge = () =>
+    parent.sandbox.freeze(async () => {
+      // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
+      await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`);
+      return mergeBranchInto(parent.worktree, worktree.branch, `agent-runner: merge worker ${agentId} (${request.description})`);
+    });
+  const merged = request.holdsGate ? await merge() : await parent.gate.runExclusive(merge);
+  if (merged.status === "conflict") {
+    report.status = "not_merged";
+    report.merge = { status: "conflict", files: merged.files, detail: "conflict" };
+    return finish(host, report, started, {
+      status: "failed",
+      output:
+        `Worker ${agentId}'s work passed verification but was NOT merged: it conflicts with your branch in ${merged.files.join(", ")}. ` +
+        `Your files are unchanged; its branch ${worktree.branch} is kept (read its version with \`git show ${worktree.branch}:<path>\`). ` +
+        `Resolve it yourself or ask another worker to.\nConflicts (yours between <<<<<<< and =======, the worker's after):\n${merged.hunks}\n${said}`,
+    });
+  }
+  report.status = "merged";
+  report.merge = merged.status === "merged" ? { status: "merged", files: merged.files, detail: merged.commit } : { status: "up_to_date", files: [], detail: "already merged" };
+  return finish(host, report, started, {
+    status: "completed",
+    output:
+      `Worker ${agentId}'s work passed verification (\`${command}\`) and was merged into your branch; ` +
+      `files changed: ${merged.status === "merged" ? merged.files.join(", ") : "(none)"}. Your workspace already has them. ${said}`,
+  });
+}
+
+function finish(host: SubagentHost, report: SubagentReport, started: number, result: TaskResult): TaskResult {
+  report.duration_ms = Date.now() - started;
+  host.events.emit({
+    type: "subagent.finished",
+    data: {
+      agent_id: report.id,
+      status: report.status,
+      steps: report.steps,
+      verify_passed: report.verify?.passed ?? null,
+      merge: report.merge?.status ?? null,
+      files: report.merge?.files ?? [],
+      duration_ms: report.duration_ms,
+    },
+  });
+  return result;
+}
