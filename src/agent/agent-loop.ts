@@ -355,7 +355,7 @@ async function runTurnCalls(calls: ToolCall[], step: number, state: LoopState, m
     batch = [];
   };
   for (const call of calls) {
-    if (state.options.tools.isReadOnly(call.function.name)) {
+    if (state.options.tools.runsConcurrently(call.function.name)) {
       batch.push(call);
       continue;
     }

@@ -71,6 +71,8 @@ export interface SubagentHost {
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
   /** Where each subagent's report goes (report.json `agents`). */
   reports: SubagentReport[];
+  /** Serializes host-side git on the parent's worktree (snapshots, merges) across concurrent subagents. */
+  parentGit: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
 }
 
 /**
@@ -88,6 +90,7 @@ export function agentTool(host: SubagentHost): Tool {
   return defineTool({
     name: "agent",
     readOnly: false,
+    concurrent: true,
     description:
       "Start a subagent with its own context and container. mode explore: a read-only investigator that returns a report " +
       "(several may run at once). mode worker: works on its own branch made from your current files; when it ends, its work " +
@@ -160,7 +163,7 @@ export function agentTool(host: SubagentHost): Tool {
 async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promise<RunWorktree> {
   const parent = host.parent.worktree;
   // Frozen, not stopped: the parent's background commands survive, but nothing races host git.
-  const snapshot = await host.parent.sandbox.freeze(() => commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`));
+  const snapshot = await host.parentGit.runExclusive(() => host.parent.sandbox.freeze(() => commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`)));
   return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.runDirectory, "workers", agentId), snapshot.head);
 }
 
@@ -293,11 +296,11 @@ async function finishWorker(
   }
   const parent = host.parent;
   const merge = () =>
-    parent.sandbox.freeze(async () => {
+    host.parentGit.runExclusive(() => parent.sandbox.freeze(async () => {
       // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
       await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`);
       return mergeBranchInto(parent.worktree, worktree.branch, `agent-runner: merge worker ${agentId} (${request.description})`);
-    });
+    }));
   const merged = request.holdsGate ? await merge() : await parent.gate.runExclusive(merge);
   if (merged.status === "conflict") {
     report.status = "not_merged";

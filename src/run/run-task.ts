@@ -305,6 +305,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         verify: task.verify ?? null,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
         reports: report.agents,
+        parentGit: new Mutex(),
       };
       outcome = await runAgentLoop({
         agentId: MAIN_AGENT,

@@ -35,6 +35,13 @@ export interface Tool<Input extends z.ZodType = z.ZodType> {
    * of one file in the same turn cannot lose an update.
    */
   readOnly: boolean;
+  /**
+   * True when calls may run alongside the turn's other concurrent calls even
+   * though the tool is not read-only, because it never touches the calling
+   * agent's files directly (the `agent` tool: each worker has its own
+   * worktree; snapshots and merges are serialized by the runner).
+   */
+  concurrent?: boolean;
   /** May throw: the registry turns any exception into an `Error:` result. */
   execute(input: z.infer<Input>, context: ToolContext): Promise<ToolResult>;
 }

@@ -32,9 +32,10 @@ export class ToolRegistry {
     this.tools.set(tool.name, tool);
   }
 
-  /** Whether a call of `name` may run concurrently with other read-only calls (unknown tools: yes, they do nothing). */
-  isReadOnly(name: string): boolean {
-    return this.tools.get(name)?.readOnly ?? true;
+  /** Whether a call of `name` may run concurrently with the turn's other such calls (read-only or `concurrent` tools; unknown tools: yes, they do nothing). */
+  runsConcurrently(name: string): boolean {
+    const tool = this.tools.get(name);
+    return tool ? tool.readOnly || (tool.concurrent ?? false) : true;
   }
 
   names(): string[] {

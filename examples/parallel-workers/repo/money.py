@@ -1,0 +1,2 @@
+def cents(amount):
+    return int(amount * 10)

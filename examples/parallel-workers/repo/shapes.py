@@ -1,0 +1,2 @@
+def square_area(side):
+    return side * 4

@@ -1,0 +1,4 @@
+from words import shout
+
+def test_shout():
+    assert shout("hi") == "HI!"
