@@ -82,8 +82,9 @@ export class TaskManager {
     const controller = new AbortController();
     const signal = AbortSignal.any([controller.signal, options.parentSignal]);
     const run = async (): Promise<TaskRecord> => {
-      const release = options.kind === "agent" ? (await this.acquire(signal)) : null;
+      let release: (() => void) | null = null;
       try {
+        if (options.kind === "agent") release = await this.acquire(signal);
         if (signal.aborted) throw new CancelledError();
         record.status = "running";
         record.started_at = Date.now();
@@ -112,10 +113,16 @@ export class TaskManager {
 
   private async acquire(signal: AbortSignal): Promise<() => void> {
     if (signal.aborted) throw new CancelledError();
+    const acquisition = this.slots.acquire();
     const aborted = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(new CancelledError()), { once: true }));
-    aborted.catch(() => undefined);
-    const [, release] = await Promise.race([this.slots.acquire(), aborted]);
-    return release;
+    try {
+      const [, release] = await Promise.race([acquisition, aborted]);
+      return release;
+    } catch (error) {
+      // A stopped waiter must not keep the slot it would have been granted later.
+      void acquisition.then(([, release]) => release());
+      throw error;
+    }
   }
 
   get(id: string): TaskRecord | null {
