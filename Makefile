@@ -53,9 +53,10 @@ test-unit: build
 test-integration: build
 	npx vitest run tests/integration tests/e2e
 
-bench: deps
+bench: deps build
 	npx tsx bench/sandbox.bench.ts
 	npx tsx bench/network.bench.ts
+	npx tsx bench/long-run.bench.ts
 
 clean:
 	rm -rf dist node_modules/.installed
