@@ -22,6 +22,11 @@ import type { ToolResultStore } from "./tool-result-store.js";
 
 /** Longest tool-call arguments copied into a `tool_call.started` event, characters. */
 const EVENT_ARGUMENTS_CHARACTERS = 4000;
+/**
+ * Clearing goes down to this share of the clearing threshold (keeping fewer
+ * than `keep_tool_results` results only when those alone would stay above it).
+ */
+const CLEAR_LOW_WATER = 0.75;
 /** Messages at the start that compaction never summarises: the system prompt and the instruction. */
 const HEAD_MESSAGES = 2;
 
@@ -237,8 +242,6 @@ function repair(messages: ChatMessage[], step: number, state: LoopState): ChatMe
 async function fitContext(messages: ChatMessage[], step: number, state: LoopState): Promise<ChatMessage[]> {
   const { agentId, events, journal, context } = state.options;
   const estimate = (current: readonly ChatMessage[]) => state.estimator.estimate(current, state.definitions);
-  const record = (reason: "cleared" | "compacted", current: ChatMessage[]) =>
-    journal?.append({ type: "context", agent_id: agentId, reason, next_step: step, messages: current });
   const clear = (current: ChatMessage[], keep: number): ChatMessage[] => {
     const before = estimate(current);
     const cleared = clearOldToolResults(current, keep);
@@ -247,16 +250,23 @@ async function fitContext(messages: ChatMessage[], step: number, state: LoopStat
       type: "context.cleared",
       data: { agent_id: agentId, step, cleared: cleared.cleared, kept: keep, tokens_before: before, tokens_after: estimate(cleared.messages) },
     });
-    record("cleared", cleared.messages);
+    journal?.append({ type: "cleared", agent_id: agentId, indexes: cleared.indexes });
     return cleared.messages;
   };
   let current = messages;
-  if (estimate(current) > context.contextWindow * context.clearAt) current = clear(current, context.keepToolResults);
+  if (estimate(current) > context.contextWindow * context.clearAt) {
+    // Clear down to a low-water mark, not just under the threshold: otherwise every
+    // later step clears one more result and the prompt prefix never stays stable.
+    const lowWater = context.contextWindow * context.clearAt * CLEAR_LOW_WATER;
+    let keep = context.keepToolResults;
+    while (keep > 1 && estimate(clearOldToolResults(current, keep).messages) > lowWater) keep -= 1;
+    current = clear(current, keep);
+  }
   if (estimate(current) > context.contextWindow * context.compactAt) {
     const compacted = await compact(current, step, state);
     if (compacted) {
       current = compacted;
-      record("compacted", current);
+      journal?.append({ type: "context", agent_id: agentId, reason: "compacted", next_step: step, messages: current });
     }
   }
   const limit = requestLimit(context);

@@ -106,25 +106,34 @@ export const CLEARED_PREFIX = "[cleared to save context:";
  * Replaces the content of every tool result except the latest `keep` (and
  * skill results) with a short placeholder saying how to read it again.
  * Returns a new array (changed messages are new objects, the others are the
- * same objects) and how many results were cleared. Calls and results stay
- * paired: only contents change.
+ * same objects), how many results were cleared and their positions. Calls and
+ * results stay paired: only contents change.
  */
-export function clearOldToolResults(messages: readonly ChatMessage[], keep: number): { messages: ChatMessage[]; cleared: number } {
-  const names = toolNamesById(messages);
+export function clearOldToolResults(messages: readonly ChatMessage[], keep: number): { messages: ChatMessage[]; cleared: number; indexes: number[] } {
   const toolIndexes = messages.flatMap((message, index) => (message.role === "tool" ? [index] : []));
-  const clearable = new Set(toolIndexes.slice(0, Math.max(0, toolIndexes.length - keep)));
-  let cleared = 0;
+  return clearToolResultsAt(messages, toolIndexes.slice(0, Math.max(0, toolIndexes.length - keep)));
+}
+
+/**
+ * Clears the tool results at `indexes` (skipping skill results and results
+ * already cleared); the same placeholder text every time, so a journal that
+ * records only the positions rebuilds the identical conversation.
+ */
+export function clearToolResultsAt(messages: readonly ChatMessage[], indexes: readonly number[]): { messages: ChatMessage[]; cleared: number; indexes: number[] } {
+  const names = toolNamesById(messages);
+  const wanted = new Set(indexes);
+  const done: number[] = [];
   const result = messages.map((message, index) => {
-    if (message.role !== "tool" || !clearable.has(index)) return message;
+    if (message.role !== "tool" || !wanted.has(index)) return message;
     if (message.content.startsWith(SKILL_RESULT_PREFIX) || message.content.startsWith(CLEARED_PREFIX)) return message;
-    cleared += 1;
+    done.push(index);
     const name = names.get(message.tool_call_id) ?? "tool";
     return {
       ...message,
       content: `${CLEARED_PREFIX} the ${name} result (${message.content.length} characters) was removed. Call read_tool_result with tool_call_id "${message.tool_call_id}" to read it again.]`,
     };
   });
-  return { messages: result, cleared };
+  return { messages: result, cleared: done.length, indexes: done };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from "node:fs";
 import { addUsage, type ChatMessage, type ToolCall, type Usage } from "../model/messages.js";
+import { clearToolResultsAt } from "./context-window.js";
 
 /**
  * One line of `session.jsonl`, the append-only record of every agent's
@@ -23,7 +24,9 @@ export type SessionEntry =
       /** The whole result, when capped: a path relative to the run directory. */
       full_output?: string;
     }
-  | { type: "context"; agent_id: string; reason: "cleared" | "compacted" | "repaired"; next_step: number; messages: ChatMessage[] };
+  | { type: "context"; agent_id: string; reason: "compacted" | "repaired"; next_step: number; messages: ChatMessage[] }
+  /** Clearing, recorded as the positions of the cleared results (the placeholder text is rebuilt, see clearToolResultsAt). */
+  | { type: "cleared"; agent_id: string; indexes: number[] };
 
 /** Idempotency key of a tool call: one per agent, model call and call id. A finished key is never executed again. */
 export function toolCallKey(agentId: string, step: number, callId: string): string {
@@ -131,6 +134,10 @@ export function restoreSession(path: string): Map<string, RestoredAgent> {
         agent.results.set(entry.key, { content: entry.content, isError: entry.is_error, callId: entry.tool_call_id });
         agent.toolCalls += 1;
         if (entry.full_output) agent.fullOutputs.set(entry.tool_call_id, entry.full_output);
+        break;
+      case "cleared":
+        closeTurn(id, agent);
+        agent.messages = clearToolResultsAt(agent.messages, entry.indexes).messages;
         break;
       case "context":
         open.delete(id);

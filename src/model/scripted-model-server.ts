@@ -189,7 +189,7 @@ export class ScriptedModelServer {
     }
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
-    const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { messages: ChatMessage[] };
+    const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { messages: ChatMessage[]; tools?: unknown[] };
     const callIndex = integerHeader(request, CALL_INDEX_HEADER);
     const attempt = integerHeader(request, ATTEMPT_HEADER) ?? 0;
     const purpose = headerValue(request, PURPOSE_HEADER) ?? "turn";
@@ -209,7 +209,7 @@ export class ScriptedModelServer {
       const entry = this.script.compactions?.[callIndex];
       fault = entry?.faults?.[attempt];
       const content = entry?.content ?? defaultSummary(body.messages);
-      answer = () => ({ status: 200, body: completion(`compaction-${callIndex}`, callIndex, { content }, body.messages) });
+      answer = () => ({ status: 200, body: completion(`compaction-${callIndex}`, callIndex, { content }, body) });
     } else {
       // Subagents are scripted by the description of the `agent` call that started them.
       const description = headerValue(request, DESCRIPTION_HEADER);
@@ -226,10 +226,10 @@ export class ScriptedModelServer {
       const turn = entry.turns[callIndex];
       fault = turn?.faults?.[attempt];
       answer = () => {
-        if (!turn) return { status: 200, body: completion(String(callIndex), callIndex, { content: SCRIPT_FINISHED_CONTENT }, body.messages) };
+        if (!turn) return { status: 200, body: completion(String(callIndex), callIndex, { content: SCRIPT_FINISHED_CONTENT }, body) };
         const failure = checkExpectation(turn, callIndex, body.messages, where);
         if (failure) return { status: 400, body: { error: { message: failure, type: "script_expectation_failed", code: "script_expectation_failed" } } };
-        return { status: 200, body: completion(String(callIndex), callIndex, turn, body.messages) };
+        return { status: 200, body: completion(String(callIndex), callIndex, turn, body) };
       };
     }
 
@@ -334,7 +334,7 @@ function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatM
   return null;
 }
 
-function completion(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls">, messages: ChatMessage[]) {
+function completion(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls">, request: { messages: ChatMessage[]; tools?: unknown[] }) {
   const toolCalls = (turn.tool_calls ?? []).map((call, index) => ({
     id: `call_${callIndex}_${index}`,
     type: "function" as const,
@@ -345,7 +345,8 @@ function completion(id: string, callIndex: number, turn: Pick<ScriptedTurn, "con
   }));
   const content = turn.content ?? null;
   // Rough token counts (4 characters a token) so usage sums are exercised.
-  const promptCharacters = JSON.stringify(messages).length;
+  // Tool definitions are part of the prompt a real provider counts.
+  const promptCharacters = JSON.stringify(request.messages).length + JSON.stringify(request.tools ?? []).length;
   const completionCharacters = (content?.length ?? 0) + JSON.stringify(toolCalls).length;
   return {
     id: `chatcmpl-scripted-${id}`,
