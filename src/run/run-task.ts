@@ -14,7 +14,7 @@ import { describeRule } from "../config/network-allow-list.js";
 import type { Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, ModelError, RunnerError, errorMessage } from "../errors.js";
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
-import { EventFanout, type EventSink } from "../events/run-events.js";
+import { EventFanout, type EventSink, type RunEvent } from "../events/run-events.js";
 import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
 import { installLogRedactor } from "../logging/logger.js";
 import { redactorFor } from "../redaction/redactor.js";
@@ -203,18 +203,21 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     head_commit: null,
     patch: null,
     final_message: null,
-    steps: resume?.restored.nextStep ?? 0,
-    tool_calls: resume?.restored.toolCalls ?? 0,
-    usage: resume?.restored.usage ?? emptyUsage(),
+    steps: 0,
+    tool_calls: 0,
+    usage: emptyUsage(),
     prefix_stable_ratio: null,
-    context: { context_window: task.model.context_window, requests: 0, max_request_tokens: 0, cleared: 0, compactions: resume?.restored.compactions ?? 0, compaction_failures: 0, repairs: 0 },
+    context: { context_window: task.model.context_window, requests: 0, max_request_tokens: 0, cleared: 0, compactions: 0, compaction_failures: 0, repairs: 0 },
     resumes: (resume?.lock.resumes ?? 0) + (resume ? 1 : 0),
     agents: [],
     merge: null,
     network: {},
     duration_ms: 0,
   };
-  countIntoReport(events, report);
+  const counter = reportCounter(report);
+  // A resumed run reports the whole run: the earlier attempts' events count too.
+  if (resume) for (const event of readEarlierEvents(join(runDirectory, "events.jsonl"))) counter.emit(event);
+  events.add(counter);
   const journal = new SessionJournal(join(runDirectory, SESSION_JOURNAL), redactDeep);
   const tasks = new TaskManager(events, task.max_parallel);
   let worktree: RunWorktree | null = null;
@@ -254,7 +257,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     throwIfAborted(options.signal);
     // The model (a local server for scripted tasks) and the container start side by side.
     const sandboxStarted = Date.now();
-    const specFor = sandboxSpecFactory(task, runId, runDirectory, report, events, hostEnvironment);
+    const specFor = sandboxSpecFactory(task, runId, runDirectory, events, hostEnvironment);
     const current = worktree;
     const [openedModel, createdSandbox] = await Promise.allSettled([
       dependencies.openModel(task),
@@ -414,6 +417,22 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   return { report, exitCode: exitCodeFor(report.status), runDirectory };
 }
 
+/** The events an earlier attempt of this run wrote (for a resumed run's totals); unreadable lines are skipped. */
+function readEarlierEvents(path: string): RunEvent[] {
+  if (!existsSync(path)) return [];
+  const events: RunEvent[] = [];
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    try {
+      const envelope = JSON.parse(line) as { type?: string; data?: unknown };
+      const type = /^dev\.agent-runner\.(.+)\.v\d+$/.exec(envelope.type ?? "")?.[1];
+      if (type) events.push({ type, data: envelope.data } as RunEvent);
+    } catch {
+      // an empty or cut last line
+    }
+  }
+  return events;
+}
+
 /** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */
 function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings): Tool[] {
   return [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), agentTool(host), ...taskTools(host.tasks)];
@@ -441,10 +460,10 @@ function subagentTools(mode: SubagentMode, fork: boolean, results: ToolResultSto
 }
 
 /** Keeps the report's counters as events happen, so an interrupted or failed run still reports its work. */
-function countIntoReport(events: EventFanout, report: RunReport): void {
+function reportCounter(report: RunReport): EventSink {
   let compared = 0;
   let stable = 0;
-  events.add({
+  return {
     emit(event) {
       switch (event.type) {
         case "model_call.started":
@@ -462,9 +481,8 @@ function countIntoReport(events: EventFanout, report: RunReport): void {
           if (agent) {
             agent.steps += 1;
             agent.usage = addUsage(agent.usage, event.data.usage);
-          } else {
-            report.steps += 1;
           }
+          if (event.data.agent_id === MAIN_AGENT) report.steps += 1;
           break;
         }
         case "context.summary_usage":
@@ -474,7 +492,14 @@ function countIntoReport(events: EventFanout, report: RunReport): void {
         case "tool_call.interrupted": {
           const agent = report.agents.find((entry) => entry.id === event.data.agent_id);
           if (agent) agent.tool_calls += 1;
-          else report.tool_calls += 1;
+          if (event.data.agent_id === MAIN_AGENT) report.tool_calls += 1;
+          break;
+        }
+        case "network.allowed":
+        case "network.denied": {
+          const counts = (report.network[`${event.data.host}:${event.data.port}`] ??= { allowed: 0, denied: 0 });
+          if (event.type === "network.allowed") counts.allowed += 1;
+          else counts.denied += 1;
           break;
         }
         case "context.cleared":
@@ -491,29 +516,25 @@ function countIntoReport(events: EventFanout, report: RunReport): void {
           break;
       }
     },
-  });
+  };
 }
 
 /**
  * Builds sandbox specs for this run: the task's image, limits, environment
  * and network, the given worktree at /workspace and its git metadata read-only.
- * Network decisions are counted in the report and emitted as events.
+ * Network decisions are emitted as events (the report counts them).
  */
 function sandboxSpecFactory(
   task: Task,
   runId: string,
   runDirectory: string,
-  report: RunReport,
   events: EventSink,
   hostEnvironment: NodeJS.ProcessEnv,
 ): (agentId: string, worktree: RunWorktree) => Promise<SandboxSpec> {
   const onNetworkEvent = (event: NetworkEvent) => {
-    const counts = (report.network[`${event.host}:${event.port}`] ??= { allowed: 0, denied: 0 });
     if (event.decision === "allowed") {
-      counts.allowed += 1;
       events.emit({ type: "network.allowed", data: { method: event.method, host: event.host, port: event.port } });
     } else {
-      counts.denied += 1;
       events.emit({ type: "network.denied", data: { method: event.method, host: event.host, port: event.port, reason: event.reason ?? "refused" } });
     }
   };
