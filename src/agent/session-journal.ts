@@ -1,4 +1,5 @@
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, writeSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { AppendOnlyFile } from "../events/append-only-file.js";
 import { addUsage, type ChatMessage, type ToolCall, type Usage } from "../model/messages.js";
 import { clearToolResultsAt } from "./context-window.js";
 
@@ -39,30 +40,25 @@ export function toolCallKey(agentId: string, step: number, callId: string): stri
  * makes them durable. `redact` is applied to every entry before it is written.
  */
 export class SessionJournal {
-  private readonly fd: number;
+  private readonly file: AppendOnlyFile;
 
   constructor(
     readonly path: string,
     private readonly redact: <T>(value: T) => T = (value) => value,
   ) {
-    this.fd = openSync(path, "a", 0o600);
+    this.file = new AppendOnlyFile(path);
   }
 
   append(entry: SessionEntry): void {
-    writeSync(this.fd, `${JSON.stringify(this.redact(entry))}\n`);
+    this.file.appendLine(JSON.stringify(this.redact(entry)));
   }
 
   sync(): void {
-    try {
-      fsyncSync(this.fd);
-    } catch {
-      // not every file system supports fsync; the data is written regardless
-    }
+    this.file.sync();
   }
 
   close(): void {
-    this.sync();
-    closeSync(this.fd);
+    this.file.close();
   }
 }
 

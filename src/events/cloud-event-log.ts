@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { closeSync, fsyncSync, openSync, writeSync } from "node:fs";
 import { CloudEvent } from "cloudevents";
 import type { Redactor } from "../redaction/redactor.js";
+import { AppendOnlyFile } from "./append-only-file.js";
 import { EVENT_SCHEMA_VERSION, type EventSink, type RunEvent } from "./run-events.js";
 
 export interface CloudEventLogOptions {
@@ -23,7 +23,7 @@ export function newTraceId(): string {
  * the envelope is built, so neither the file nor `onEnvelope` sees a secret.
  */
 export class CloudEventLog implements EventSink {
-  private readonly fd: number;
+  private readonly file: AppendOnlyFile;
   /** Optional extra consumer of the envelopes (e.g. `--json` on stdout). */
   onEnvelope: ((line: string) => void) | null = null;
 
@@ -36,7 +36,7 @@ export class CloudEventLog implements EventSink {
     options: CloudEventLogOptions = {},
   ) {
     this.redactor = options.redactor ?? null;
-    this.fd = openSync(path, "a", 0o600);
+    this.file = new AppendOnlyFile(path);
   }
 
   emit(event: RunEvent): void {
@@ -50,22 +50,17 @@ export class CloudEventLog implements EventSink {
       runid: this.runId,
       data: this.redactor ? this.redactor.redactDeep(event.data) : event.data,
     });
-    const line = `${JSON.stringify(envelope.toJSON())}\n`;
-    writeSync(this.fd, line);
-    this.onEnvelope?.(line);
+    const line = JSON.stringify(envelope.toJSON());
+    this.file.appendLine(line);
+    this.onEnvelope?.(`${line}\n`);
   }
 
   /** Flushes to disk (turn boundaries, the end of the run). */
   sync(): void {
-    try {
-      fsyncSync(this.fd);
-    } catch {
-      // not every file system supports fsync; the data is written regardless
-    }
+    this.file.sync();
   }
 
   close(): void {
-    this.sync();
-    closeSync(this.fd);
+    this.file.close();
   }
 }
