@@ -30,6 +30,12 @@ export interface Tool<Input extends z.ZodType = z.ZodType> {
   description: string;
   input: Input;
   /**
+   * The arguments' JSON Schema as the model sees it, when it comes from
+   * elsewhere (an MCP server's `inputSchema`); `input` then only checks the
+   * shape loosely and the tool's owner validates. Default: derived from `input`.
+   */
+  jsonSchema?: Record<string, unknown>;
+  /**
    * True when the tool never changes the sandbox. Read-only calls of one turn
    * run concurrently; every other call runs alone, in call order, so two edits
    * of one file in the same turn cannot lose an update.

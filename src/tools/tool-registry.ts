@@ -44,7 +44,7 @@ export class ToolRegistry {
 
   definitions(): ToolDefinition[] {
     return [...this.tools.values()].map((tool) => {
-      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.input, { io: "input" }) as Record<string, unknown>;
+      const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.input, { io: "input" }) as Record<string, unknown>);
       return { type: "function", function: { name: tool.name, description: tool.description, parameters } };
     });
   }
