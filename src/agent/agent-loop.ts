@@ -411,7 +411,8 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
   // What the records keep: redacted before any cut.
   let recorded = redact(content);
   let file: string | undefined;
-  if (content.length > capCharacters) {
+  // Skill bodies are never cut (the skill loader caps them at their source).
+  if (content.length > capCharacters && !content.startsWith(SKILL_RESULT_PREFIX)) {
     file = store?.saveFull(step, call.id, content);
     const where = file
       ? `the whole result (${content.length} characters) is kept: read it in pages with read_tool_result {"tool_call_id": ${JSON.stringify(call.id)}}`
