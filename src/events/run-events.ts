@@ -10,6 +10,7 @@ export const EVENT_SCHEMA_VERSION = 1;
 export type RunEvent =
   | { type: "run.started"; data: { run_id: string; task: string; workspace: string; branch: string; base_commit: string } }
   | { type: "sandbox.created"; data: { sandbox_id: string; image: string; ready_ms: number; uid: number } }
+  | { type: "skills.loaded"; data: { skills: string[]; shadowed: string[]; problems: string[] } }
   | { type: "sandbox.restarted"; data: { sandbox_id: string } }
   | { type: "run.resumed"; data: { run_id: string; resumes: number; next_step: number; worktree: "reused" | "recreated" } }
   | {

@@ -9,6 +9,7 @@ import { agentTool, type SubagentHost, type SubagentMode } from "../agents/subag
 import { TaskManager, taskTools } from "../agents/task-manager.js";
 import type { Tool } from "../tools/define-tool.js";
 import { mergeIntoUserBranch } from "../workspace/merge.js";
+import { loadSkills, loadSkillTool, skillCatalogText, userSkillsDirectory } from "../skills/index.js";
 import { readToolResultTool, ToolResultStore } from "../agent/tool-result-store.js";
 import { describeRule } from "../config/network-allow-list.js";
 import type { Task } from "../config/load-task.js";
@@ -275,6 +276,21 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       data: { sandbox_id: activeSandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
     });
 
+    // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
+    const skills = await loadSkills({
+      userDirectory: userSkillsDirectory(hostEnvironment),
+      workspace: { sandbox: activeSandbox, baseCommit: worktree.baseCommit, gitDirectory: worktree.commonGitDirectory, signal: options.signal },
+    });
+    events.emit({
+      type: "skills.loaded",
+      data: {
+        skills: skills.skills.map((skill) => `${skill.source}:${skill.name}`),
+        shadowed: skills.shadowed.map((skill) => `${skill.source}:${skill.name} (shadowed by ${skill.shadowedBy})`),
+        problems: skills.problems.map((problem) => problem.message),
+      },
+    });
+    const skillCatalog = skillCatalogText(skills);
+    const skillTools = skills.skills.length ? [loadSkillTool(skills)] : [];
     const context = contextSettings(task.model.context_window, task.context);
     const results = new ToolResultStore(runDirectory, MAIN_AGENT, (text) => redactor.redact(text));
     for (const [callId, file] of resume?.restored.fullOutputs ?? []) results.remember(callId, { file });
@@ -303,8 +319,8 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         context,
         tasks,
         parent: { agentId: MAIN_AGENT, worktree, sandbox: activeSandbox, gate, conversation: () => conversation },
-        toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context),
-        systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts }),
+        toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context, skillTools),
+        systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog }),
         verify: task.verify ?? null,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
         reports: report.agents,
@@ -313,9 +329,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       outcome = await runAgentLoop({
         agentId: MAIN_AGENT,
         model: openedModel.value.client,
-        tools: new ToolRegistry(mainAgentTools(results, host, context)),
+        tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools)),
         sandbox: activeSandbox,
-        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts }),
+        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog }),
         instruction: task.instruction,
         maxSteps: task.max_steps,
         toolTimeoutMs: task.tool_timeout_ms,
@@ -434,12 +450,12 @@ function readEarlierEvents(path: string): RunEvent[] {
 }
 
 /** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */
-function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings): Tool[] {
-  return [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), agentTool(host), ...taskTools(host.tasks)];
+function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[]): Tool[] {
+  return [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), ...skillTools, agentTool(host), ...taskTools(host.tasks)];
 }
 
 /** Tools an explore subagent keeps (run_shell runs against a read-only workspace). */
-const EXPLORE_TOOLS = new Set(["read_file", "list_dir", "glob", "grep", "run_shell", "read_tool_result"]);
+const EXPLORE_TOOLS = new Set(["read_file", "list_dir", "glob", "grep", "run_shell", "read_tool_result", "load_skill"]);
 const DELEGATION_DENIED = "subagents cannot start agents or manage tasks (one level of delegation)";
 
 /**
@@ -447,8 +463,8 @@ const DELEGATION_DENIED = "subagents cannot start agents or manage tasks (one le
  * request prefix, tools included, is byte-identical to the parent's) with
  * delegation and, for explore, writing denied; otherwise only its own tools.
  */
-function subagentTools(mode: SubagentMode, fork: boolean, results: ToolResultStore, host: SubagentHost, context: ContextSettings): ToolRegistry {
-  const all = mainAgentTools(results, host, context);
+function subagentTools(mode: SubagentMode, fork: boolean, results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[]): ToolRegistry {
+  const all = mainAgentTools(results, host, context, skillTools);
   const allowed = (tool: Tool) => (mode === "explore" ? EXPLORE_TOOLS.has(tool.name) : tool.name !== "agent" && !tool.name.startsWith("task_"));
   if (!fork) return new ToolRegistry(all.filter(allowed));
   const denied: Record<string, string> = {};
