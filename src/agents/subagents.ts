@@ -71,6 +71,8 @@ export interface SubagentHost {
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
   /** Where each subagent's report goes (report.json `agents`). */
   reports: SubagentReport[];
+  /** Number of the run's next subagent (`w<n>`/`e<n>`): after a resume, past every id the run used. */
+  firstAgentNumber: number;
   /** Serializes host-side git on the parent's worktree (snapshots, merges) across concurrent subagents. */
   parentGit: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
 }
@@ -86,7 +88,7 @@ export interface SubagentHost {
  * delegation: subagents get no `agent` tool.
  */
 export function agentTool(host: SubagentHost): Tool {
-  let counter = 0;
+  let counter = host.firstAgentNumber - 1;
   return defineTool({
     name: "agent",
     readOnly: false,
@@ -147,7 +149,7 @@ export function agentTool(host: SubagentHost): Tool {
       }
       const { record, done } = host.tasks.start(
         { kind: "agent", description: input.description, background: report.background, agentId, parentSignal: context.signal },
-        (signal) => runSubagent(host, { ...input, agentId, forkFrom, worktree, holdsGate: !report.background }, report, signal, started),
+        (signal, _record, releaseSlot) => runSubagent(host, { ...input, agentId, forkFrom, worktree, holdsGate: !report.background, releaseSlot }, report, signal, started),
       );
       report.task_id = record.id;
       if (report.background) {
@@ -178,6 +180,8 @@ interface SubagentRequest {
   worktree: RunWorktree | null;
   /** True when the caller holds the parent's gate (a blocking call): the merge must not wait for it. */
   holdsGate: boolean;
+  /** Gives back the max_parallel slot: a worker waiting to merge must not hold one (a blocking call holding the gate may wait for it). */
+  releaseSlot: () => void;
 }
 
 /** Runs one subagent to its end and returns the text its caller gets. Throws only when cancelled. */
@@ -301,6 +305,7 @@ async function finishWorker(
       await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`);
       return mergeBranchInto(parent.worktree, worktree.branch, `agent-runner: merge worker ${agentId} (${request.description})`);
     }));
+  request.releaseSlot();
   const merged = request.holdsGate ? await merge() : await parent.gate.runExclusive(merge);
   if (merged.status === "conflict") {
     report.status = "not_merged";

@@ -64,7 +64,8 @@ export class TaskManager {
    */
   start(
     options: { kind: TaskKind; description: string; background: boolean; agentId?: string; parentSignal: AbortSignal },
-    body: (signal: AbortSignal, record: TaskRecord) => Promise<TaskResult>,
+    /** `releaseSlot` gives back an agent task's `maxParallel` slot early (before waiting on something else); idempotent. */
+    body: (signal: AbortSignal, record: TaskRecord, releaseSlot: () => void) => Promise<TaskResult>,
   ): { record: TaskRecord; done: Promise<TaskRecord> } {
     this.counter += 1;
     const record: TaskRecord = {
@@ -83,20 +84,24 @@ export class TaskManager {
     const signal = AbortSignal.any([controller.signal, options.parentSignal]);
     const run = async (): Promise<TaskRecord> => {
       let release: (() => void) | null = null;
+      const releaseSlot = () => {
+        release?.();
+        release = null;
+      };
       try {
         if (options.kind === "agent") release = await this.acquire(signal);
         if (signal.aborted) throw new CancelledError();
         record.status = "running";
         record.started_at = Date.now();
         this.events.emit({ type: "task.started", data: { task_id: record.id, kind: record.kind, description: record.description, background: record.background, agent_id: record.agent_id } });
-        const result = await body(signal, record);
+        const result = await body(signal, record, releaseSlot);
         record.status = signal.aborted ? "cancelled" : result.status;
         record.output = result.output;
       } catch (error) {
         record.status = signal.aborted || error instanceof CancelledError ? "cancelled" : "failed";
         record.output ||= record.status === "cancelled" ? "stopped before it finished" : `Error: ${errorMessage(error)}`;
       } finally {
-        release?.();
+        releaseSlot();
         record.ended_at = Date.now();
         this.events.emit({
           type: "task.finished",

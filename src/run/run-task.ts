@@ -5,7 +5,8 @@ import { contextSettings, type ContextSettings } from "../agent/context-window.j
 import { restoreSession, SessionJournal, type RestoredAgent } from "../agent/session-journal.js";
 import { subagentSystemPrompt, workspaceAgentSystemPrompt } from "../agent/system-prompt.js";
 import { Mutex } from "async-mutex";
-import { agentTool, type SubagentHost, type SubagentMode } from "../agents/subagents.js";
+import { agentTool, type SubagentHost, type SubagentMode, type SubagentReport } from "../agents/subagents.js";
+import { rawSafeGit } from "../workspace/safe-git.js";
 import { TaskManager, taskTools } from "../agents/task-manager.js";
 import type { Tool } from "../tools/define-tool.js";
 import { mergeIntoUserBranch } from "../workspace/merge.js";
@@ -85,6 +86,10 @@ export interface ResumableRun {
   runDirectory: string;
   lock: RunLock;
   restored: RestoredAgent;
+  /** Ids of the subagents earlier attempts started (their journal entries). */
+  subagentIds: string[];
+  /** The subagents an earlier attempt's report listed (kept in the resumed report). */
+  previousAgents: SubagentReport[];
 }
 
 /**
@@ -109,10 +114,13 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   if (previous?.status === "succeeded" || previous?.status === "failed") {
     throw new ConfigError(`run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs can be resumed — start a new run`);
   }
-  const restored = restoreSession(join(runDirectory, SESSION_JOURNAL)).get(MAIN_AGENT);
+  const session = restoreSession(join(runDirectory, SESSION_JOURNAL));
+  const restored = session.get(MAIN_AGENT);
   if (!restored || restored.messages.length === 0) throw new ConfigError(`run ${runId} has no session.jsonl to resume from; start a new run instead`);
   const task = JSON.parse(readFileSync(join(runDirectory, TASK_RECORD), "utf8")) as Task;
-  return { task, runId, traceId: lock.trace_id ?? newTraceId(), runDirectory, lock, restored };
+  const subagentIds = [...session.keys()].filter((id) => id !== MAIN_AGENT);
+  const previousAgents = ((previous as { agents?: SubagentReport[] } | null)?.agents ?? []).filter((agent) => typeof agent?.id === "string");
+  return { task, runId, traceId: lock.trace_id ?? newTraceId(), runDirectory, lock, restored, subagentIds, previousAgents };
 }
 
 /**
@@ -210,7 +218,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     prefix_stable_ratio: null,
     context: { context_window: task.model.context_window, requests: 0, max_request_tokens: 0, cleared: 0, compactions: 0, compaction_failures: 0, repairs: 0 },
     resumes: (resume?.lock.resumes ?? 0) + (resume ? 1 : 0),
-    agents: [],
+    agents: [...(resume?.previousAgents ?? [])],
     merge: null,
     network: {},
     duration_ms: 0,
@@ -325,6 +333,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
         reports: report.agents,
         parentGit: new Mutex(),
+        firstAgentNumber: await nextSubagentNumber(worktree, runId, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
       };
       outcome = await runAgentLoop({
         agentId: MAIN_AGENT,
@@ -447,6 +456,17 @@ function readEarlierEvents(path: string): RunEvent[] {
     }
   }
   return events;
+}
+
+/**
+ * The next free subagent number of a run: past every id earlier attempts used
+ * (journal, report) and every worker branch `runner/<run-id>-w<n>` that exists.
+ */
+async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds: string[]): Promise<number> {
+  const branches = await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, ["for-each-ref", "--format=%(refname:strip=2)", `refs/heads/runner/${runId}-*`]);
+  const ids = [...usedIds, ...branches.split("\n").map((branch) => branch.slice(`runner/${runId}-`.length))];
+  const numbers = ids.map((id) => /^[we](\d+)$/.exec(id)?.[1]).filter((number): number is string => number !== undefined).map(Number);
+  return Math.max(0, ...numbers) + 1;
 }
 
 /** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */

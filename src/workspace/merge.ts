@@ -20,7 +20,8 @@ export type MergeOutcome =
  * which touches no file: on a conflict nothing in the worktree changes and
  * the outcome names the conflicting files with their conflict hunks. The
  * worktree must be clean (commit it first) and no sandbox process may write
- * it meanwhile. Files the merge creates are handed to the sandbox user.
+ * it meanwhile; an ignored file in the way makes the merge fail (SandboxError)
+ * rather than be overwritten. Files the merge creates are handed to the sandbox user.
  * Throws SandboxError when git fails otherwise.
  */
 export async function mergeBranchInto(target: RunWorktree, branch: string, message: string): Promise<MergeOutcome> {
@@ -28,20 +29,23 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
   const head = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
   const theirs = (await rawSafeGit(options, ["rev-parse", "--verify", `refs/heads/${branch}^{commit}`])).trim();
   if ((await safeGitResult(options, ["merge-base", "--is-ancestor", theirs, head])).exitCode === 0) return { status: "up_to_date" };
-  const trial = await safeGitResult(options, ["merge-tree", "--write-tree", "--name-only", "--no-messages", head, theirs]);
+  // -z: paths come unquoted (git quotes non-ASCII paths otherwise).
+  const trial = await safeGitResult(options, ["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, theirs]);
   if (trial.exitCode === 1) {
-    const [tree, ...rest] = trial.stdout.split("\n");
-    const files = rest.filter((line) => line !== "");
+    const [tree, ...rest] = trial.stdout.split("\0");
+    const end = rest.indexOf("");
+    const files = [...new Set(end === -1 ? rest : rest.slice(0, end))];
     return { status: "conflict", files, hunks: await conflictHunks(options, tree!.trim(), files) };
   }
   if (trial.exitCode !== 0) throw new SandboxError(`git merge-tree failed for ${branch}: ${trial.stderr.trim()}`);
-  const merged = await safeGitResult(options, ["merge", "--no-ff", "--no-edit", "--no-verify", "-m", message, theirs]);
+  // --no-overwrite-ignore: an ignored file of the parent's is never replaced by the merge.
+  const merged = await safeGitResult(options, ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-overwrite-ignore", "-m", message, theirs]);
   if (merged.exitCode !== 0) {
     await safeGitResult(options, ["merge", "--abort"]);
     throw new SandboxError(`git merge of ${branch} failed after a clean trial merge: ${(merged.stderr || merged.stdout).trim()}`);
   }
   const commit = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
-  const files = (await rawSafeGit(options, ["diff", "--name-only", "--no-renames", head, commit])).split("\n").filter(Boolean);
+  const files = (await rawSafeGit(options, ["diff", "--name-only", "--no-renames", "-z", head, commit])).split("\0").filter(Boolean);
   handToSandboxUser(target, files);
   return { status: "merged", commit, files };
 }
@@ -97,9 +101,9 @@ export interface UserMergeOutcome {
 /**
  * Fast-forwards the user's checked-out branch to `runBranch`, only when that
  * branch still points at `baseCommit` (it has not moved since the run
- * started) and no tracked file has uncommitted changes. Untracked files are
- * never touched: git refuses a fast-forward that would overwrite one, and the
- * outcome says so. Nothing is changed when any check fails.
+ * started) and no tracked file has uncommitted changes. Untracked and ignored
+ * files are never touched: git refuses a fast-forward that would overwrite
+ * one, and the outcome says so. Nothing is changed when any check fails.
  */
 export async function mergeIntoUserBranch(repositoryRoot: string, gitConfig: string[], runBranch: string, baseCommit: string): Promise<UserMergeOutcome> {
   const options = { baseDirectory: repositoryRoot, config: gitConfig };
@@ -115,7 +119,8 @@ export async function mergeIntoUserBranch(repositoryRoot: string, gitConfig: str
     const files = status.split("\n").filter(Boolean).slice(0, 10).map((line) => line.slice(3));
     return { merged: false, branch, detail: `tracked files have uncommitted changes (${files.join(", ")}); commit or stash them, then merge ${runBranch}` };
   }
-  const merged = await safeGitResult(options, ["merge", "--ff-only", "--no-edit", "--no-verify", runBranch]);
+  // --no-overwrite-ignore: git then refuses rather than replace an ignored file of yours.
+  const merged = await safeGitResult(options, ["merge", "--ff-only", "--no-edit", "--no-verify", "--no-overwrite-ignore", runBranch]);
   if (merged.exitCode !== 0) {
     return { merged: false, branch, detail: `git refused the fast-forward: ${(merged.stderr || merged.stdout).trim().split("\n").slice(0, 6).join(" ")}` };
   }

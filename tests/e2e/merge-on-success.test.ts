@@ -156,11 +156,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     expect(checkout(repo)).toEqual(before);
   });
 
-  // BUG (src/workspace/merge.ts mergeIntoUserBranch): `git merge --ff-only` overwrites *ignored* untracked files
-  // silently (git's default --overwrite-ignore), so a run that un-ignores a path and commits a file there
-  // replaces the user's local, ignored file (a .env, a local config). README: "Untracked user files are never
-  // touched". Fix: pass --no-overwrite-ignore (git ≥ 1.8.2): git then refuses like for any untracked file.
-  it.fails("an ignored user file where the run adds one (after un-ignoring it): not merged, the user's file is intact", async () => {
+  it("an ignored user file where the run adds one (after un-ignoring it): not merged, the user's file is intact", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const { task, repo } = writeScriptedTask(directory.path, {

@@ -517,7 +517,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(readdirSync(markers)).toEqual(expect.arrayContaining(["PWNED-planted-fsmonitor", "PWNED-planted-filter-clean", "PWNED-planted-hook-pre-commit", "PWNED-planted-hook-post-commit"]));
   });
 
-  it.fails("a worker's new files with non-ASCII names are merged under their names and stay writable by the parent", async () => {
+  it("a worker's new files with non-ASCII names are merged under their names and stay writable by the parent", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const { task, repo } = writeScriptedTask(directory.path, {
@@ -553,13 +553,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(inspectGit(repo, ["show", `runner/${report.run_id}:données/more.txt`])).toBe("parent\n");
   });
 
-  // BUG (src/agents/subagents.ts finishWorker + src/agents/task-manager.ts): a deadlock. A background worker
-  // keeps its max_parallel slot while it waits for the parent's gate to merge; a blocking `agent` call of the
-  // parent holds that gate (for its whole turn) while it waits for a slot. With every slot taken by background
-  // subagents (max_parallel: 1 here; 4 background workers and one blocking call with the default), neither
-  // ever moves: the run hangs until Ctrl-C. Suggested fix: release the slot before waiting for the gate (slots
-  // bound running subagents; merges are serialized by parentGit anyway), e.g. hand runSubagent a releaseSlot().
-  it.fails("a blocking agent call while a background worker holds the only slot: both finish (no deadlock between the slot and the parent's gate)", async () => {
+  it("a blocking agent call while a background worker holds the only slot: both finish (no deadlock between the slot and the parent's gate)", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const { task, repo } = writeScriptedTask(directory.path, {
@@ -599,12 +593,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     }
   });
 
-  // BUG (src/agents/subagents.ts agentTool): subagent ids restart at 1 when a run is resumed (the counter lives in
-  // the tool made for each attempt), so the first worker after `runner resume` is w1 again and its branch
-  // runner/<run>-w1 already exists: "could not start worker w1: ... a branch named ... already exists". (The
-  // journal would also mix two agents' messages under one id.) Suggested fix: seed the counter from the restored
-  // session (the highest w<n>/e<n> journalled, or the runner/<run>-w* branches), and keep report.agents across resumes.
-  it.fails("after kill -9 and runner resume, a new worker gets a fresh id and branch and is merged", async () => {
+  it("after kill -9 and runner resume, a new worker gets a fresh id and branch and is merged", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const worker = (description: string, file: string) => toolCall("agent", { mode: "worker", description, prompt: `Add ${file}.`, verify: `test -f ${file}` });
