@@ -395,7 +395,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     // The tools an unforked explorer is offered: read-only ones and run_shell; no writer's tool, no delegation.
     const session = readJson<{ agents: Record<string, { messages: { role: string; content: string | null }[] }> }>(join(runDirectoryOf(result), "session.json"));
     const refusal = session.agents.e1!.messages.find((message) => message.role === "tool")!.content!;
-    expect(/Available tools: (.*)$/.exec(refusal)![1]!.split(", ").sort()).toEqual(["glob", "grep", "list_dir", "read_file", "read_tool_result", "run_shell"]);
+    expect(/Available tools: (.*)$/.exec(refusal)![1]!.split(", ").sort()).toEqual(["glob", "grep", "list_dir", "load_skill", "read_file", "read_tool_result", "run_shell"]);
     expect(report.head_commit).toBe(report.base_commit);
     expect(branches(repo, `runner/${report.run_id}-*`)).toEqual([]);
     expect(containersOfRun(report.run_id)).toEqual([]);
