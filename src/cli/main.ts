@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RunnerError } from "../errors.js";
 import { execCommand, resumeCommand, runnerHome } from "./exec-command.js";
+import { policyCheckCommand } from "./policy-command.js";
 import { runsCommand, showCommand } from "./runs-command.js";
 
 const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
@@ -92,6 +93,15 @@ async function main(argv: string[]): Promise<number> {
     .argument("<run-id>", "run id, or a unique prefix of it")
     .action((id: string) => {
       exitCode = showCommand(runnerHome(), id);
+    });
+
+  const policy = program.command("policy").description("validate and explain permission policies (README \"Policies\")");
+  policy
+    .command("check")
+    .description("validate a policy and print what it allows; exit 2 with every problem when it is invalid")
+    .argument("<file>", "policy file, or the name of a shipped policy (explore, worker, reviewer, ci)")
+    .action((file: string) => {
+      exitCode = policyCheckCommand(file);
     });
 
   const image = program.command("image").description("manage the sandbox image");

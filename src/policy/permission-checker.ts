@@ -1,0 +1,118 @@
+import picomatch from "picomatch";
+import { CommandJudge, type CommandFinding } from "./command-judge.js";
+import { checkHardPathRules, PathRuleSet, workspaceRelativePath, type PathAccess } from "./path-rules.js";
+import type { Policy, Risk } from "./policy-schema.js";
+import { ShellParser } from "./shell-syntax.js";
+
+/** The verdict on one tool call. */
+export interface PermissionDecision {
+  /** `allow`: run it; `confirm`: only with an approval (see `decideApproval`); `deny`: refuse. */
+  decision: Risk;
+  /** Why, in words for the model and the person asked (a denial reaches the model as `[denied] <reason>`). */
+  reason: string;
+  /**
+   * Which rule decided, for per-rule counts: `hard.workspace-confinement`,
+   * `hard.protected-path`, `tools.allow`, `tools.deny[0]`,
+   * `paths.write.deny[1]`, `commands.git-push`, `commands[3]`,
+   * `default_command_risk`, `command.unparsable`, ...
+   */
+  rule: string;
+  /** What the call is about, for a prompt: the command line or the path. */
+  subject?: string;
+  /** For run_shell: the verdict on every part of the command line. */
+  findings?: CommandFinding[];
+}
+
+/** File tools and the argument naming their path; a missing path means the workspace root. */
+export const PATH_TOOLS: Readonly<Record<string, { argument: string; access: PathAccess }>> = {
+  read_file: { argument: "path", access: "read" },
+  list_dir: { argument: "path", access: "read" },
+  glob: { argument: "path", access: "read" },
+  grep: { argument: "path", access: "read" },
+  write_file: { argument: "path", access: "write" },
+  edit_file: { argument: "path", access: "write" },
+};
+
+/** The tool whose `command` argument the command rules judge. */
+export const SHELL_TOOL = "run_shell";
+
+/**
+ * Checks tool calls against a policy, in this order: hard rules (paths stay
+ * in /workspace; nothing is written under `.git`), which no policy can
+ * change → the policy's tool allow-list (default deny) → its path rules
+ * (file tools) or command rules (`run_shell`). Approval of `confirm`
+ * verdicts is a separate step (`decideApproval`).
+ */
+export class PermissionChecker {
+  private readonly allowTools: ((name: string) => boolean)[];
+  private readonly denyTools: ((name: string) => boolean)[];
+  private readonly paths: PathRuleSet;
+  private readonly commands: CommandJudge;
+
+  private constructor(
+    readonly policy: Policy,
+    parser: ShellParser,
+  ) {
+    this.allowTools = policy.tools.allow.map((glob) => picomatch(glob));
+    this.denyTools = policy.tools.deny.map((glob) => picomatch(glob));
+    this.paths = new PathRuleSet(policy);
+    this.commands = new CommandJudge(policy, parser, (path) => (workspaceRelativePath(path) === null ? null : this.paths.check(path, "write")));
+  }
+
+  /** Loads the shell parser (once per process) and compiles the policy. */
+  static async create(policy: Policy): Promise<PermissionChecker> {
+    return new PermissionChecker(policy, await ShellParser.load());
+  }
+
+  /** Whether the policy's tool lists let `toolName` run at all (for filtering the tool list the model sees). */
+  toolAllowed(toolName: string): boolean {
+    return this.checkTool(toolName).decision === "allow";
+  }
+
+  /**
+   * Judges one call. `args` are the call's validated arguments (an object);
+   * a path argument that is not a string is left to argument validation.
+   */
+  check(toolName: string, args: unknown): PermissionDecision {
+    const argumentsObject = typeof args === "object" && args !== null ? (args as Record<string, unknown>) : {};
+    const pathTool = Object.hasOwn(PATH_TOOLS, toolName) ? PATH_TOOLS[toolName] : undefined;
+    const rawPath = pathTool ? argumentsObject[pathTool.argument] : undefined;
+    const path = pathTool ? (typeof rawPath === "string" ? rawPath : rawPath === undefined ? "." : null) : null;
+
+    if (pathTool && path !== null) {
+      const hard = checkHardPathRules(path, pathTool.access);
+      if (hard) return { decision: hard.risk, reason: hard.reason, rule: hard.rule, subject: path };
+    }
+    const tool = this.checkTool(toolName);
+    if (tool.decision !== "allow") return tool;
+    if (pathTool && path !== null) {
+      const verdict = this.paths.check(path, pathTool.access);
+      return { decision: verdict.risk, reason: verdict.reason, rule: verdict.rule, subject: path };
+    }
+    if (toolName === SHELL_TOOL) {
+      const command = typeof argumentsObject.command === "string" ? argumentsObject.command : "";
+      const judgement = this.commands.judge(command);
+      return { decision: judgement.risk, reason: judgement.reason, rule: judgement.rule, subject: command, findings: judgement.findings };
+    }
+    return tool;
+  }
+
+  private checkTool(toolName: string): PermissionDecision {
+    const denied = this.denyTools.findIndex((matches) => matches(toolName));
+    if (denied !== -1) {
+      return {
+        decision: "deny",
+        reason: `tool ${toolName} is denied by policy ${this.policy.name} (tools.deny: ${this.policy.tools.deny[denied]})`,
+        rule: `tools.deny[${denied}]`,
+      };
+    }
+    if (!this.allowTools.some((matches) => matches(toolName))) {
+      return {
+        decision: "deny",
+        reason: `tool ${toolName} is not allowed by policy ${this.policy.name} (tools.allow: ${this.policy.tools.allow.join(", ") || "nothing"})`,
+        rule: "tools.allow",
+      };
+    }
+    return { decision: "allow", reason: `tool ${toolName} is allowed by policy ${this.policy.name}`, rule: "tools.allow" };
+  }
+}
