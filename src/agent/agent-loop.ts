@@ -3,7 +3,7 @@ import type { EventSink } from "../events/run-events.js";
 import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type ToolDefinition, type Usage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
-import type { ToolContext } from "../tools/define-tool.js";
+import type { ToolContext, ToolGuard } from "../tools/define-tool.js";
 import { capText, type ToolRegistry } from "../tools/tool-registry.js";
 import {
   clearOldToolResults,
@@ -72,6 +72,8 @@ export interface AgentLoopOptions {
     running(): boolean;
     wait(): Promise<void>;
   };
+  /** Policy, approval and hooks: asked before each validated call runs. */
+  guard?: ToolGuard;
   /** Sees the conversation before each turn's tool calls run (e.g. for a fork of it). */
   onConversation?: (messages: readonly ChatMessage[]) => void;
   /** Held while this agent's tool calls run, so a background merge into its worktree never overlaps them. */
@@ -401,7 +403,9 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
     sandbox: state.options.sandbox,
     signal: state.options.signal,
     toolCallId: call.id,
+    agentId,
     defaultTimeoutMs: state.options.toolTimeoutMs,
+    ...(state.options.guard ? { guard: state.options.guard } : {}),
     ...(state.options.background ? { startBackground: state.options.background.start } : {}),
   });
   // A call cut short by cancellation did not finish: it is not recorded, so a resume reports it as interrupted.

@@ -10,7 +10,7 @@ import { emptyUsage, type ChatMessage, type Usage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
 import { RecoveringSandbox } from "../sandbox/recovering-sandbox.js";
 import type { Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
-import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
+import { defineTool, toolError, type Tool, type ToolGuard } from "../tools/define-tool.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
 import { commitRunWorktree, createBranchWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
@@ -71,6 +71,10 @@ export interface SubagentHost {
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
   /** Where each subagent's report goes (report.json `agents`). */
   reports: SubagentReport[];
+  /** Policy, approval and hooks of a subagent (explore agents get the `explore` policy). */
+  guardFor(mode: SubagentMode): ToolGuard & { checker: { toolAllowed(name: string): boolean } };
+  /** A subagent's step limit (the task's, lowered by its policy's). */
+  maxStepsFor(mode: SubagentMode): number;
   /** Number of the run's next subagent (`w<n>`/`e<n>`): after a resume, past every id the run used. */
   firstAgentNumber: number;
   /** Serializes host-side git on the parent's worktree (snapshots, merges) across concurrent subagents. */
@@ -207,8 +211,9 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       sandbox,
       systemPrompt: host.systemPromptFor(request.mode),
       instruction: request.prompt,
-      maxSteps: host.limits.maxSteps,
+      maxSteps: host.maxStepsFor(request.mode),
       toolTimeoutMs: host.limits.toolTimeoutMs,
+      guard: host.guardFor(request.mode),
       events: host.events,
       signal,
       context: host.context,

@@ -13,6 +13,7 @@ import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import { openAIClient, openModel } from "./open-model.js";
 import { ProgressView, terminalSafe } from "./progress-view.js";
+import { promptForApproval } from "../policy/approval-prompt.js";
 
 export interface ExecOptions {
   json?: boolean;
@@ -114,11 +115,22 @@ async function sweep(provider: DockerSandboxProvider, home: string): Promise<voi
   );
 }
 
+/** How long an approval question waits for an answer; no answer is a no. */
+const APPROVAL_TIMEOUT_MS = 5 * 60 * 1000;
+
 function runOptions(options: { json?: boolean }, view: ProgressView | undefined, signal: AbortSignal) {
+  // Questions need a person at a terminal; without one (CI, pipes) the policy's `confirmations` decides.
+  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
   return {
     signal,
     events: view,
     onEnvelope: options.json ? (line: string) => process.stdout.write(line) : undefined,
+    ...(interactive
+      ? {
+          askApproval: (question: string, canRemember: boolean, askSignal: AbortSignal) =>
+            promptForApproval({ input: process.stdin, output: process.stderr, question, canRemember, timeoutMs: APPROVAL_TIMEOUT_MS, signal: askSignal }),
+        }
+      : {}),
   };
 }
 
@@ -135,6 +147,9 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
     `run directory: ${runDirectory}`,
     report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
+    Object.keys(report.denials).length
+      ? `denied: ${Object.entries(report.denials).map(([rule, count]) => `${rule} ×${count}`).join(", ")} (policy ${report.policy}; see events.jsonl tool_call.denied)`
+      : "",
     report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${terminalSafe(report.merge.detail)}` : "",
     report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
     report.status === "cancelled" || report.status === "error" ? `continue it: runner resume ${report.run_id}` : "",

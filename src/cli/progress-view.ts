@@ -71,6 +71,10 @@ export class ProgressView implements EventSink {
         return event.data.kind === "shell" ? `background task ${event.data.task_id} ${event.data.status}` : null;
       case "workspace.merged":
         return event.data.merged ? c.green(event.data.detail) : c.yellow(`not merged: ${event.data.detail}`);
+      case "tool_call.denied":
+        return c.yellow(`  ${c.bold("denied")} ${event.data.name} (${event.data.rule}): ${oneLine(event.data.reason, 160)}`);
+      case "hook.failed":
+        return c.yellow(`  hook \`${oneLine(event.data.command, 60)}\` failed: ${oneLine(event.data.error ?? "", 120)}`);
       case "cleanup.failed":
         return c.yellow(`cleanup of ${event.data.what} failed: ${event.data.error}`);
       default:

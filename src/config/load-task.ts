@@ -1,8 +1,9 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { dirname, isAbsolute, resolve } from "node:path";
+import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { dirname, isAbsolute, relative, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import type { z } from "zod";
 import { ConfigError } from "../errors.js";
+import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy/load-policy.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
 
 /** A validated task with every path made absolute. */
@@ -76,14 +77,37 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
   if (task.sandbox.network.allow_cidrs.length > 0 && task.sandbox.network.allow.length === 0) {
     problems.push({ path: "sandbox.network.allow_cidrs", message: "only used together with sandbox.network.allow (which hosts may resolve into these ranges)" });
   }
-  if (task.policy !== "worker") {
-    problems.push({
-      path: "policy",
-      message: `policy files are not implemented yet (issue 6); only the built-in "worker" behaviour exists, got "${task.policy}"`,
-    });
+  // A shipped policy by name, or a file relative to the task file, never one inside the repository:
+  // nothing an agent could have written is loaded as configuration (issue 6, "Trust").
+  let policy = task.policy;
+  if (!SHIPPED_NAME.test(task.policy)) {
+    policy = isAbsolute(task.policy) ? task.policy : resolve(baseDirectory, task.policy);
+    if (existsSync(workspacePath) && isInside(realpathIfExists(policy), realpathIfExists(workspacePath))) {
+      problems.push({ path: "policy", message: `${policy} is inside the workspace repository; keep policy files outside it (or use a shipped policy: ${shippedPolicyNames().join(", ")})` });
+    }
+  }
+  if (!problems.some((problem) => problem.path === "policy")) {
+    try {
+      loadPolicy(policy);
+    } catch (error) {
+      if (!(error instanceof PolicyValidationError)) throw error;
+      for (const problem of error.problems) problems.push({ path: `policy${problem.path ? ` (${problem.path})` : ""}`, message: `${error.file}: ${problem.message}` });
+    }
   }
   if (problems.length) throw new TaskValidationError(label, problems);
-  return { ...task, file, workspacePath, scriptPath };
+  return { ...task, policy, file, workspacePath, scriptPath };
+}
+
+/** A shipped policy's name (a bare word); anything else is a path. */
+const SHIPPED_NAME = /^[a-z0-9][a-z0-9-]*$/;
+
+function realpathIfExists(path: string): string {
+  return existsSync(path) ? realpathSync(path) : resolve(path);
+}
+
+function isInside(path: string, directory: string): boolean {
+  const relation = relative(directory, path);
+  return relation === "" || (!relation.startsWith("..") && !isAbsolute(relation));
 }
 
 function describeIssue(issue: z.core.$ZodIssue): TaskProblem {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { checkCidr, parseAllowEntry, type AllowRule } from "./network-allow-list.js";
+import { hooksSchema } from "../hooks/tool-hooks.js";
 
 /** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
 export function parseMemory(value: string | number): number | null {
@@ -135,6 +136,8 @@ export const taskSchema = z.strictObject({
       timeout_sec: z.number().int().positive().max(24 * 3600).default(1800),
     })
     .default({ max_steps: 30, timeout_sec: 1800 }),
+  /** Host-side hooks around tool calls (the user's own code; see README "Hooks"). */
+  hooks: hooksSchema,
   /** `merge`: after a verified success, fast-forward your checked-out branch to the run branch (when it has not moved and is clean). */
   on_success: z.enum(["none", "merge"]).default("none"),
 });

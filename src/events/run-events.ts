@@ -10,6 +10,20 @@ export const EVENT_SCHEMA_VERSION = 1;
 export type RunEvent =
   | { type: "run.started"; data: { run_id: string; task: string; workspace: string; branch: string; base_commit: string } }
   | { type: "sandbox.created"; data: { sandbox_id: string; image: string; ready_ms: number; uid: number } }
+  | {
+      type: "hook.finished" | "hook.failed";
+      data: {
+        phase: "pre_tool_use" | "post_tool_use";
+        command: string;
+        tool_name: string;
+        tool_call_id: string;
+        exit_code: number | null;
+        timed_out: boolean;
+        outcome: "allowed" | "blocked" | "noted" | "failed";
+        error?: string;
+      };
+    }
+  | { type: "tool_call.denied"; data: { agent_id: string; tool_call_id: string; name: string; rule: string; reason: string } }
   | { type: "skills.loaded"; data: { skills: string[]; shadowed: string[]; problems: string[] } }
   | { type: "sandbox.restarted"; data: { sandbox_id: string } }
   | { type: "run.resumed"; data: { run_id: string; resumes: number; next_step: number; worktree: "reused" | "recreated" } }

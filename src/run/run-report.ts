@@ -33,6 +33,10 @@ export interface RunReport {
   resumes: number;
   /** The subagents the main agent started (steps, calls and tokens of theirs are counted here, tokens also in `usage`). */
   agents: SubagentReport[];
+  /** The policy the run used (its `name`). */
+  policy: string;
+  /** Refused tool calls per rule id (policy rules, `hooks.pre_tool_use`); a success with any says `..._with_denials`. */
+  denials: Record<string, number>;
   /** `on_success: merge` / `--merge`: whether the run branch landed on your branch, and why not. */
   merge: UserMergeOutcome | null;
   /** Egress proxy decisions per `host:port` (empty without an allow-list). */

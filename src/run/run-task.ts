@@ -1,5 +1,5 @@
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
 import { contextSettings, type ContextSettings } from "../agent/context-window.js";
 import { restoreSession, SessionJournal, type RestoredAgent } from "../agent/session-journal.js";
@@ -11,6 +11,13 @@ import { TaskManager, taskTools } from "../agents/task-manager.js";
 import type { Tool } from "../tools/define-tool.js";
 import { mergeIntoUserBranch } from "../workspace/merge.js";
 import { loadSkills, loadSkillTool, skillCatalogText, userSkillsDirectory } from "../skills/index.js";
+import { loadPolicy } from "../policy/load-policy.js";
+import { PermissionChecker } from "../policy/permission-checker.js";
+import type { Policy } from "../policy/policy-schema.js";
+import { ToolHooks } from "../hooks/tool-hooks.js";
+import { TokenRateLimitedModelClient } from "../model/token-rate-limit.js";
+import { PermissionGuard, type AskApproval } from "./permission-guard.js";
+import { parseAllowEntry, type AllowRule } from "../config/network-allow-list.js";
 import { readToolResultTool, ToolResultStore } from "../agent/tool-result-store.js";
 import { describeRule } from "../config/network-allow-list.js";
 import type { Task } from "../config/load-task.js";
@@ -50,6 +57,8 @@ export interface RunOptions {
   onRunCreated?: (runId: string, runDirectory: string) => void;
   /** Host variables the task may pass in (`sandbox.pass_env`); default process.env. */
   hostEnvironment?: NodeJS.ProcessEnv;
+  /** Asks the person at the terminal to approve a call; absent when nobody can be asked (then the policy's `confirmations` decides). */
+  askApproval?: AskApproval;
 }
 
 export interface RunResult {
@@ -185,7 +194,11 @@ interface RunContext {
 }
 
 async function executeRun(run: RunContext, dependencies: RunDependencies, options: RunOptions): Promise<RunResult> {
-  const { task, runId, traceId, runDirectory, resume } = run;
+  const { runId, traceId, runDirectory, resume } = run;
+  // The task's policy (a shipped name or a file outside the repository) and the one explore subagents get.
+  const policy = loadPolicy(run.task.policy).policy;
+  const explorePolicy = loadPolicy("explore").policy;
+  const task = withPolicyDefaults(run.task, policy);
   const started = Date.now();
   options.onRunCreated?.(runId, runDirectory);
   const hostEnvironment = options.hostEnvironment ?? process.env;
@@ -220,6 +233,8 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     resumes: (resume?.lock.resumes ?? 0) + (resume ? 1 : 0),
     agents: [...(resume?.previousAgents ?? [])],
     merge: null,
+    policy: policy.name,
+    denials: {},
     network: {},
     duration_ms: 0,
   };
@@ -279,6 +294,20 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     if (openedModel.status === "rejected") throw openedModel.reason;
     if (createdSandbox.status === "rejected") throw createdSandbox.reason;
     const activeSandbox = createdSandbox.value;
+    const tokensPerMinute = policy.limits.tokens_per_minute;
+    const modelClient = tokensPerMinute ? new TokenRateLimitedModelClient(openedModel.value.client, tokensPerMinute) : openedModel.value.client;
+    const hooks = new ToolHooks(task.hooks, { cwd: task.file ? dirname(task.file) : process.cwd(), env: hostEnvironment, events, runId });
+    const guardFor = async (agentPolicy: Policy) =>
+      new PermissionGuard({
+        checker: await PermissionChecker.create(agentPolicy),
+        hooks: hooks.isEmpty ? null : hooks,
+        events,
+        signal: options.signal,
+        ask: options.askApproval ?? null,
+        remembered: new Set(),
+        denials: report.denials,
+      });
+    const [mainGuard, exploreGuard] = await Promise.all([guardFor(policy), guardFor(explorePolicy)]);
     events.emit({
       type: "sandbox.created",
       data: { sandbox_id: activeSandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
@@ -315,7 +344,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       const host: SubagentHost = {
         runId,
         runDirectory,
-        model: openedModel.value.client,
+        model: modelClient,
         provider: dependencies.sandboxProvider,
         specFor: async (agentId, agentWorktree, specOptions) => {
           const spec = await specFor(agentId, agentWorktree);
@@ -331,18 +360,21 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog }),
         verify: task.verify ?? null,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
+        guardFor: (mode) => (mode === "explore" ? exploreGuard : mainGuard),
+        maxStepsFor: (mode) => Math.min(task.subagents.max_steps, (mode === "explore" ? explorePolicy : policy).limits.max_steps ?? Number.POSITIVE_INFINITY),
         reports: report.agents,
         parentGit: new Mutex(),
         firstAgentNumber: await nextSubagentNumber(worktree, runId, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
       };
       outcome = await runAgentLoop({
         agentId: MAIN_AGENT,
-        model: openedModel.value.client,
+        model: modelClient,
         tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools)),
         sandbox: activeSandbox,
         systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog }),
         instruction: task.instruction,
-        maxSteps: task.max_steps,
+        maxSteps: Math.min(task.max_steps, policy.limits.max_steps ?? Number.POSITIVE_INFINITY),
+        guard: mainGuard,
         toolTimeoutMs: task.tool_timeout_ms,
         events,
         signal: options.signal,
@@ -392,7 +424,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     } else if (!verified) {
       setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");
     } else {
-      setOutcome(report, "succeeded", report.verify ? "verified" : "finished_unverified");
+      // A success despite refused calls says so: a needed action may have been denied.
+      const denied = Object.keys(report.denials).length ? "_with_denials" : "";
+      setOutcome(report, "succeeded", `${report.verify ? "verified" : "finished_unverified"}${denied}`);
       if (task.on_success === "merge") {
         report.merge = report.verify?.passed
           ? await mergeIntoUserBranch(worktree.repositoryRoot, worktree.gitConfig, worktree.branch, worktree.baseCommit)
@@ -458,6 +492,13 @@ function readEarlierEvents(path: string): RunEvent[] {
   return events;
 }
 
+/** The task with the policy's defaults filled in: its network allow-list when the task names no host. */
+function withPolicyDefaults(task: Task, policy: Policy): Task {
+  if (task.sandbox.network.allow.length > 0 || policy.network.allow.length === 0) return task;
+  const rules = policy.network.allow.map((entry) => parseAllowEntry(entry)).filter((rule): rule is AllowRule => typeof rule !== "string");
+  return { ...task, sandbox: { ...task.sandbox, network: { ...task.sandbox.network, allow: rules } } };
+}
+
 /**
  * The next free subagent number of a run: past every id earlier attempts used
  * (journal, report) and every worker branch `runner/<run-id>-w<n>` that exists.
@@ -471,7 +512,9 @@ async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds:
 
 /** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */
 function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[]): Tool[] {
-  return [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), ...skillTools, agentTool(host), ...taskTools(host.tasks)];
+  const all = [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), ...skillTools, agentTool(host), ...taskTools(host.tasks)];
+  // The model sees only what the policy's tool allow-list admits (a call of anything else is refused anyway).
+  return all.filter((tool) => host.guardFor("worker").checker.toolAllowed(tool.name));
 }
 
 /** Tools an explore subagent keeps (run_shell runs against a read-only workspace). */

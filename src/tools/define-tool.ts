@@ -1,12 +1,36 @@
 import type { z } from "zod";
 import type { Sandbox } from "../sandbox/sandbox.js";
 
+/** A validated call as a {@link ToolGuard} sees it. */
+export interface GuardedCall {
+  name: string;
+  /** The arguments after validation. */
+  arguments: Record<string, unknown>;
+  toolCallId: string;
+  agentId: string;
+}
+
+/**
+ * Decides each validated call before it runs (policy, approval, pre-tool
+ * hooks) and may add a note after it ran (post-tool hooks). A refusal reaches
+ * the model as `[denied] <reason>` (DESIGN.md) and the tool does not run.
+ */
+export interface ToolGuard {
+  check(call: GuardedCall): Promise<{ allowed: true } | { allowed: false; reason: string }>;
+  /** A note appended to the result, or null. */
+  after?(call: GuardedCall, result: ToolResult): Promise<string | null>;
+}
+
 /** What a tool gets besides its arguments. */
 export interface ToolContext {
   sandbox: Sandbox;
   /** Aborted when the run is cancelled; long tools must honour it. */
   signal: AbortSignal;
   toolCallId: string;
+  /** Which agent makes the call (`main`, `w1`, ...). */
+  agentId?: string;
+  /** Checks the call before it runs; absent: every valid call runs. */
+  guard?: ToolGuard;
   /** Default run_shell timeout from the task, ms. */
   defaultTimeoutMs: number;
   /**

@@ -7,8 +7,8 @@ import { toolError, type Tool, type ToolContext, type ToolResult } from "./defin
 /**
  * Holds the tools of one agent. `definitions()` gives the JSON Schemas the
  * model sees (stable order: registration order); `execute()` parses the
- * model's raw JSON arguments, validates them with the tool's zod schema and
- * runs the tool. Unknown tools, malformed JSON, invalid arguments and tool
+ * model's raw JSON arguments, validates them with the tool's zod schema,
+ * asks the context's guard (policy, approval, hooks) and runs the tool. Unknown tools, malformed JSON, invalid arguments and tool
  * exceptions all come back as `Error:` results; the only thing it throws is a
  * `RunnerError` (e.g. SandboxError: the container is gone), which ends the run.
  */
@@ -69,9 +69,16 @@ export class ToolRegistry {
       const problems = parsed.error.issues.map((issue) => `- ${issue.path.join(".") || "(arguments)"}: ${issue.message}`);
       return toolError(`invalid arguments for ${name}:\n${problems.join("\n")}`);
     }
+    const call = { name, arguments: parsed.data as Record<string, unknown>, toolCallId: context.toolCallId, agentId: context.agentId ?? "main" };
+    if (context.guard) {
+      const verdict = await context.guard.check(call);
+      if (!verdict.allowed) return { content: `[denied] ${verdict.reason}`, isError: true, details: { denied: true } };
+    }
     try {
       // Uncapped: the agent loop caps results to its context budget and keeps the whole text.
-      return await tool.execute(parsed.data, context);
+      const result = await tool.execute(parsed.data, context);
+      const note = context.guard?.after ? await context.guard.after(call, result) : null;
+      return note ? { ...result, content: `${result.content}\n[hook note] ${note}` } : result;
     } catch (error) {
       if (error instanceof PathOutsideWorkspaceError) return toolError(error.message);
       // Infrastructure failures (the sandbox is gone) must end the run, not loop.

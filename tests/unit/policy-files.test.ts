@@ -158,7 +158,7 @@ describe("runner policy check", () => {
     let output = "";
     expect(policyCheckCommand("worker", (text) => (output += text))).toBe(0);
     expect(output).toMatch(/^policy worker \(shipped, /);
-    expect(output).toMatch(/allowed: read_file, list_dir, glob, grep, read_tool_result, write_file, edit_file, run_shell/);
+    expect(output).toMatch(/allowed: read_file, list_dir, glob, grep, read_tool_result, load_skill, write_file, edit_file, run_shell/);
     expect(output).toMatch(/deny \*\*\/\.env\* — \.env files hold secrets/);
     expect(output).toMatch(/confirm git push {3}\[commands\.git-push\]\n {10}publishes commits/);
     expect(output).toMatch(/otherwise: allow \(default_command_risk\)/);

@@ -1,0 +1,148 @@
+import { spawn } from "node:child_process";
+import picomatch from "picomatch";
+import { z } from "zod";
+import type { EventSink } from "../events/run-events.js";
+import type { GuardedCall, ToolResult } from "../tools/define-tool.js";
+
+/** Exit code with which a pre-tool hook blocks the call (its stderr is the reason), as in Claude Code's hooks. */
+export const BLOCKING_EXIT_CODE = 2;
+/** Output kept from a hook, per stream, bytes. */
+const HOOK_OUTPUT_BYTES = 16 * 1024;
+
+const hookSchema = z.strictObject({
+  /** Shell command run on the host with /bin/sh -c: the user's own, trusted code. */
+  command: z.string().min(1),
+  /** Tool-name globs the hook applies to (picomatch), default every tool. */
+  tools: z.array(z.string().min(1)).default(["*"]),
+  timeout_ms: z.number().int().positive().max(10 * 60 * 1000).default(30_000),
+});
+
+/** `hooks:` of a task or a policy. */
+export const hooksSchema = z
+  .strictObject({
+    pre_tool_use: z.array(hookSchema).default([]),
+    post_tool_use: z.array(hookSchema).default([]),
+  })
+  .default({ pre_tool_use: [], post_tool_use: [] });
+
+export type Hooks = z.infer<typeof hooksSchema>;
+type Hook = z.infer<typeof hookSchema>;
+
+export interface HookRunOptions {
+  /** Where hooks run: never the workspace (its files are the agent's). */
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  events: EventSink;
+  runId: string;
+}
+
+/** What a hook process did. */
+interface HookOutcome {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  error: string | null;
+}
+
+/**
+ * User hooks around tool calls (task or policy `hooks:`). They run on the
+ * host, with the call as JSON on stdin (`{run_id, agent_id, phase,
+ * tool_name, tool_call_id, arguments[, result, is_error]}`), in `cwd` (the
+ * task file's directory, never the workspace). A pre hook exiting 2 blocks
+ * the call with its stderr as the reason; a post hook's stdout is appended to
+ * the result as a note. A hook that fails otherwise or times out is reported
+ * (`hook.failed` event) and the call goes on.
+ */
+export class ToolHooks {
+  constructor(
+    private readonly hooks: Hooks,
+    private readonly options: HookRunOptions,
+  ) {}
+
+  get isEmpty(): boolean {
+    return this.hooks.pre_tool_use.length === 0 && this.hooks.post_tool_use.length === 0;
+  }
+
+  /** Runs the matching pre hooks in order; the first that exits 2 blocks the call. */
+  async before(call: GuardedCall): Promise<{ allowed: true } | { allowed: false; reason: string }> {
+    for (const hook of this.matching(this.hooks.pre_tool_use, call.name)) {
+      const outcome = await this.run(hook, { phase: "pre_tool_use", ...this.payload(call) });
+      if (outcome.exitCode === BLOCKING_EXIT_CODE) {
+        this.report(hook, call, "pre_tool_use", outcome, "blocked");
+        return { allowed: false, reason: `blocked by hook \`${hook.command}\`: ${outcome.stderr.trim() || "(no reason given)"}` };
+      }
+      this.report(hook, call, "pre_tool_use", outcome, outcome.exitCode === 0 ? "allowed" : "failed");
+    }
+    return { allowed: true };
+  }
+
+  /** Runs the matching post hooks; their stdout (exit 0) becomes a note on the result. */
+  async after(call: GuardedCall, result: ToolResult): Promise<string | null> {
+    const notes: string[] = [];
+    for (const hook of this.matching(this.hooks.post_tool_use, call.name)) {
+      const outcome = await this.run(hook, { phase: "post_tool_use", ...this.payload(call), result: result.content, is_error: result.isError ?? false });
+      const ok = outcome.exitCode === 0;
+      this.report(hook, call, "post_tool_use", outcome, ok ? "noted" : "failed");
+      if (ok && outcome.stdout.trim()) notes.push(outcome.stdout.trim());
+    }
+    return notes.length ? notes.join("\n") : null;
+  }
+
+  private matching(hooks: Hook[], toolName: string): Hook[] {
+    return hooks.filter((hook) => picomatch.isMatch(toolName, hook.tools));
+  }
+
+  private payload(call: GuardedCall) {
+    return { run_id: this.options.runId, agent_id: call.agentId, tool_name: call.name, tool_call_id: call.toolCallId, arguments: call.arguments };
+  }
+
+  private report(hook: Hook, call: GuardedCall, phase: "pre_tool_use" | "post_tool_use", outcome: HookOutcome, result: "allowed" | "blocked" | "noted" | "failed"): void {
+    const data = {
+      phase,
+      command: hook.command,
+      tool_name: call.name,
+      tool_call_id: call.toolCallId,
+      exit_code: outcome.exitCode,
+      timed_out: outcome.timedOut,
+      outcome: result,
+      ...(result === "failed" ? { error: outcome.error ?? (outcome.timedOut ? `timed out after ${hook.timeout_ms} ms` : `exit ${outcome.exitCode}: ${outcome.stderr.trim().slice(-500)}`) } : {}),
+    };
+    this.options.events.emit({ type: result === "failed" ? "hook.failed" : "hook.finished", data });
+  }
+
+  private run(hook: Hook, input: Record<string, unknown>): Promise<HookOutcome> {
+    return new Promise((resolve) => {
+      const child = spawn("/bin/sh", ["-c", hook.command], { cwd: this.options.cwd, env: this.options.env, stdio: ["pipe", "pipe", "pipe"], detached: true });
+      const stdout: Buffer[] = [];
+      const stderr: Buffer[] = [];
+      const keep = (into: Buffer[]) => (chunk: Buffer) => {
+        if (into.reduce((size, part) => size + part.length, 0) < HOOK_OUTPUT_BYTES) into.push(chunk);
+      };
+      child.stdout.on("data", keep(stdout));
+      child.stderr.on("data", keep(stderr));
+      let timedOut = false;
+      // The whole process group goes at the timeout: a hook's children must not outlive it.
+      const timer = setTimeout(() => {
+        timedOut = true;
+        try {
+          process.kill(-child.pid!, "SIGKILL");
+        } catch {
+          // already gone
+        }
+      }, hook.timeout_ms);
+      const text = (parts: Buffer[]) => Buffer.concat(parts).toString("utf8").slice(0, HOOK_OUTPUT_BYTES);
+      child.on("error", (error) => {
+        clearTimeout(timer);
+        resolve({ exitCode: null, stdout: "", stderr: "", timedOut: false, error: error.message });
+      });
+      child.on("close", (code) => {
+        clearTimeout(timer);
+        resolve({ exitCode: timedOut ? null : code, stdout: text(stdout), stderr: text(stderr), timedOut, error: null });
+      });
+      // A hook that does not read its stdin must not fail the write.
+      child.stdin.on("error", () => undefined);
+      child.stdin.end(JSON.stringify(input));
+    });
+  }
+}
