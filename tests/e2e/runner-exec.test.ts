@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -138,10 +138,17 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
         "    content: Fixed.",
       ].join("\n"),
     );
+    // The worker policy would ask before `kill -9 -1` (and refuse without a terminal); the sandbox must
+    // survive it anyway, since a policy can be talked around. A policy outside the repository allows everything.
+    writeFileSync(
+      join(directory.path, "allow-all.yaml"),
+      "name: allow-all\ndescription: every tool and command\ntools: { allow: ['*'] }\ndefault_command_risk: allow\nconfirmations: allow\n",
+    );
+    appendFileSync(task, "policy: ./allow-all.yaml\n");
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const report = readReport(home.path, result.stdout);
-    expect(report).toMatchObject({ status: "succeeded", tool_calls: 4 });
+    expect(report).toMatchObject({ status: "succeeded", tool_calls: 4, policy: "allow-all", denials: {} });
     const events = readFileSync(join(home.path, "runs", String(report.run_id), "events.jsonl"), "utf8");
     expect(events.match(/dev\.agent-runner\.sandbox\.restarted/g)).toHaveLength(1);
   });
