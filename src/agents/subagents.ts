@@ -72,7 +72,9 @@ export interface SubagentHost {
   /** Where each subagent's report goes (report.json `agents`). */
   reports: SubagentReport[];
   /** Policy, approval and hooks of a subagent (explore agents get the `explore` policy). */
-  guardFor(mode: SubagentMode): ToolGuard & { checker: { toolAllowed(name: string): boolean } };
+  guardFor(mode: SubagentMode): ToolGuard;
+  /** The main agent's policy checker (which tools its list, and a fork's, may show). */
+  mainChecker: { toolAllowed(name: string): boolean };
   /** A subagent's step limit (the task's, lowered by its policy's). */
   maxStepsFor(mode: SubagentMode): number;
   /** Number of the run's next subagent (`w<n>`/`e<n>`): after a resume, past every id the run used. */

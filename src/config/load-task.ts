@@ -79,23 +79,35 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
   }
   // A shipped policy by name, or a file relative to the task file, never one inside the repository:
   // nothing an agent could have written is loaded as configuration (issue 6, "Trust").
-  let policy = task.policy;
-  if (!SHIPPED_NAME.test(task.policy)) {
-    policy = isAbsolute(task.policy) ? task.policy : resolve(baseDirectory, task.policy);
-    if (existsSync(workspacePath) && isInside(realpathIfExists(policy), realpathIfExists(workspacePath))) {
-      problems.push({ path: "policy", message: `${policy} is inside the workspace repository; keep policy files outside it (or use a shipped policy: ${shippedPolicyNames().join(", ")})` });
+  const policyField = (field: string, value: string): string => {
+    if (SHIPPED_NAME.test(value)) {
+      checkPolicy(field, value);
+      return value;
     }
-  }
-  if (!problems.some((problem) => problem.path === "policy")) {
+    const path = isAbsolute(value) ? value : resolve(baseDirectory, value);
+    if (existsSync(workspacePath) && isInside(realpathIfExists(path), realpathIfExists(workspacePath))) {
+      problems.push({ path: field, message: `${path} is inside the workspace repository; keep policy files outside it (or use a shipped policy: ${shippedPolicyNames().join(", ")})` });
+    } else {
+      checkPolicy(field, path);
+    }
+    return path;
+  };
+  const checkPolicy = (field: string, source: string) => {
     try {
-      loadPolicy(policy);
+      loadPolicy(source);
     } catch (error) {
       if (!(error instanceof PolicyValidationError)) throw error;
-      for (const problem of error.problems) problems.push({ path: `policy${problem.path ? ` (${problem.path})` : ""}`, message: `${error.file}: ${problem.message}` });
+      for (const problem of error.problems) problems.push({ path: `${field}${problem.path ? ` (${problem.path})` : ""}`, message: `${error.file}: ${problem.message}` });
     }
-  }
+  };
+  const policy = policyField("policy", task.policy);
+  const subagents = {
+    ...task.subagents,
+    explore_policy: policyField("subagents.explore_policy", task.subagents.explore_policy),
+    ...(task.subagents.worker_policy ? { worker_policy: policyField("subagents.worker_policy", task.subagents.worker_policy) } : {}),
+  };
   if (problems.length) throw new TaskValidationError(label, problems);
-  return { ...task, policy, file, workspacePath, scriptPath };
+  return { ...task, policy, subagents, file, workspacePath, scriptPath };
 }
 
 /** A shipped policy's name (a bare word); anything else is a path. */

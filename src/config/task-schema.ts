@@ -134,8 +134,12 @@ export const taskSchema = z.strictObject({
     .strictObject({
       max_steps: z.number().int().positive().max(10_000).default(30),
       timeout_sec: z.number().int().positive().max(24 * 3600).default(1800),
+      /** Policy of explore subagents: a shipped name or a file (like `policy`). */
+      explore_policy: z.string().min(1).default("explore"),
+      /** Policy of worker subagents; default the task's `policy`. */
+      worker_policy: z.string().min(1).optional(),
     })
-    .default({ max_steps: 30, timeout_sec: 1800 }),
+    .default({ max_steps: 30, timeout_sec: 1800, explore_policy: "explore" }),
   /** Host-side hooks around tool calls (the user's own code; see README "Hooks"). */
   hooks: hooksSchema,
   /** `merge`: after a verified success, fast-forward your checked-out branch to the run branch (when it has not moved and is clean). */

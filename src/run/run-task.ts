@@ -197,7 +197,8 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   const { runId, traceId, runDirectory, resume } = run;
   // The task's policy (a shipped name or a file outside the repository) and the one explore subagents get.
   const policy = loadPolicy(run.task.policy).policy;
-  const explorePolicy = loadPolicy("explore").policy;
+  const explorePolicy = loadPolicy(run.task.subagents.explore_policy).policy;
+  const workerPolicy = run.task.subagents.worker_policy ? loadPolicy(run.task.subagents.worker_policy).policy : policy;
   const task = withPolicyDefaults(run.task, policy);
   const started = Date.now();
   options.onRunCreated?.(runId, runDirectory);
@@ -307,7 +308,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         remembered: new Set(),
         denials: report.denials,
       });
-    const [mainGuard, exploreGuard] = await Promise.all([guardFor(policy), guardFor(explorePolicy)]);
+    const [mainGuard, exploreGuard, workerGuard] = await Promise.all([guardFor(policy), guardFor(explorePolicy), workerPolicy === policy ? null : guardFor(workerPolicy)]);
     events.emit({
       type: "sandbox.created",
       data: { sandbox_id: activeSandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
@@ -360,8 +361,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog }),
         verify: task.verify ?? null,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
-        guardFor: (mode) => (mode === "explore" ? exploreGuard : mainGuard),
-        maxStepsFor: (mode) => Math.min(task.subagents.max_steps, (mode === "explore" ? explorePolicy : policy).limits.max_steps ?? Number.POSITIVE_INFINITY),
+        mainChecker: mainGuard.checker,
+        guardFor: (mode) => (mode === "explore" ? exploreGuard : (workerGuard ?? mainGuard)),
+        maxStepsFor: (mode) => Math.min(task.subagents.max_steps, (mode === "explore" ? explorePolicy : workerPolicy).limits.max_steps ?? Number.POSITIVE_INFINITY),
         reports: report.agents,
         parentGit: new Mutex(),
         firstAgentNumber: await nextSubagentNumber(worktree, runId, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
@@ -514,7 +516,7 @@ async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds:
 function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[]): Tool[] {
   const all = [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), ...skillTools, agentTool(host), ...taskTools(host.tasks)];
   // The model sees only what the policy's tool allow-list admits (a call of anything else is refused anyway).
-  return all.filter((tool) => host.guardFor("worker").checker.toolAllowed(tool.name));
+  return all.filter((tool) => host.mainChecker.toolAllowed(tool.name));
 }
 
 /** Tools an explore subagent keeps (run_shell runs against a read-only workspace). */

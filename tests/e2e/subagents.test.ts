@@ -24,6 +24,7 @@ import {
   waitForRunEvent,
   worktreePaths,
   writeScriptedTask,
+  allowAllPolicy,
 } from "../helpers/runner-cli.js";
 import {
   branches,
@@ -348,7 +349,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const refusedByMount = "redirect=1\\ntouch=1\\nmkdir=1\\n[\\s\\S]*f\\.txt: Read-only file system[\\s\\S]*calc\\.py'?: Read-only file system";
     const { task, repo } = writeScriptedTask(directory.path, {
       files: CALC,
-      task: { name: "explore-readonly", verify: PYTEST },
+      // The explore policy would refuse the shell writes before they run; with a permissive one the
+      // read-only mount itself must refuse them.
+      task: { name: "explore-readonly", verify: PYTEST, subagents: { explore_policy: allowAllPolicy(directory.path) } },
       script: {
         turns: [
           {
@@ -467,7 +470,8 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     mkdirSync(markers);
     const { task, repo, git } = writeScriptedTask(directory.path, {
       files: { "notes.txt": "notes\n" },
-      task: { name: "hostile-worker", verify: { command: "grep -qx 'hello from the worker' notes.txt", timeout_sec: 60 } },
+      // Even with a policy that allows every command, host-side git must not run anything planted.
+      task: { name: "hostile-worker", verify: { command: "grep -qx 'hello from the worker' notes.txt", timeout_sec: 60 }, policy: allowAllPolicy(directory.path) },
       script: {
         turns: [
           { tool_calls: [toolCall("agent", { mode: "worker", description: "plant traps", prompt: "Plant.", verify: "grep -qx 'hello from the worker' notes.txt && test -f .gitattributes" })] },
@@ -644,14 +648,17 @@ function plantTraps(markers: string): string {
   return [
     "set -e",
     `M=${markers}`,
+    // The policy refuses literal writes under .git; a path computed at run time gets past it
+    // (README "Policies": the sandbox and host-side git are the boundary), as a hostile agent's would.
+    "G=$(printf %s .git)",
     "rm -f .git",
     "git init -q .",
-    ...hooks.map((hook) => `printf '#!/bin/sh\\ntouch %s/PWNED-planted-hook-${hook}\\n' "$M" > .git/hooks/${hook} && chmod +x .git/hooks/${hook}`),
-    `printf '#!/bin/sh\\ntouch %s/PWNED-planted-fsmonitor\\nexit 1\\n' "$M" > .git/fsmonitor-hook && chmod +x .git/fsmonitor-hook`,
-    "git config -f .git/config core.fsmonitor .git/fsmonitor-hook",
-    'git config -f .git/config filter.planted.clean "touch $M/PWNED-planted-filter-clean; cat"',
-    'git config -f .git/config filter.planted.smudge "touch $M/PWNED-planted-filter-smudge; cat"',
-    'git config -f .git/config diff.external "touch $M/PWNED-planted-external-diff; true"',
+    ...hooks.map((hook) => `printf '#!/bin/sh\\ntouch %s/PWNED-planted-hook-${hook}\\n' "$M" > "$G/hooks/${hook}" && chmod +x "$G/hooks/${hook}"`),
+    `printf '#!/bin/sh\\ntouch %s/PWNED-planted-fsmonitor\\nexit 1\\n' "$M" > "$G/fsmonitor-hook" && chmod +x "$G/fsmonitor-hook"`,
+    'git config -f "$G/config" core.fsmonitor .git/fsmonitor-hook',
+    'git config -f "$G/config" filter.planted.clean "touch $M/PWNED-planted-filter-clean; cat"',
+    'git config -f "$G/config" filter.planted.smudge "touch $M/PWNED-planted-filter-smudge; cat"',
+    'git config -f "$G/config" diff.external "touch $M/PWNED-planted-external-diff; true"',
     "printf '* filter=evil diff=evil merge=evil\\nplanted.txt filter=planted\\n' > .gitattributes",
     "printf 'hello from the worker\\n' > notes.txt",
     "printf 'hello planted\\n' > planted.txt",

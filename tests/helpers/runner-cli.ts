@@ -166,6 +166,18 @@ export interface TaskDirectory {
  * and `task.yaml` (a scripted task on that repository; `task` fields are
  * merged over the defaults, objects one level deep).
  */
+/**
+ * Writes a policy allowing every tool and command (hard rules still apply) to
+ * `<directory>/allow-all.yaml`, outside any repository; returns its path. For
+ * tests of what the sandbox and host-side git hold when the policy layer is
+ * talked around.
+ */
+export function allowAllPolicy(directory: string): string {
+  const path = join(directory, "allow-all.yaml");
+  writeFileSync(path, "name: allow-all\ndescription: every tool and command\ntools: { allow: ['*'] }\ndefault_command_risk: allow\nconfirmations: allow\n");
+  return path;
+}
+
 export function writeScriptedTask(
   directory: string,
   options: { script: unknown; files?: Record<string, string>; task?: Record<string, unknown> },
