@@ -172,7 +172,12 @@ cleanup_rootfs() {
   rm -rf --one-file-system "$ROOTFS" || log "warning: could not remove $ROOTFS"
   ROOTFS=""
 }
-trap cleanup_rootfs EXIT
+CONTEXT=""
+cleanup() {
+  cleanup_rootfs
+  if [ -n "$CONTEXT" ]; then rm -rf "$CONTEXT"; fi
+}
+trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 build_local_base() {
@@ -295,6 +300,18 @@ if [ -z "${DOCKER_BUILDKIT:-}" ] && ! docker buildx version >/dev/null 2>&1; the
   export DOCKER_BUILDKIT=0
 fi
 
+# The build context: the MCP servers' package files, and the CA certificates
+# this host trusts (its system bundle and NODE_EXTRA_CA_CERTS), so npm in the
+# build works behind a TLS-inspecting proxy too; only a throwaway build stage
+# sees them.
+CONTEXT="$(mktemp -d "${TMPDIR:-/tmp}/agent-runner-sandbox-context.XXXXXX")"
+cp -R "$HERE/mcp-servers" "$CONTEXT/mcp-servers"
+mkdir -p "$CONTEXT/build-ca"
+: >"$CONTEXT/build-ca/ca.crt"
+for ca in /etc/ssl/certs/ca-certificates.crt "${NODE_EXTRA_CA_CERTS:-}"; do
+  if [ -n "$ca" ] && [ -f "$ca" ]; then cat "$ca" >>"$CONTEXT/build-ca/ca.crt"; fi
+done
+
 OLD_ID="$(docker image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
 CACHE_ARGS=()
 [ "$FORCE" = 1 ] && CACHE_ARGS+=(--no-cache)   # --force means a real rebuild (fresh packages)
@@ -308,7 +325,7 @@ if ! docker build \
       --label "agent-runner.base=$BASE" \
       -t "$TAG" \
       -f "$DOCKERFILE" \
-      "$HERE" >"$BUILD_LOG" 2>&1; then
+      "$CONTEXT" >"$BUILD_LOG" 2>&1; then
   tail -n 40 "$BUILD_LOG" >&2
   die "docker build of $TAG failed (full log: $BUILD_LOG)"
 fi
@@ -324,6 +341,16 @@ phase_begin "smoke test"
 docker run --rm --network none --user 1000:1000 "$TAG" \
     bash -c 'node --version >/dev/null && rg --version >/dev/null && python3 -m pytest --version >/dev/null 2>&1 && git --version >/dev/null' \
   || die "smoke test of $TAG failed (node/rg/pytest/git missing?)"
+# The preinstalled MCP servers answer initialize and tools/list with no network.
+MCP_PROBE='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"build.sh","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+docker run --rm -i --network none --user 1000:1000 "$TAG" bash -c '
+    probe="$(cat)"
+    for server in "mcp-server-filesystem /workspace" mcp-server-everything; do
+      { printf "%s\n" "$probe"; sleep 2; } | timeout 20 $server 2>/dev/null | grep -q "\"id\":2" || { echo "$server did not list its tools" >&2; exit 1; }
+    done' <<<"$MCP_PROBE" \
+  || die "smoke test of $TAG failed: a preinstalled MCP server does not start"
 phase_end
 
 SIZE="$(docker image inspect --format '{{.Size}}' "$TAG" | awk '{ printf "%.0f MB", $1 / 1000 / 1000 }')"

@@ -6,8 +6,10 @@ import {
   type FileContent,
   type PathInfo,
   type Sandbox,
+  type SandboxProcess,
   type SandboxProvider,
   type SandboxSpec,
+  type SpawnRequest,
 } from "./sandbox.js";
 
 /** Restarts allowed per sandbox before a loss ends the run. */
@@ -82,6 +84,11 @@ export class RecoveringSandbox implements Sandbox {
 
   stopAllProcesses(): Promise<void> {
     return this.retrying(() => this.current.stopAllProcesses());
+  }
+
+  /** Starts the process in the current sandbox; a process started before a restart ended with the sandbox it ran in. */
+  spawn(request: SpawnRequest): Promise<SandboxProcess> {
+    return this.retrying(() => this.current.spawn(request));
   }
 
   freeze<T>(operation: () => Promise<T>): Promise<T> {

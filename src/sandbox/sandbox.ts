@@ -1,3 +1,4 @@
+import type { Readable, Writable } from "node:stream";
 import type { AllowRule } from "../config/network-allow-list.js";
 import { SandboxError } from "../errors.js";
 
@@ -67,6 +68,43 @@ export interface DirectoryEntry {
   type: "file" | "directory" | "symlink" | "other";
 }
 
+/** A long-lived process started by {@link Sandbox.spawn}. */
+export interface SpawnRequest {
+  /** Executable, looked up on the sandbox's PATH; not run through a shell. */
+  command: string;
+  args?: string[];
+  /** Added to the environment `exec` commands get; nothing else is added. */
+  env?: Record<string, string>;
+}
+
+/** How a spawned process ended. */
+export interface SandboxProcessExit {
+  /** Null when unknown (the sandbox went away first). */
+  exitCode: number | null;
+  /** Signal that ended it, e.g. `SIGKILL`, when known. */
+  signal: string | null;
+  /** Why the exit status is unknown or unusual, e.g. "the sandbox was closed". */
+  detail?: string;
+}
+
+/**
+ * A process running in the sandbox with piped standard streams (e.g. an MCP
+ * server). It runs as the sandbox user in the workspace root, under the
+ * sandbox's limits and network, and dies when the sandbox closes. The owner
+ * reads stdout and stderr (unread output is buffered in the runner) and
+ * calls kill() when done.
+ */
+export interface SandboxProcess {
+  /** Its standard input; `end()` closes it (EOF). Writes after the exit are dropped. */
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** Resolves once the process has ended and both output streams have ended; never rejects. */
+  readonly exited: Promise<SandboxProcessExit>;
+  /** Kills the process and everything it started; resolves once it is gone. Safe after the exit and twice. */
+  kill(): Promise<void>;
+}
+
 export interface Sandbox {
   /** Identifier for logs and events (the container id for Docker). */
   readonly id: string;
@@ -96,6 +134,14 @@ export interface Sandbox {
    * operation may be started by `operation` itself.
    */
   freeze<T>(operation: () => Promise<T>): Promise<T>;
+  /**
+   * Starts a long-lived process with piped stdin/stdout/stderr (an MCP
+   * server). Unlike `exec` commands, it is not killed by another command's
+   * timeout; `stopAllProcesses` and `close` do kill it. Throws SandboxError
+   * when the process cannot be started at all (a missing executable is an
+   * early exit with code 127 and a message on stderr, not an exception).
+   */
+  spawn(request: SpawnRequest): Promise<SandboxProcess>;
   /** Stops every process and removes the sandbox; safe to call twice. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;

@@ -1,6 +1,17 @@
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
-import type { DirectoryEntry, ExecRequest, ExecResult, FileContent, PathInfo, Sandbox } from "../sandbox.js";
+import {
+  SandboxGoneError,
+  type DirectoryEntry,
+  type ExecRequest,
+  type ExecResult,
+  type FileContent,
+  type PathInfo,
+  type Sandbox,
+  type SandboxProcess,
+  type SpawnRequest,
+} from "../sandbox.js";
+import { startDockerSandboxProcess, type DockerSandboxProcess } from "./docker-sandbox-process.js";
 import type { SandboxChannel } from "./sandbox-channel.js";
 import type { TaskNetwork } from "./task-network.js";
 
@@ -15,6 +26,8 @@ const HOST_TIMEOUT_GRACE_MS = 15_000;
  */
 export class DockerSandbox implements Sandbox {
   private closed = false;
+  /** Processes started by spawn() that have not ended yet. */
+  private readonly processes = new Set<DockerSandboxProcess>();
 
   constructor(
     readonly id: string,
@@ -104,12 +117,29 @@ export class DockerSandbox implements Sandbox {
     }
   }
 
+  /** A Docker exec in the container (see {@link startDockerSandboxProcess}); it ends with the container. */
+  async spawn(request: SpawnRequest): Promise<SandboxProcess> {
+    if (this.closed) throw new SandboxGoneError(`sandbox ${this.id} is closed; cannot start ${request.command}`);
+    const started = await startDockerSandboxProcess(this.container, request, {
+      label: this.id,
+      killInside: async (marker) => {
+        await this.channel.request({ op: "kill_spawned", marker });
+      },
+    });
+    this.processes.add(started);
+    void started.exited.then(() => this.processes.delete(started));
+    return started;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const started of this.processes) started.markSandboxClosing();
     this.channel.close();
     // The proxy goes at the same time as the sandbox; the network once both are gone.
     await Promise.all([this.removeContainer(), this.network?.removeProxy()]);
+    // Their processes went with the container; do not wait for Docker to drop the connections.
+    for (const started of this.processes) started.abandon();
     await this.network?.removeNetwork().catch((error: unknown) => {
       throw new SandboxError(`could not remove the task network: ${(error as Error).message}`, { cause: error });
     });

@@ -9,7 +9,10 @@ import {
   type FileContent,
   type PathInfo,
   type Sandbox,
+  type SandboxProcess,
+  type SpawnRequest,
 } from "../sandbox.js";
+import { FakeSandboxProcess, missingProgram, type FakeProgram } from "./fake-sandbox-process.js";
 
 /** Answers `exec` in a {@link FakeSandbox}: return what the command "printed". */
 export type FakeExecHandler = (request: ExecRequest) => Partial<ExecResult> | Promise<Partial<ExecResult>>;
@@ -24,6 +27,9 @@ export class FakeSandbox implements Sandbox {
   readonly id = "fake";
   readonly files = new Map<string, Buffer>();
   readonly commands: ExecRequest[] = [];
+  /** What `spawn` runs, by command; an unknown command exits 127 as in the real sandbox. */
+  readonly programs = new Map<string, FakeProgram>();
+  readonly spawned: { request: SpawnRequest; process: FakeSandboxProcess }[] = [];
   closed = false;
 
   constructor(files: Record<string, string | Buffer> = {}, private readonly onExec: FakeExecHandler = () => ({})) {
@@ -90,7 +96,16 @@ export class FakeSandbox implements Sandbox {
     return [...entries].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, type]) => ({ name, type }));
   }
 
-  async stopAllProcesses(): Promise<void> {}
+  async spawn(request: SpawnRequest): Promise<SandboxProcess> {
+    const started = new FakeSandboxProcess(this.programs.get(request.command) ?? missingProgram, request);
+    this.spawned.push({ request, process: started });
+    return started;
+  }
+
+  /** Kills spawned processes (the fake has no others). */
+  async stopAllProcesses(): Promise<void> {
+    await Promise.all(this.spawned.map(({ process }) => process.kill()));
+  }
 
   /** Counts freezes; the fake has no processes to freeze. */
   freezes = 0;
@@ -102,6 +117,7 @@ export class FakeSandbox implements Sandbox {
 
   async close(): Promise<void> {
     this.closed = true;
+    await Promise.all(this.spawned.map(({ process }) => process.kill()));
   }
 
   [Symbol.asyncDispose](): Promise<void> {

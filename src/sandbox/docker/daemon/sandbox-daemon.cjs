@@ -355,6 +355,16 @@ function killOp(request) {
   return { killed: true };
 }
 
+// A process started with `docker exec` for Sandbox.spawn (an MCP server)
+// carries a marker of its own (spawn-<id>), so another command's timeout
+// spares it; this kills it and everything it started.
+function killSpawnedOp(request) {
+  if (typeof request.marker !== "string" || !/^spawn-[A-Za-z0-9-]+$/.test(request.marker)) {
+    throw new RequestError("BAD_REQUEST", "marker must look like spawn-<id>");
+  }
+  return { stopped: killMatching(request.marker, null) };
+}
+
 function handle(line) {
   let request;
   try {
@@ -382,6 +392,8 @@ function handle(line) {
         return respond(killOp(request));
       case "stop_all":
         return respond(stopAllOp());
+      case "kill_spawned":
+        return respond(killSpawnedOp(request));
       default:
         throw new RequestError("BAD_REQUEST", `unknown op ${request.op}`);
     }
