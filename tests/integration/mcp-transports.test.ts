@@ -21,7 +21,8 @@ describe("MCP transports besides the sandbox", () => {
     const container = await docker.createContainer({
       name: `agent-runner-mcp-http-test-${randomUUID().slice(0, 8)}`,
       Image: SANDBOX_IMAGE,
-      Cmd: ["mcp-server-everything", "streamableHttp"],
+      // Ends itself (AutoRemove) even if the test is killed before its cleanup.
+      Cmd: ["timeout", "300", "mcp-server-everything", "streamableHttp"],
       User: "1000:1000",
       Env: ["PORT=3001"],
       ExposedPorts: { "3001/tcp": {} },
@@ -53,7 +54,7 @@ describe("MCP transports besides the sandbox", () => {
     const servers = mcpServersSchema.parse({
       hosted: {
         command: "docker",
-        args: ["run", "-i", "--rm", "--name", name, "--network", "none", "--user", "1000:1000", "--cap-drop", "ALL", SANDBOX_IMAGE, "mcp-server-everything"],
+        args: ["run", "-i", "--rm", "--name", name, "--network", "none", "--user", "1000:1000", "--cap-drop", "ALL", SANDBOX_IMAGE, "timeout", "300", "mcp-server-everything"],
         env: process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {},
         trusted: true,
         timeout_ms: 30_000,
