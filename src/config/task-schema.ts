@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { checkCidr, parseAllowEntry, type AllowRule } from "./network-allow-list.js";
 import { hooksSchema } from "../hooks/tool-hooks.js";
+import { mcpServersSchema } from "../mcp/mcp-servers-schema.js";
 
 /** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
 export function parseMemory(value: string | number): number | null {
@@ -140,6 +141,8 @@ export const taskSchema = z.strictObject({
       worker_policy: z.string().min(1).optional(),
     })
     .default({ max_steps: 30, timeout_sec: 1800, explore_policy: "explore" }),
+  /** MCP servers whose tools the main agent gets (`mcp__<server>__<tool>`); stdio ones run inside the sandbox unless `trusted`. */
+  mcp_servers: mcpServersSchema,
   /** Host-side hooks around tool calls (the user's own code; see README "Hooks"). */
   hooks: hooksSchema,
   /** `merge`: after a verified success, fast-forward your checked-out branch to the run branch (when it has not moved and is clean). */

@@ -1,3 +1,4 @@
+import type { McpEvent } from "../mcp/mcp-events.js";
 import type { Usage } from "../model/messages.js";
 
 /**
@@ -8,6 +9,7 @@ import type { Usage } from "../model/messages.js";
 export const EVENT_SCHEMA_VERSION = 1;
 
 export type RunEvent =
+  | McpEvent
   | { type: "run.started"; data: { run_id: string; task: string; workspace: string; branch: string; base_commit: string } }
   | { type: "sandbox.created"; data: { sandbox_id: string; image: string; ready_ms: number; uid: number } }
   | {

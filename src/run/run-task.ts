@@ -12,6 +12,7 @@ import type { Tool } from "../tools/define-tool.js";
 import { mergeIntoUserBranch } from "../workspace/merge.js";
 import { loadSkills, loadSkillTool, skillCatalogText, userSkillsDirectory } from "../skills/index.js";
 import { loadPolicy } from "../policy/load-policy.js";
+import { connectMcpServers, type McpServers } from "../mcp/index.js";
 import { PermissionChecker } from "../policy/permission-checker.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { ToolHooks } from "../hooks/tool-hooks.js";
@@ -248,6 +249,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   let worktree: RunWorktree | null = null;
   let sandbox: Sandbox | null = null;
   let model: { client: ModelClient; close(): Promise<void> } | null = null;
+  let mcp: McpServers | null = null;
 
   try {
     let reused = false;
@@ -327,6 +329,15 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         problems: skills.problems.map((problem) => problem.message),
       },
     });
+    // MCP servers: stdio ones inside the sandbox (same files, user, limits and network), unless trusted.
+    mcp = await connectMcpServers(task.mcp_servers, {
+      sandbox: activeSandbox,
+      signal: options.signal,
+      events,
+      hostCwd: task.file ? dirname(task.file) : process.cwd(),
+      workspaceHostPath: task.workspacePath,
+    });
+    const mcpTools = mcp.tools;
     const skillCatalog = skillCatalogText(skills);
     const skillTools = skills.skills.length ? [loadSkillTool(skills)] : [];
     const context = contextSettings(task.model.context_window, task.context);
@@ -357,7 +368,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         context,
         tasks,
         parent: { agentId: MAIN_AGENT, worktree, sandbox: activeSandbox, gate, conversation: () => conversation },
-        toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context, skillTools),
+        toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context, skillTools, mcpTools),
         systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog }),
         verify: task.verify ?? null,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
@@ -371,7 +382,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       outcome = await runAgentLoop({
         agentId: MAIN_AGENT,
         model: modelClient,
-        tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools)),
+        tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools, mcpTools)),
         sandbox: activeSandbox,
         systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog }),
         instruction: task.instruction,
@@ -398,8 +409,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         ...(resume ? { resume: resume.restored } : {}),
       });
     }
-    // Background commands and subagents end with the agent.
+    // Background commands, subagents and MCP servers end with the agent.
     await tasks.stopAll();
+    await mcp?.close();
     report.final_message = outcome.finalMessage;
 
     // Nothing the agent started may run while host git reads the worktree.
@@ -445,6 +457,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     }
   } finally {
     await cleanUp(() => tasks.stopAll(), "subagents and background tasks", events);
+    await cleanUp(async () => mcp?.close(), "MCP servers", events);
     journal.close();
     await cleanUp(async () => sandbox?.close(), "sandbox", events);
     await cleanUp(async () => model?.close(), "model", events);
@@ -513,8 +526,8 @@ async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds:
 }
 
 /** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */
-function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[]): Tool[] {
-  const all = [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), ...skillTools, agentTool(host), ...taskTools(host.tasks)];
+function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[], mcpTools: Tool[]): Tool[] {
+  const all = [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), ...skillTools, ...mcpTools, agentTool(host), ...taskTools(host.tasks)];
   // The model sees only what the policy's tool allow-list admits (a call of anything else is refused anyway).
   return all.filter((tool) => host.mainChecker.toolAllowed(tool.name));
 }
@@ -528,14 +541,28 @@ const DELEGATION_DENIED = "subagents cannot start agents or manage tasks (one le
  * request prefix, tools included, is byte-identical to the parent's) with
  * delegation and, for explore, writing denied; otherwise only its own tools.
  */
-function subagentTools(mode: SubagentMode, fork: boolean, results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[]): ToolRegistry {
-  const all = mainAgentTools(results, host, context, skillTools);
-  const allowed = (tool: Tool) => (mode === "explore" ? EXPLORE_TOOLS.has(tool.name) : tool.name !== "agent" && !tool.name.startsWith("task_"));
-  if (!fork) return new ToolRegistry(all.filter(allowed));
+function subagentTools(
+  mode: SubagentMode,
+  fork: boolean,
+  results: ToolResultStore,
+  host: SubagentHost,
+  context: ContextSettings,
+  skillTools: Tool[],
+  mcpTools: Tool[],
+): ToolRegistry {
+  const all = mainAgentTools(results, host, context, skillTools, mcpTools);
+  const refusal = (tool: Tool): string | null => {
+    if (tool.name === "agent" || tool.name.startsWith("task_")) return DELEGATION_DENIED;
+    // MCP servers run in the main agent's sandbox, on its files: a subagent must not act there.
+    if (tool.name.startsWith("mcp__")) return "MCP tools belong to the main agent (its servers run in its sandbox)";
+    if (mode === "explore" && !EXPLORE_TOOLS.has(tool.name)) return "explore agents are read-only";
+    return null;
+  };
+  if (!fork) return new ToolRegistry(all.filter((tool) => refusal(tool) === null));
   const denied: Record<string, string> = {};
   for (const tool of all) {
-    if (allowed(tool)) continue;
-    denied[tool.name] = tool.name === "agent" || tool.name.startsWith("task_") ? DELEGATION_DENIED : "explore agents are read-only";
+    const reason = refusal(tool);
+    if (reason !== null) denied[tool.name] = reason;
   }
   return new ToolRegistry(all, denied);
 }
