@@ -5,6 +5,7 @@
  * tools saw inside the container, and inspecting Docker and git from the host
  * without letting anything in a repository run code here.
  */
+import { allowAllPolicy } from "../helpers/runner-cli.js";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -98,6 +99,9 @@ export async function runScriptedTask(options: ScriptedRunOptions): Promise<Scri
       workspace: options.repository,
       model: { provider: "scripted", script: scriptPath },
       sandbox: { image: SANDBOX_IMAGE, ...(options.sandbox ?? {}) },
+      // These probes test the sandbox and host-side git, the real boundary: the policy layer is
+      // opened up (its hard rules still apply) so it cannot hide a hole underneath.
+      policy: allowAllPolicy(taskDirectory),
       max_steps: options.turns.length + 5,
       ...(options.toolTimeoutMs ? { tool_timeout_ms: options.toolTimeoutMs } : {}),
       ...(options.verify ? { verify: options.verify } : {}),

@@ -90,7 +90,9 @@ function plantScript(markers: string): string {
     'git config -f evilgit/config diff.external "touch $M/PWNED-gitfile-external-diff; true"',
     "for h in pre-commit post-commit reference-transaction post-checkout post-index-change; do " +
       "printf '#!/bin/sh\\ntouch %s/PWNED-gitfile-hook-%s\\n' \"$M\" \"$h\" > evilgit/hooks/$h; chmod +x evilgit/hooks/$h; done",
-    "printf 'gitdir: evilgit\\n' > .git",
+    // The policy refuses a literal write to .git; a path computed at run time gets past it, as a hostile
+    // agent's would: what is tested here is the host-side git, not the policy.
+    "G=$(printf %s .git); printf 'gitdir: evilgit\\n' > \"$G\"",
     "git status >/dev/null 2>&1 || true",
     // 4. Symlinks to host files and directories outside the workspace.
     "ln -s $M/canary.txt leak-canary",
