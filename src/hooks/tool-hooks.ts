@@ -6,6 +6,8 @@ import type { GuardedCall, ToolResult } from "../tools/define-tool.js";
 
 /** Exit code with which a pre-tool hook blocks the call (its stderr is the reason), as in Claude Code's hooks. */
 export const BLOCKING_EXIT_CODE = 2;
+/** How long output may still arrive after a hook exits before its pipes are closed, ms. */
+const OUTPUT_GRACE_MS = 200;
 /** Output kept from a hook, per stream, bytes. */
 const HOOK_OUTPUT_BYTES = 16 * 1024;
 
@@ -121,24 +123,46 @@ export class ToolHooks {
       };
       child.stdout.on("data", keep(stdout));
       child.stderr.on("data", keep(stderr));
-      let timedOut = false;
-      // The whole process group goes at the timeout: a hook's children must not outlive it.
-      const timer = setTimeout(() => {
-        timedOut = true;
+      const killGroup = () => {
         try {
           process.kill(-child.pid!, "SIGKILL");
         } catch {
           // already gone
         }
+      };
+      let timedOut = false;
+      // The timeout is the hook's own: its whole process group goes when it passes.
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killGroup();
       }, hook.timeout_ms);
       const text = (parts: Buffer[]) => Buffer.concat(parts).toString("utf8").slice(0, HOOK_OUTPUT_BYTES);
-      child.on("error", (error) => {
+      let settled = false;
+      const finish = (outcome: HookOutcome) => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
-        resolve({ exitCode: null, stdout: "", stderr: "", timedOut: false, error: error.message });
-      });
-      child.on("close", (code) => {
-        clearTimeout(timer);
-        resolve({ exitCode: timedOut ? null : code, stdout: text(stdout), stderr: text(stderr), timedOut, error: null });
+        resolve(outcome);
+      };
+      child.on("error", (error) => finish({ exitCode: null, stdout: "", stderr: "", timedOut: false, error: error.message }));
+      // The verdict is the hook's exit, not the end of its output: a child it left behind holding the
+      // pipes must neither delay the call nor turn a block (exit 2) into a timeout. What the hook printed
+      // has arrived by the time the pipes drain or shortly after its exit; leftovers are killed.
+      child.on("exit", (code) => {
+        const done = () => {
+          killGroup();
+          child.stdout.destroy();
+          child.stderr.destroy();
+          finish({ exitCode: timedOut ? null : code, stdout: text(stdout), stderr: text(stderr), timedOut, error: null });
+        };
+        if (child.stdout.readableEnded && child.stderr.readableEnded) done();
+        else {
+          const grace = setTimeout(done, OUTPUT_GRACE_MS);
+          child.on("close", () => {
+            clearTimeout(grace);
+            done();
+          });
+        }
       });
       // A hook that does not read its stdin must not fail the write.
       child.stdin.on("error", () => undefined);

@@ -8,6 +8,8 @@ export interface GuardedCall {
   arguments: Record<string, unknown>;
   toolCallId: string;
   agentId: string;
+  /** The tool's `readOnly` (for MCP tools: the server's `readOnlyHint`). */
+  readOnly: boolean;
 }
 
 /**

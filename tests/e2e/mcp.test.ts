@@ -165,10 +165,8 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
     expect(inspectGit(repo, ["ls-tree", "--name-only", "-r", report.head_commit]).split("\n").filter(Boolean).sort()).toEqual(["notes.txt", "src/app.md"]);
   });
 
-  // BUG (policy gap): the worker policy's path rule "no writes to .env*" (README "Policies") is checked only for the
-  // built-in write_file/edit_file and shell redirections; the MCP filesystem server's write_file writes /workspace/.env
-  // unhindered under the default policy. Remove `.fails` once MCP file tools are held to the policy's path rules.
-  it.fails("the worker policy's .env* write rule also holds for an MCP server's file-writing tool", async () => {
+  // MCP tools that take paths are held to the policy's path rules like the built-in file tools.
+  it("the worker policy's .env* write rule also holds for an MCP server's file-writing tool", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const { task, repo } = writeScriptedTask(directory.path, {

@@ -328,11 +328,8 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
     ]);
   });
 
-  // BUG (src/hooks/tool-hooks.ts, ToolHooks.run): a hook's outcome is taken at the 'close' of its stdio, not at its exit.
-  // A pre hook that exits 2 but leaves a background process holding its stdout/stderr (a logger, `cmd &`) is killed
-  // at timeout_ms and reported as "timed out": its block is lost and the call RUNS. (With `setsid cmd &` the call even
-  // waits for as long as that process lives, unbounded by timeout_ms.) Remove `.fails` once the exit status decides.
-  it.fails("a pre hook that exits 2 but leaves a background process behind still blocks the call (its exit decides, not its children)", async () => {
+  // A hook's exit decides; children it leaves behind are killed and cannot delay or undo a block.
+  it("a pre hook that exits 2 but leaves a background process behind still blocks the call (its exit decides, not its children)", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     mkdirSync(join(directory.path, "hooks"));
