@@ -60,7 +60,9 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
             tool_calls: [toolCall("mcp__files__read_text_file", { path: "/etc/passwd" }), toolCall("mcp__files__read_text_file", { path: "/workspace/../etc/passwd" })],
           },
           {
-            expect: { tool_result_matches: "^Error: Access denied - [^\\n]*outside allowed directories[\\s\\S]*\\nError: Access denied - ", tool_result_not_matches: "root:x:0:0" },
+            // The policy's hard rule refuses paths outside /workspace before the server sees them (the
+            // server's own refusal, symlinks included, is covered by tests/integration/mcp-servers).
+            expect: { tool_result_matches: "^\\[denied\\] [^\\n]*outside[\\s\\S]*\\n\\[denied\\] ", tool_result_not_matches: "root:x:0:0" },
             // The server is a process of the sandbox (as the sandbox user); the agent waits while the test looks from the host.
             tool_calls: [toolCall("run_shell", { command: `ps -eo user,args | grep -F '${SERVER_PROCESS}' | grep -v grep; ls /sys/class/net; ${waitForRelease("inspected")}` })],
           },
@@ -94,7 +96,7 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
       const result = await running.result;
       expect(result.code, result.stderr + result.stdout).toBe(0);
       const report = readReport(runDirectory);
-      expect(report).toMatchObject({ status: "succeeded", reason: "verified", error: null });
+      expect(report).toMatchObject({ status: "succeeded", reason: "verified_with_denials", error: null, denials: { "hard.workspace-confinement": 2 } });
 
       const calls = callsAndResults(runDirectory, "main");
       expect(calls.map((call) => call.name)).toEqual([
@@ -111,7 +113,7 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
       expect(calls[0]!.result.split("\n").sort()).toEqual(["[DIR] src", "[FILE] .git", "[FILE] notes.txt"]);
       expect(calls[1]!.result).toBe("hello from the workspace\n");
       for (const refused of [calls[2]!, calls[3]!]) {
-        expect(refused.result).toMatch(/^Error: Access denied - .*outside allowed directories/);
+        expect(refused.result).toMatch(/^\[denied\] .*outside/);
         expect(refused.result).not.toContain("root:");
       }
       // After the kill: a clear error naming the server, its exit and that its tools are gone for the run.
