@@ -124,8 +124,8 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
       expect(eventsOfType(events, "mcp_server.connected").map((event) => [event.data.server, event.data.transport])).toEqual([["files", "sandbox"]]);
       expect(eventsOfType(events, "mcp_server.connected")[0]!.data.tools).toEqual(expect.arrayContaining(["mcp__files__list_directory", "mcp__files__read_text_file"]));
       expect(eventsOfType(events, "mcp_server.exited").map((event) => event.data.server)).toEqual(["files"]);
-      // The MCP calls ran (and were refused by the server, not the runner): no policy denial.
-      expect(report.denials).toEqual({});
+      // The two reads outside /workspace were refused by the runner's hard rule, counted as such.
+      expect(report.denials).toEqual({ "hard.workspace-confinement": 2 });
       expect(inspectGit(repo, ["ls-tree", "--name-only", "-r", `runner/${runId}`]).split("\n").filter(Boolean).sort()).toEqual(["notes.txt", "src/app.md"]);
       expect(containersOfRun(runId)).toEqual([]);
     } finally {
