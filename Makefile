@@ -57,6 +57,7 @@ bench: deps build
 	npx tsx bench/sandbox.bench.ts
 	npx tsx bench/network.bench.ts
 	npx tsx bench/long-run.bench.ts
+	npx tsx bench/subagents.bench.ts
 
 clean:
 	rm -rf dist node_modules/.installed
