@@ -26,7 +26,7 @@ import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { commitRunWorktree, createBranchWorktree, createRunWorktree, removeRunWorktree, type RunWorktree } from "../../src/workspace/run-worktree.js";
 import { BENCH_IMAGE, benchSpec, execFileAsync, nextContainerName, SANDBOX_UID, sweepBenchContainers } from "../lib/docker-env.js";
 import { fmt, median, printTable, time, type Row } from "../lib/stats.js";
-import { cleanUpRuns, git, makeTemplate, runPhases, runPlan, workerPhases, type RepoTemplate, type RunPhases, type WorkerPhases } from "./subagent-runs.js";
+import { cleanUpRuns, git, makeTemplate, runPhases, runPlan, workerPhases, type RunPhases, type WorkerPhases } from "./subagent-runs.js";
 
 /** The same loop as run-worktree.ts's changeOwnerRecursively (not exported): lstat, readdir, lchown, no symlink followed. */
 function lchownWalk(root: string, uid: number, gid: number): number {

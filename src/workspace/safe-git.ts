@@ -1,6 +1,5 @@
-import { privateDirectory } from "../process/private-directory.js";
 import { execFile } from "node:child_process";
-import { simpleGit, type SimpleGit } from "simple-git";
+import { privateDirectory } from "../process/private-directory.js";
 
 /**
  * Host-side git that a hostile worktree cannot turn into code execution
@@ -17,9 +16,8 @@ import { simpleGit, type SimpleGit } from "simple-git";
  *   setting that runs a program: hooks, fsmonitor, and each filter, diff and
  *   merge driver the repository's config defines; submodules are not recursed.
  *
- * simple-git blocks these `-c` keys by default to protect callers passing
- * untrusted arguments; we set them to *disarm* those features, so the matching
- * `unsafe` switches are enabled here and only here.
+ * Arguments go to git as an argv array (`execFile`, no shell); only the
+ * runner builds them.
  */
 export interface SafeGitOptions {
   /** Directory git runs in. */
@@ -76,32 +74,39 @@ export function safeGitEnvironment(): Record<string, string> {
   };
 }
 
-export function safeGit(options: SafeGitOptions): SimpleGit {
-  const git = simpleGit({
-    baseDir: options.baseDirectory,
-    config: [...BASE_CONFIG, ...(options.config ?? [])],
-    unsafe: {
-      allowUnsafeHooksPath: true,
-      allowUnsafeFsMonitor: true,
-      allowUnsafeFilter: true,
-      allowUnsafeDiffExternal: true,
-      allowUnsafeDiffTextConv: true,
-      allowUnsafeMergeDriver: true,
-      allowUnsafeConfigPaths: true,
-      allowUnsafeAskPass: true,
-      allowUnsafeEditor: true,
-      allowUnsafePager: true,
-    },
-  }).env(safeGitEnvironment());
-  return git;
+/** Host git's arguments for `args`: the disarming `-c` list, the overrides, explicit `--git-dir`/`--work-tree`. */
+function gitArguments(options: SafeGitOptions, args: string[]): string[] {
+  return [
+    ...[...BASE_CONFIG, ...(options.config ?? [])].flatMap((entry) => ["-c", entry]),
+    ...(options.gitDirectory ? [`--git-dir=${options.gitDirectory}`] : []),
+    ...(options.workTree ? [`--work-tree=${options.workTree}`] : []),
+    ...args,
+  ];
 }
 
-/** Runs raw git arguments through {@link safeGit}, adding `--git-dir`/`--work-tree` when given. */
-export function rawSafeGit(options: SafeGitOptions, args: string[]): Promise<string> {
-  const prefix: string[] = [];
-  if (options.gitDirectory) prefix.push(`--git-dir=${options.gitDirectory}`);
-  if (options.workTree) prefix.push(`--work-tree=${options.workTree}`);
-  return safeGit(options).raw([...prefix, ...args]);
+/** Host git failed (non-zero exit); the message carries git's stderr. */
+export class GitCommandError extends Error {
+  constructor(
+    readonly args: string[],
+    readonly exitCode: number,
+    readonly stderr: string,
+  ) {
+    super(stderr.trim() || `git ${args.join(" ")} exited with ${exitCode}`);
+    this.name = "GitCommandError";
+  }
+}
+
+/**
+ * Runs git on the host with {@link safeGitEnvironment} and the disarming
+ * config, resolving with its stdout; rejects with {@link GitCommandError} on a
+ * non-zero exit. Plain `execFile`: simple-git waits 50 ms after every command
+ * that prints nothing (its completion detection), which cost ~600 ms per
+ * worker subagent (bench/README.md "Subagents").
+ */
+export async function rawSafeGit(options: SafeGitOptions, args: string[]): Promise<string> {
+  const result = await safeGitResult(options, args);
+  if (result.exitCode !== 0) throw new GitCommandError(args, result.exitCode, result.stderr);
+  return result.stdout;
 }
 
 /**
@@ -109,12 +114,7 @@ export function rawSafeGit(options: SafeGitOptions, args: string[]): Promise<str
  * (e.g. `git merge-tree` exits 1 on conflicts). Rejects only when git cannot run.
  */
 export function safeGitResult(options: SafeGitOptions, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  const command = [
-    ...[...BASE_CONFIG, ...(options.config ?? [])].flatMap((entry) => ["-c", entry]),
-    ...(options.gitDirectory ? [`--git-dir=${options.gitDirectory}`] : []),
-    ...(options.workTree ? [`--work-tree=${options.workTree}`] : []),
-    ...args,
-  ];
+  const command = gitArguments(options, args);
   return new Promise((resolve, reject) => {
     execFile("git", command, { cwd: options.baseDirectory, env: safeGitEnvironment(), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" }, (error, stdout, stderr) => {
       if (error && typeof error.code !== "number") reject(error);

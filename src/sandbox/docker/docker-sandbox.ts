@@ -15,6 +15,9 @@ import { startDockerSandboxProcess, type DockerSandboxProcess } from "./docker-s
 import type { SandboxChannel } from "./sandbox-channel.js";
 import type { TaskNetwork } from "./task-network.js";
 
+/** Tries to reach a paused/unpaused state, and the wait between tries (times the try number), ms. */
+const FREEZE_ATTEMPTS = 5;
+const FREEZE_RETRY_MS = 20;
 /** How long close() waits for Docker to finish removing the container, ms. */
 const REMOVAL_TIMEOUT_MS = 30_000;
 /** Grace on top of a command's own timeout before the host stops waiting for the daemon. */
@@ -105,16 +108,39 @@ export class DockerSandbox implements Sandbox {
   }
 
   async freeze<T>(operation: () => Promise<T>): Promise<T> {
-    try {
-      await this.container.pause();
-    } catch (error) {
-      throw new SandboxError(`sandbox ${this.id}: could not pause the container: ${(error as Error).message}`, { cause: error });
-    }
+    await this.setPaused(true);
     try {
       return await operation();
     } finally {
-      await this.container.unpause().catch(() => undefined);
+      await this.setPaused(false);
     }
+  }
+
+  /**
+   * Pauses or unpauses the container and waits until Docker reports that
+   * state. Docker 20.10 can answer a pause right after an unpause with 409/500
+   * ("already paused", "cannot pause a paused container") while the previous
+   * unpause settles: the state is then read back and the call retried, never
+   * left half-done. Throws SandboxError when the state cannot be reached.
+   */
+  private async setPaused(paused: boolean): Promise<void> {
+    let lastError: unknown = null;
+    for (let attempt = 0; attempt < FREEZE_ATTEMPTS; attempt += 1) {
+      try {
+        if (paused) await this.container.pause();
+        else await this.container.unpause();
+      } catch (error) {
+        lastError = error;
+      }
+      const state = await this.container.inspect().then(
+        (info) => info.State,
+        () => null,
+      );
+      if (state && state.Paused === paused) return;
+      if (state && !state.Running) break;
+      await new Promise((resolve) => setTimeout(resolve, FREEZE_RETRY_MS * (attempt + 1)));
+    }
+    throw new SandboxError(`sandbox ${this.id}: could not ${paused ? "pause" : "unpause"} the container${lastError ? `: ${errorMessage(lastError)}` : ""}`, { cause: lastError });
   }
 
   /** A Docker exec in the container (see {@link startDockerSandboxProcess}); it ends with the container. */
