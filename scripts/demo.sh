@@ -12,10 +12,12 @@ git -C "$scratch/repo" init -q -b main
 git -C "$scratch/repo" add -A
 git -C "$scratch/repo" -c user.name=demo -c user.email=demo@localhost commit -q -m "initial"
 set +e
-node "$root/dist/cli/main.js" exec "$scratch/task.yaml"
-status=$?
+node "$root/dist/cli/main.js" exec "$scratch/task.yaml" | tee "$scratch/summary.txt"
+status=${PIPESTATUS[0]}
 set -e
-report=$(ls -td "${RUNNER_HOME:-$HOME/.runner}"/runs/*/ | head -1)
+# This run's directory, from its own summary (other runs may share RUNNER_HOME).
+report=$(sed -n 's/^run directory: //p' "$scratch/summary.txt")/
+[ "$report" != "/" ] || exit "$status"
 echo
 echo "=== verified diff (${report}patch.diff) ==="
 cat "${report}patch.diff"

@@ -243,11 +243,18 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
     report.error = signal.aborted ? `timed out after ${host.limits.timeoutMs} ms` : errorMessage(error);
     return finish(host, report, started, {
       status: "failed",
-      output: `Error: subagent ${agentId} (${request.description}) failed: ${report.error}${report.branch ? `. Its branch ${report.branch} keeps what it committed.` : ""}`,
+      output: `Error: subagent ${agentId} (${request.description}) failed: ${report.error}${report.branch ? `. Its branch ${report.branch} keeps its work (committed as it stopped).` : ""}`,
     });
   } finally {
     await sandbox?.close().catch(() => undefined);
     if (request.worktree) {
+      // A worker that failed, timed out or was stopped keeps its edits on its branch (its container is gone,
+      // so nothing races host git); a commit that already happened makes this a no-op.
+      if (report.status === "failed" || report.status === "cancelled") {
+        await commitRunWorktree(request.worktree, `agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`).catch((error: unknown) =>
+          host.events.emit({ type: "cleanup.failed", data: { what: `commit of ${agentId}'s partial work`, error: errorMessage(error) } }),
+        );
+      }
       const failure = await removeRunWorktree(request.worktree);
       if (failure) host.events.emit({ type: "cleanup.failed", data: { what: `worktree of ${agentId}`, error: failure.message } });
     }

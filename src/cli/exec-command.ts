@@ -81,7 +81,7 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
   await resolveRepository(run.task.workspacePath);
   await prepareRun(run.task, home, signal, provider);
   const view = options.json ? undefined : new ProgressView();
-  if (!options.json) process.stdout.write(`resuming run ${run.runId} at model call ${run.restored.nextStep}\n`);
+  if (!options.json) process.stdout.write(`resuming run ${run.runId} at model call ${run.restored.nextStep + 1}\n`);
   const result = await resumeRun(
     run,
     { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home },
@@ -148,11 +148,11 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     `run directory: ${runDirectory}`,
     report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
     Object.keys(report.denials).length
-      ? `denied: ${Object.entries(report.denials).map(([rule, count]) => `${rule} ×${count}`).join(", ")} (policy ${report.policy}; see events.jsonl tool_call.denied)`
+      ? `denied: ${Object.entries(report.denials).map(([rule, count]) => `${rule} ×${count}`).join(", ")} (rules of the agents' policies; see events.jsonl tool_call.denied)`
       : "",
-    report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${terminalSafe(report.merge.detail)}` : "",
+    report.merge ? `merge: ${terminalSafe(report.merge.detail)}` : "",
     report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
-    report.status === "cancelled" || report.status === "error" ? `continue it: runner resume ${report.run_id}` : "",
+    (report.status === "cancelled" || report.status === "error") && report.steps > 0 ? `continue it: runner resume ${report.run_id}` : "",
   ];
   process.stdout.write(`${lines.filter(Boolean).join("\n")}\n`);
 }
@@ -167,6 +167,9 @@ function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
   }
   if (!options.instruction) {
     throw new ConfigError("missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction \"...\" --workspace DIR`");
+  }
+  if (!options.workspace) {
+    throw new ConfigError("--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR`; `--workspace .` for this directory)");
   }
   const raw: Record<string, unknown> = {
     name: options.name ?? "adhoc",

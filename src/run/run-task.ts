@@ -126,7 +126,9 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   }
   const session = restoreSession(join(runDirectory, SESSION_JOURNAL));
   const restored = session.get(MAIN_AGENT);
-  if (!restored || restored.messages.length === 0) throw new ConfigError(`run ${runId} has no session.jsonl to resume from; start a new run instead`);
+  if (!restored || restored.messages.length === 0) {
+    throw new ConfigError(`run ${runId} ended before its agent started (${previous?.reason ?? "no report"}): there is no conversation to resume; fix the cause and start a new run`);
+  }
   const task = JSON.parse(readFileSync(join(runDirectory, TASK_RECORD), "utf8")) as Task;
   const subagentIds = [...session.keys()].filter((id) => id !== MAIN_AGENT);
   const previousAgents = ((previous as { agents?: SubagentReport[] } | null)?.agents ?? []).filter((agent) => typeof agent?.id === "string");
