@@ -150,7 +150,7 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     Object.keys(report.denials).length
       ? `denied: ${Object.entries(report.denials).map(([rule, count]) => `${rule} ×${count}`).join(", ")} (rules of the agents' policies; see events.jsonl tool_call.denied)`
       : "",
-    report.merge ? `merge: ${terminalSafe(report.merge.detail)}` : "",
+    report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${terminalSafe(report.merge.detail)}` : "",
     report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
     (report.status === "cancelled" || report.status === "error") && report.steps > 0 ? `continue it: runner resume ${report.run_id}` : "",
   ];

@@ -446,7 +446,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       if (task.on_success === "merge") {
         report.merge = report.verify?.passed
           ? await mergeIntoUserBranch(worktree.repositoryRoot, worktree.gitConfig, worktree.branch, worktree.baseCommit)
-          : { merged: false, branch: null, detail: "not merged: only a verified run is merged, and the task has no verify command" };
+          : { merged: false, branch: null, detail: "only a verified run is merged, and the task has no verify command" };
         events.emit({ type: "workspace.merged", data: { merged: report.merge.merged, branch: report.merge.branch, detail: report.merge.detail } });
       }
     }

@@ -57,7 +57,7 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
     expect(report).toMatchObject({ status: "succeeded", reason: "verified_with_denials", policy: "ci", denials: { "commands.git-push": 1, "commands.privileges": 1 } });
     expect(Object.keys(report.denials as object)).toHaveLength(2);
     expect(result.stdout).toContain("status: succeeded (verified_with_denials)");
-    expect(result.stdout).toMatch(/^denied: commands\.git-push ×1, commands\.privileges ×1 \(policy ci; see events\.jsonl tool_call\.denied\)$/m);
+    expect(result.stdout).toMatch(/^denied: commands\.git-push ×1, commands\.privileges ×1 \(rules of the agents. policies; see events\.jsonl tool_call\.denied\)$/m);
     const denied = eventsOfType(readEvents(runDirectory), "tool_call.denied").map((event) => event.data);
     expect(denied).toEqual([
       expect.objectContaining({ agent_id: "main", name: "run_shell", rule: "commands.git-push", reason: expect.stringContaining(PUSH_REASON) }),

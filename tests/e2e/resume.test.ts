@@ -73,7 +73,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
 
       const resumed = await runCli(["resume", runId], environment);
       expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
-      expect(resumed.stdout).toContain(`resuming run ${runId} at model call 2`);
+      expect(resumed.stdout).toContain(`resuming run ${runId} at model call 3`);
 
       const report = readJson(join(runDirectory, "report.json"));
       expect(report).toMatchObject({
@@ -250,7 +250,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     writeFileSync(join(directory.path, "script.yaml"), JSON.stringify({ turns: turns([]) }));
     const resumed = await runCli(["resume", runId], environment);
     expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
-    expect(resumed.stdout).toContain(`resuming run ${runId} at model call 1`);
+    expect(resumed.stdout).toContain(`resuming run ${runId} at model call 2`);
     expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1, steps: 3, tool_calls: 2, final_message: "Logged twice." });
     expect(git("show", `runner/${runId}:log.txt`)).toBe("first\nsecond\n");
     const events = readEvents(runDirectory);
