@@ -1,8 +1,8 @@
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, isAbsolute, relative, resolve } from "node:path";
 import { parseDocument } from "yaml";
-import type { z } from "zod";
 import { ConfigError } from "../errors.js";
+import { describeIssue } from "./describe-issue.js";
 import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy/load-policy.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
 
@@ -56,7 +56,7 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
     throw new TaskValidationError(label, [{ path: "", message: "expected a mapping of task fields (name, instruction, workspace, ...)" }]);
   }
   const parsed = taskSchema.safeParse(raw, { reportInput: true });
-  const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map(describeIssue);
+  const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map((issue) => describeIssue(issue, "task.yaml"));
   if (!parsed.success) throw new TaskValidationError(label, problems);
   const task = parsed.data;
   const workspacePath = isAbsolute(task.workspace) ? task.workspace : resolve(baseDirectory, task.workspace);
@@ -122,24 +122,3 @@ function isInside(path: string, directory: string): boolean {
   return relation === "" || (!relation.startsWith("..") && !isAbsolute(relation));
 }
 
-function describeIssue(issue: z.core.$ZodIssue): TaskProblem {
-  const path = issue.path.map(String).join(".");
-  if (issue.code === "unrecognized_keys") {
-    return { path, message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")} (check the spelling; see README "task.yaml")` };
-  }
-  if (issue.code === "invalid_type") {
-    if (issue.input === undefined) return { path, message: `required: expected ${issue.expected}` };
-    return { path, message: `expected ${issue.expected}, got ${describeValue(issue.input)}` };
-  }
-  if (issue.code === "invalid_key") {
-    return { path, message: `invalid key ${JSON.stringify(String(issue.input))}: ${issue.issues.map((inner) => inner.message).join("; ")}` };
-  }
-  return { path, message: issue.message };
-}
-
-function describeValue(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "a list";
-  if (typeof value === "object") return "a mapping";
-  return `${typeof value} ${JSON.stringify(value)}`;
-}

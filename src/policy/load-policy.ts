@@ -1,8 +1,8 @@
+import { describeIssue } from "../config/describe-issue.js";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseDocument } from "yaml";
-import type { z } from "zod";
 import { ConfigError } from "../errors.js";
 import { policySchema, type Policy } from "./policy-schema.js";
 
@@ -87,37 +87,6 @@ export function validatePolicy(raw: unknown, label: string): Policy {
     throw new PolicyValidationError(label, [{ path: "", message: "expected a mapping of policy fields (name, description, tools, ...)" }]);
   }
   const parsed = policySchema.safeParse(raw, { reportInput: true });
-  if (!parsed.success) throw new PolicyValidationError(label, parsed.error.issues.map(describeIssue));
+  if (!parsed.success) throw new PolicyValidationError(label, parsed.error.issues.map((issue) => describeIssue(issue, "Policies")));
   return parsed.data;
-}
-
-function describeIssue(issue: z.core.$ZodIssue): PolicyProblem {
-  const path = issue.path.map(String).join(".");
-  if (issue.code === "unrecognized_keys") {
-    return { path, message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")} (check the spelling; see README "Policies")` };
-  }
-  if (issue.code === "invalid_type") {
-    if (issue.input === undefined) return { path, message: `required: expected ${issue.expected}` };
-    return { path, message: `expected ${issue.expected}, got ${describeValue(issue.input)}` };
-  }
-  if (issue.code === "invalid_value") {
-    return { path, message: `expected one of ${issue.values.map((value) => JSON.stringify(value)).join(", ")}, got ${describeValue(issue.input)}` };
-  }
-  if (issue.code === "invalid_union") {
-    // `match: string | list`, path deny entries `glob | { glob, reason }`: a value of neither type.
-    const expected = issue.errors.flat().flatMap((nested) => (nested.code === "invalid_type" && nested.path.length === 0 ? [nested.expected] : []));
-    if (expected.length === issue.errors.length) {
-      const names = expected.map((type) => (type === "object" ? "a mapping" : type === "array" ? "a list" : `a ${type}`));
-      return { path, message: `expected ${names.join(" or ")}, got ${describeValue(issue.input)}` };
-    }
-    return { path, message: [...new Set(issue.errors.flat().map((nested) => nested.message))].join("; or ") };
-  }
-  return { path, message: issue.message };
-}
-
-function describeValue(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "a list";
-  if (typeof value === "object") return "a mapping";
-  return `${typeof value} ${JSON.stringify(value)}`;
 }
