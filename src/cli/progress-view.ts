@@ -32,9 +32,9 @@ export class ProgressView implements EventSink {
       case "sandbox.restarted":
         return c.yellow(`sandbox restarted as ${event.data.sandbox_id} (its control process was killed)`);
       case "model_call.finished":
-        return event.data.content ? `${c.cyan(`step ${event.data.step + 1}`)} model: ${oneLine(event.data.content, 160)}` : null;
+        return event.data.content ? `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} model: ${oneLine(event.data.content, 160)}` : null;
       case "tool_call.started":
-        return `${c.cyan(`step ${event.data.step + 1}`)} ${c.bold(event.data.name)} ${oneLine(event.data.arguments, 140)}`;
+        return `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} ${c.bold(event.data.name)} ${oneLine(event.data.arguments, 140)}`;
       case "tool_call.finished":
         return event.data.is_error ? `  ${c.yellow("↳")} ${oneLine(event.data.result_preview, 160)}` : null;
       case "workspace.committed":
@@ -81,6 +81,11 @@ export class ProgressView implements EventSink {
         return null;
     }
   }
+}
+
+/** `step 3`, or `w2 step 3` for a subagent, so parallel agents' lines can be told apart. */
+function stepLabel(agentId: string, step: number): string {
+  return agentId === "main" ? `step ${step + 1}` : `${agentId} step ${step + 1}`;
 }
 
 /** Flattens text to one line with terminal control characters made visible (the model and the repository choose this text). */

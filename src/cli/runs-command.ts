@@ -58,7 +58,7 @@ export function showCommand(home: string, idOrPrefix: string): number {
   const matches = listRuns(home).filter((run) => run.id.startsWith(idOrPrefix));
   if (matches.length !== 1) {
     throw new ConfigError(
-      matches.length === 0 ? `no run ${idOrPrefix} in ${join(home, "runs")} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs; give more of the id`,
+      matches.length === 0 ? `no run ${idOrPrefix} in ${join(home, "runs")} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).map((match) => match.id).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
     );
   }
   const directory = join(home, "runs", matches[0]!.id);

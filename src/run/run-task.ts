@@ -111,7 +111,7 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   const runs = join(home, "runs");
   const matches = existsSync(runs) ? readdirSync(runs).filter((id) => id.startsWith(idOrPrefix)) : [];
   if (matches.length !== 1) {
-    throw new ConfigError(matches.length === 0 ? `no run ${idOrPrefix} in ${runs} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs; give more of the id`);
+    throw new ConfigError(matches.length === 0 ? `no run ${idOrPrefix} in ${runs} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`);
   }
   const runId = matches[0]!;
   const runDirectory = join(runs, runId);
