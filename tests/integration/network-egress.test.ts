@@ -402,11 +402,8 @@ describe("refused by the proxy before it connects anywhere", () => {
   });
 
   it("a refusal of a NUL or control-character name is visible: a 403 body naming it, and a network.denied event", async () => {
-    // BUG: Node's HTTP parser rejects such request targets before the proxy's
-    // own check (`host name contains control characters`) can run; the
-    // `clientError` handler answers a bare 400 with no body and no event.
-    // Fix: in `clientError`, take the request line from `error.rawPacket`,
-    // report a `denied` event and answer 403 with the refusal body.
+    // Node's HTTP parser rejects such request targets before the proxy's own check runs: the proxy's
+    // `clientError` handler judges the raw request line instead, once per connection.
     await using ns = await openSandbox(["allowed.test"]);
     const answer = await ns.raw(request("CONNECT allowed\\x00.test:443"));
     expect(answer).toMatch(/^HTTP\/1\.1 4\d\d /);

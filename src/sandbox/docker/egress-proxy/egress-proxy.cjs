@@ -216,8 +216,14 @@ function startServer(config, listenAddress, listenPort) {
 
   // Node's parser rejects requests it cannot parse (NUL or control characters
   // in the target) before our handlers run: refuse them visibly all the same.
+  // One verdict per connection: bytes that arrive after the refusal (a request
+  // split over several packets) can make the parser fail again on the same socket.
+  const judged = new WeakSet();
   server.on("clientError", (error, socket) => {
     socket.on("error", () => undefined);
+    // Already answered: the refusal is on its way and the socket closes after it.
+    if (judged.has(socket)) return;
+    judged.add(socket);
     // A client that went away, or timed out, made no request to judge.
     if (!error.rawPacket || error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT") {
       socket.destroy();
