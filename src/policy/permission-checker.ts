@@ -1,7 +1,7 @@
 import picomatch from "picomatch";
 import { CommandJudge, type CommandFinding } from "./command-judge.js";
 import { checkHardPathRules, PathRuleSet, workspaceRelativePath, type PathAccess } from "./path-rules.js";
-import type { Policy, Risk } from "./policy-schema.js";
+import { RISK_SEVERITY, type Policy, type Risk } from "./policy-schema.js";
 import { ShellParser } from "./shell-syntax.js";
 
 /** The verdict on one tool call. */
@@ -35,6 +35,10 @@ export const PATH_TOOLS: Readonly<Record<string, { argument: string; access: Pat
 
 /** The tool whose `command` argument the command rules judge. */
 export const SHELL_TOOL = "run_shell";
+
+/** MCP tools (`mcp__<server>__<tool>`), and the argument names under which they commonly take workspace paths. */
+const MCP_TOOL_PREFIX = "mcp__";
+const MCP_PATH_ARGUMENTS = ["path", "paths", "source", "destination"];
 
 /**
  * Checks tool calls against a policy, in this order: hard rules (paths stay
@@ -73,8 +77,9 @@ export class PermissionChecker {
    * Judges one call. `args` are the call's validated arguments (an object);
    * a path argument that is not a string is left to argument validation.
    */
-  check(toolName: string, args: unknown): PermissionDecision {
+  check(toolName: string, args: unknown, options: { readOnly?: boolean } = {}): PermissionDecision {
     const argumentsObject = typeof args === "object" && args !== null ? (args as Record<string, unknown>) : {};
+    if (toolName.startsWith(MCP_TOOL_PREFIX)) return this.checkMcp(toolName, argumentsObject, options.readOnly ?? false);
     const pathTool = Object.hasOwn(PATH_TOOLS, toolName) ? PATH_TOOLS[toolName] : undefined;
     const rawPath = pathTool ? argumentsObject[pathTool.argument] : undefined;
     const path = pathTool ? (typeof rawPath === "string" ? rawPath : rawPath === undefined ? "." : null) : null;
@@ -95,6 +100,29 @@ export class PermissionChecker {
       return { decision: judgement.risk, reason: judgement.reason, rule: judgement.rule, subject: command, findings: judgement.findings };
     }
     return tool;
+  }
+
+  /**
+   * An MCP tool: its tool rule, then each path it takes (`path`, `paths`,
+   * `source`, `destination`) against the hard rules and the read (for a
+   * `readOnlyHint` tool) or write path rules, like the built-in file tools.
+   * The most severe verdict wins.
+   */
+  private checkMcp(toolName: string, args: Record<string, unknown>, readOnly: boolean): PermissionDecision {
+    let verdict = this.checkTool(toolName);
+    const access = readOnly ? "read" : "write";
+    const paths = MCP_PATH_ARGUMENTS.flatMap((name) => {
+      const value = args[name];
+      return typeof value === "string" ? [value] : Array.isArray(value) ? value.filter((item): item is string => typeof item === "string") : [];
+    });
+    for (const path of paths) {
+      const hard = checkHardPathRules(path, access);
+      const byPath = hard ?? this.paths.check(path, access);
+      if (RISK_SEVERITY[byPath.risk] > RISK_SEVERITY[verdict.decision]) {
+        verdict = { decision: byPath.risk, reason: `${toolName} on ${path}: ${byPath.reason}`, rule: byPath.rule, subject: path };
+      }
+    }
+    return verdict;
   }
 
   private checkTool(toolName: string): PermissionDecision {

@@ -3,8 +3,7 @@ import { CancelledError } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
 import type { ToolHooks } from "../hooks/tool-hooks.js";
 import { decideApproval, resolveApprovalAnswer, type ApprovalAnswer } from "../policy/approval.js";
-import type { PermissionChecker, PermissionDecision } from "../policy/permission-checker.js";
-import { RISK_SEVERITY } from "../policy/policy-schema.js";
+import type { PermissionChecker } from "../policy/permission-checker.js";
 import type { GuardedCall, ToolGuard, ToolResult } from "../tools/define-tool.js";
 import { abortableSleep } from "../model/openai-model-client.js";
 
@@ -51,7 +50,7 @@ export class PermissionGuard implements ToolGuard {
   async check(call: GuardedCall): Promise<{ allowed: true } | { allowed: false; reason: string }> {
     const { checker } = this.options;
     const policy = checker.policy;
-    const decision = mcpPathDecision(checker, call) ?? checker.check(call.name, call.arguments);
+    const decision = checker.check(call.name, call.arguments, { readOnly: call.readOnly });
     let step = decideApproval({ toolName: call.name, decision, interactive: this.options.ask !== null, policy, remembered: this.options.remembered });
     if (step.kind === "ask") {
       const ask = this.options.ask!;
@@ -93,29 +92,4 @@ export class PermissionGuard implements ToolGuard {
       await abortableSleep(this.recentCalls[0]! + MINUTE_MS - now, this.options.signal);
     }
   }
-}
-
-/** Argument names under which MCP tools commonly take workspace paths (server-filesystem and the like). */
-const MCP_PATH_ARGUMENTS = ["path", "paths", "source", "destination"];
-
-/**
- * An MCP tool that takes paths is held to the same path rules as the
- * built-in file tools (reads for `readOnlyHint` tools, else writes) and to
- * the hard rules (`.git`, confinement): the most severe verdict of its tool
- * rule and each path wins. Null for other tools, or when no path argument is
- * given (then the tool rules alone decide).
- */
-function mcpPathDecision(checker: PermissionChecker, call: GuardedCall): PermissionDecision | null {
-  if (!call.name.startsWith("mcp__")) return null;
-  const paths = MCP_PATH_ARGUMENTS.flatMap((name) => {
-    const value = call.arguments[name];
-    return typeof value === "string" ? [value] : Array.isArray(value) ? value.filter((item): item is string => typeof item === "string") : [];
-  });
-  if (paths.length === 0) return null;
-  let verdict = checker.check(call.name, call.arguments);
-  for (const path of paths) {
-    const byPath = checker.check(call.readOnly ? "read_file" : "write_file", { path });
-    if (RISK_SEVERITY[byPath.decision] > RISK_SEVERITY[verdict.decision]) verdict = { ...byPath, reason: `${call.name} on ${path}: ${byPath.reason}` };
-  }
-  return verdict;
 }

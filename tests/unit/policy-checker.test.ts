@@ -103,3 +103,33 @@ describe("workspaceRelativePath", () => {
     expect(workspaceRelativePath(input)).toBe(expected);
   });
 });
+
+describe("MCP tools that take paths", () => {
+  it("are held to the hard rules and to the read or write path rules, by their readOnlyHint", async () => {
+    const policy = await PermissionChecker.create(
+      validatePolicy(
+        {
+          name: "mcp-paths",
+          description: "mcp allowed, paths ruled",
+          tools: { allow: ["mcp__*"] },
+          paths: { read: { allow: ["**"], deny: ["secrets/**"] }, write: { allow: ["src/**"] } },
+        },
+        "mcp-paths",
+      ),
+    );
+    expect(policy.check("mcp__files__write_file", { path: "/workspace/src/a.ts" })).toMatchObject({ decision: "allow" });
+    expect(policy.check("mcp__files__write_file", { path: "/workspace/docs/a.md" })).toMatchObject({ decision: "deny", rule: "paths.write.allow" });
+    expect(policy.check("mcp__files__move_file", { source: "/workspace/src/a.ts", destination: "/workspace/.git/hooks/x" })).toMatchObject({
+      decision: "deny",
+      rule: "hard.protected-path",
+      subject: "/workspace/.git/hooks/x",
+    });
+    expect(policy.check("mcp__files__read_text_file", { path: "/workspace/secrets/k" }, { readOnly: true })).toMatchObject({ decision: "deny", rule: "paths.read.deny[0]" });
+    expect(policy.check("mcp__files__read_multiple_files", { paths: ["/workspace/src/a.ts", "/etc/passwd"] }, { readOnly: true })).toMatchObject({
+      decision: "deny",
+      rule: "hard.workspace-confinement",
+    });
+    // A tool with no path argument is decided by the tool rules alone.
+    expect(policy.check("mcp__everything__echo", { message: "hi" })).toMatchObject({ decision: "allow", rule: "tools.allow" });
+  });
+});
