@@ -360,7 +360,7 @@ async function runOnce(variant: LoopVariant, steps: number, measure: boolean, wi
     const runId = `bench-longrun-${process.pid}`;
     const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, newTraceId(), { redactor });
     const journal = new SessionJournal(join(runDirectory, "session.jsonl"), (value) => redactor.redactDeep(value));
-    const store = new ToolResultStore(runDirectory, "main", (text) => redactor.redact(text));
+    const store = new ToolResultStore(runDirectory, "main");
     const tools = new ToolRegistry([...workspaceTools(), readToolResultTool(store, context.toolResultMaxTokens * 4)]);
     let sandbox: FakeSandbox | null = null;
     sandbox = new FakeSandbox(longRunFiles(), execHandler(() => sandbox!));

@@ -417,7 +417,8 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
   let file: string | undefined;
   // Skill bodies are never cut (the skill loader caps them at their source).
   if (content.length > capCharacters && !content.startsWith(SKILL_RESULT_PREFIX)) {
-    file = store?.saveFull(step, call.id, content);
+    // The file is a record too: it gets the redacted text (redacted once, here).
+    file = store?.saveFull(step, call.id, recorded);
     const where = file
       ? `the whole result (${content.length} characters) is kept: read it in pages with read_tool_result {"tool_call_id": ${JSON.stringify(call.id)}}`
       : `the result had ${content.length} characters`;

@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { z } from "zod";
 import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
+import { pageLines } from "../tools/page-lines.js";
 
 /**
  * Every tool result of one agent, so the model can read again what clearing
@@ -15,15 +16,14 @@ export class ToolResultStore {
   constructor(
     private readonly runDirectory: string,
     private readonly agentId: string,
-    private readonly redact: (text: string) => string = (text) => text,
   ) {}
 
-  /** Keeps a full output on disk; returns its path relative to the run directory. */
+  /** Keeps a full output on disk (the caller redacts it first); returns its path relative to the run directory. */
   saveFull(step: number, callId: string, content: string): string {
     const directory = join(this.runDirectory, "tool-results", this.agentId.replace(/[^A-Za-z0-9_.-]/g, "_"));
     mkdirSync(directory, { recursive: true, mode: 0o700 });
     const file = join(directory, `${step}-${callId.replace(/[^A-Za-z0-9_.-]/g, "_").slice(0, 100)}.txt`);
-    writeFileSync(file, this.redact(content), { mode: 0o600 });
+    writeFileSync(file, content, { mode: 0o600 });
     const relativePath = relative(this.runDirectory, file);
     this.results.set(callId, { file: relativePath });
     return relativePath;
@@ -67,20 +67,10 @@ export function readToolResultTool(store: ToolResultStore, pageCharacters: numbe
     async execute(input) {
       const text = store.read(input.tool_call_id);
       if (text === null) return toolError(`no finished tool call with id "${input.tool_call_id}"`);
-      const lines = text.split("\n");
-      const first = input.offset ?? 1;
-      if (first > lines.length) return toolError(`offset ${first} is past the end: the result has ${lines.length} lines`);
-      const wanted = lines.slice(first - 1, first - 1 + (input.limit ?? DEFAULT_PAGE_LINES));
-      const page: string[] = [];
-      let size = 0;
-      for (const line of wanted) {
-        if (page.length > 0 && size + line.length + 1 > pageCharacters) break;
-        page.push(line.length > pageCharacters ? `${line.slice(0, pageCharacters)} [line cut]` : line);
-        size += line.length + 1;
-      }
-      const last = first + page.length - 1;
-      const more = last < lines.length ? ` Continue with offset ${last + 1}.` : "";
-      return { content: `[lines ${first}-${last} of ${lines.length}.${more}]\n${page.join("\n")}` };
+      const page = pageLines(text, input.offset ?? 1, input.limit ?? DEFAULT_PAGE_LINES, pageCharacters);
+      if ("error" in page) return toolError(page.error);
+      const more = page.last < page.total ? ` Continue with offset ${page.last + 1}.` : "";
+      return { content: `[lines ${page.first}-${page.last} of ${page.total}.${more}]\n${page.text}` };
     },
   });
 }

@@ -204,7 +204,7 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
     const worktree = request.worktree ?? host.parent.worktree;
     const spec = await host.specFor(agentId, worktree, { readOnly: request.mode === "explore" });
     sandbox = await RecoveringSandbox.create(host.provider, spec, (sandboxId) => host.events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }));
-    const results = new ToolResultStore(host.runDirectory, agentId, (text) => host.redact(text));
+    const results = new ToolResultStore(host.runDirectory, agentId);
     const outcome: AgentOutcome = await runAgentLoop({
       agentId,
       description: request.description,

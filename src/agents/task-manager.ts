@@ -3,6 +3,7 @@ import { z } from "zod";
 import { CancelledError, errorMessage } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
 import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
+import { pageLines } from "../tools/page-lines.js";
 
 export type TaskStatus = "pending" | "running" | "completed" | "failed" | "cancelled";
 export type TaskKind = "agent" | "shell";
@@ -169,8 +170,9 @@ export class TaskManager {
   }
 }
 
-/** Lines per page of `task_output`. */
+/** Lines per page of `task_output`, and its most characters (a page stays one ordinary tool result). */
 const OUTPUT_PAGE_LINES = 400;
+const OUTPUT_PAGE_CHARACTERS = 40_000;
 
 /** `task_list`, `task_get`, `task_output`, `task_stop` over a run's {@link TaskManager}. */
 export function taskTools(tasks: TaskManager): Tool[] {
@@ -216,11 +218,9 @@ export function taskTools(tasks: TaskManager): Tool[] {
         const record = tasks.get(input.task_id);
         if (!record) return toolError(`no task ${input.task_id}; task_list shows them`);
         if (record.ended_at === null) return { content: `task ${record.id} is ${record.status}; its output is available when it ends` };
-        const lines = record.output.split("\n");
-        const first = input.offset ?? 1;
-        const page = lines.slice(first - 1, first - 1 + (input.limit ?? OUTPUT_PAGE_LINES));
-        const last = first + page.length - 1;
-        return { content: `[task ${record.id} ${record.status}: lines ${first}-${last} of ${lines.length}]\n${page.join("\n")}` };
+        const page = pageLines(record.output, input.offset ?? 1, input.limit ?? OUTPUT_PAGE_LINES, OUTPUT_PAGE_CHARACTERS);
+        if ("error" in page) return toolError(`task ${record.id}: ${page.error}`);
+        return { content: `[task ${record.id} ${record.status}: lines ${page.first}-${page.last} of ${page.total}]\n${page.text}` };
       },
     }),
     defineTool({

@@ -343,7 +343,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     const skillCatalog = skillCatalogText(skills);
     const skillTools = skills.skills.length ? [loadSkillTool(skills)] : [];
     const context = contextSettings(task.model.context_window, task.context);
-    const results = new ToolResultStore(runDirectory, MAIN_AGENT, (text) => redactor.redact(text));
+    const results = new ToolResultStore(runDirectory, MAIN_AGENT);
     for (const [callId, file] of resume?.restored.fullOutputs ?? []) results.remember(callId, { file });
     for (const recorded of resume?.restored.results.values() ?? []) results.remember(recorded.callId, { content: recorded.content });
     let outcome: AgentOutcome;
