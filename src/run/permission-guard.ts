@@ -5,16 +5,13 @@ import type { ToolHooks } from "../hooks/tool-hooks.js";
 import { decideApproval, resolveApprovalAnswer, type ApprovalAnswer } from "../policy/approval.js";
 import type { PermissionChecker } from "../policy/permission-checker.js";
 import type { GuardedCall, ToolGuard, ToolResult } from "../tools/define-tool.js";
-import { abortableSleep } from "../model/openai-model-client.js";
+import { MinuteWindow } from "../process/minute-window.js";
 
 /** Asks the person at the terminal; absent when nobody can be asked (CI, no TTY). */
 export type AskApproval = (question: string, canRemember: boolean, signal: AbortSignal) => Promise<ApprovalAnswer>;
 
 /** Rule id under which calls blocked by a pre-tool hook are counted. */
 export const HOOK_RULE = "hooks.pre_tool_use";
-
-/** One minute, the window of `limits.tool_calls_per_minute`. */
-const MINUTE_MS = 60_000;
 
 export interface PermissionGuardOptions {
   checker: PermissionChecker;
@@ -38,7 +35,7 @@ export interface PermissionGuardOptions {
  */
 export class PermissionGuard implements ToolGuard {
   private readonly questions = new Mutex();
-  private readonly recentCalls: number[] = [];
+  private readonly recentCalls = new MinuteWindow();
 
   constructor(private readonly options: PermissionGuardOptions) {}
 
@@ -79,17 +76,11 @@ export class PermissionGuard implements ToolGuard {
     return { allowed: false, reason };
   }
 
-  /** Waits until fewer than `perMinute` calls started in the last minute (a sliding window). */
+  /** Waits until fewer than `perMinute` calls started in the last minute, then counts this one. */
   private async throttle(perMinute: number | undefined): Promise<void> {
     if (!perMinute) return;
-    for (;;) {
-      const now = Date.now();
-      while (this.recentCalls.length && this.recentCalls[0]! <= now - MINUTE_MS) this.recentCalls.shift();
-      if (this.recentCalls.length < perMinute) {
-        this.recentCalls.push(now);
-        return;
-      }
-      await abortableSleep(this.recentCalls[0]! + MINUTE_MS - now, this.options.signal);
-    }
+    await this.recentCalls.waitBelow(perMinute, this.options.signal);
+    this.recentCalls.add(1);
   }
+
 }
