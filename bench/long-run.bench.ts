@@ -30,22 +30,10 @@ import { fileURLToPath } from "node:url";
 import { median, printTable, type Row } from "./lib/stats.js";
 import { checkLongLoop, HUGE_WINDOW, LONG_STEPS, longLoopChild, printLongLoopFacts, runLongLoopChild, SMALL_WINDOW, type LongLoopResult, type LoopVariant } from "./sections/long-loop.js";
 import { benchResume, RESUME_CLI } from "./sections/resume-kill.js";
+import { option, positiveOption } from "./lib/options.js";
 
-function option(name: string): string | undefined {
-  const prefix = `--${name}=`;
-  return process.argv.slice(2).find((argument) => argument.startsWith(prefix))?.slice(prefix.length);
-}
-
-function positive(name: string, fallback: number): number {
-  const raw = option(name);
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
-  return value;
-}
-
-const steps = positive("steps", LONG_STEPS);
-const window = positive("window", SMALL_WINDOW);
+const steps = positiveOption("steps", LONG_STEPS);
+const window = positiveOption("window", SMALL_WINDOW);
 const child = option("child");
 if (child !== undefined) {
   if (child !== "managed" && child !== "unmanaged") throw new Error(`--child=${child}: managed or unmanaged`);
@@ -55,8 +43,8 @@ if (child !== undefined) {
 
 const parts = new Set((option("only") ?? "loop,resume").split(",").map((part) => part.trim()));
 for (const part of parts) if (!["loop", "resume"].includes(part)) throw new Error(`unknown part ${part}; use loop, resume`);
-const loopRounds = positive("rounds", 5);
-const resumeRounds = positive("resume-rounds", 5);
+const loopRounds = positiveOption("rounds", 5);
+const resumeRounds = positiveOption("resume-rounds", 5);
 const script = fileURLToPath(import.meta.url);
 
 const load = () => loadavg().map((value) => value.toFixed(2)).join(" ");

@@ -39,19 +39,7 @@ import { benchSandboxMemory } from "./sections/sandbox-memory.js";
 import { cleanUpRuns, SUBAGENT_CLI } from "./sections/subagent-runs.js";
 import { benchWorkerReady } from "./sections/worker-ready.js";
 import { benchWorkersWall } from "./sections/workers-wall.js";
-
-function option(name: string): string | undefined {
-  const prefix = `--${name}=`;
-  return process.argv.slice(2).find((argument) => argument.startsWith(prefix))?.slice(prefix.length);
-}
-
-function positive(name: string, fallback: number): number {
-  const raw = option(name);
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!(value > 0)) throw new Error(`--${name} must be a positive number`);
-  return value;
-}
+import { option, positiveOption } from "./lib/options.js";
 
 const PARTS = ["wall", "ready", "memory"];
 const parts = new Set((option("only") ?? PARTS.join(",")).split(",").map((part) => part.trim()));
@@ -71,23 +59,23 @@ let failed = false;
 try {
   if (parts.has("wall")) {
     const started = performance.now();
-    const workers = positive("workers", 4);
-    const rounds = positive("rounds", 5);
+    const workers = positiveOption("workers", 4);
+    const rounds = positiveOption("rounds", 5);
     console.log(`\n1. ${workers} workers in parallel vs one after another (real CLI, real Docker and git), ${rounds} runs per plan, load ${load()}`);
-    await benchWorkersWall(docker, { rounds, workers, sleepSeconds: positive("sleep", 1), files: Number(option("wall-files") ?? 0) });
+    await benchWorkersWall(docker, { rounds, workers, sleepSeconds: positiveOption("sleep", 1, { integer: false }), files: Number(option("wall-files") ?? 0) });
     console.log(`   (part 1: ${((performance.now() - started) / 1000).toFixed(1)} s, load now ${load()})`);
   }
   if (parts.has("ready")) {
     const started = performance.now();
-    const files = positive("files", 2000);
+    const files = positiveOption("files", 2000);
     console.log(`\n2. worker ready time on a ${files}-file repository, load ${load()}`);
-    await benchWorkerReady(docker, { rounds: positive("ready-rounds", 5), micro: positive("micro", 3), files, sleepSeconds: positive("sleep", 1) });
+    await benchWorkerReady(docker, { rounds: positiveOption("ready-rounds", 5), micro: positiveOption("micro", 3), files, sleepSeconds: positiveOption("sleep", 1, { integer: false }) });
     console.log(`   (part 2: ${((performance.now() - started) / 1000).toFixed(1)} s, load now ${load()})`);
   }
   if (parts.has("memory")) {
     const started = performance.now();
     console.log(`\n3. memory per idle sandbox, load ${load()}`);
-    await benchSandboxMemory(docker, { rounds: positive("memory-rounds", 3), sandboxes: positive("sandboxes", 4), idleMs: positive("idle-ms", 3000) });
+    await benchSandboxMemory(docker, { rounds: positiveOption("memory-rounds", 3), sandboxes: positiveOption("sandboxes", 4), idleMs: positiveOption("idle-ms", 3000) });
     console.log(`   (part 3: ${((performance.now() - started) / 1000).toFixed(1)} s, load now ${load()})`);
   }
 } catch (error) {

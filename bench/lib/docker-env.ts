@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import Docker from "dockerode";
 import type { SandboxSpec } from "../../src/sandbox/sandbox.js";
+import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
 import { requireDocker as requireDockerAndImage } from "../../tests/helpers/docker.js";
 
 export const execFileAsync = promisify(execFile);
@@ -112,4 +113,20 @@ export function sweepOnSignals(docker: Docker): void {
       void sweepBenchContainers(docker).finally(() => process.exit(130));
     });
   }
+}
+
+/** Force-removes every container labelled with one of `runIds` (best effort); returns their names. */
+export async function removeRunContainers(docker: Docker, runIds: Iterable<string>): Promise<string[]> {
+  const removed: string[] = [];
+  for (const runId of runIds) {
+    try {
+      for (const info of await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN_ID}=${runId}`] } })) {
+        await docker.getContainer(info.Id).remove({ force: true, v: true }).catch(() => undefined);
+        removed.push(info.Names[0] ?? info.Id.slice(0, 12));
+      }
+    } catch {
+      // best effort
+    }
+  }
+  return removed;
 }

@@ -26,7 +26,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import type Docker from "dockerode";
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
-import { requireDocker } from "../lib/docker-env.js";
+import { removeRunContainers, requireDocker } from "../lib/docker-env.js";
 import { fmt, median, printTable, type Row } from "../lib/stats.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -291,17 +291,7 @@ async function versionOnly(): Promise<number> {
 
 async function cleanUp(docker: Docker): Promise<string[]> {
   for (const child of children) if (child.pid !== undefined && child.exitCode === null) child.kill("SIGKILL");
-  const removed: string[] = [];
-  for (const runId of runIds) {
-    try {
-      for (const info of await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN_ID}=${runId}`] } })) {
-        await docker.getContainer(info.Id).remove({ force: true, v: true }).catch(() => undefined);
-        removed.push(info.Names[0] ?? info.Id.slice(0, 12));
-      }
-    } catch {
-      // best effort
-    }
-  }
+  const removed = await removeRunContainers(docker, runIds);
   for (const created of fixtures.splice(0)) rmSync(created.directory, { recursive: true, force: true });
   return removed;
 }

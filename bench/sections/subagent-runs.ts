@@ -23,6 +23,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import type Docker from "dockerode";
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
+import { removeRunContainers } from "../lib/docker-env.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** The CLI the runs use: `RUNNER_BENCH_CLI`, else this checkout's dist/ (`npm run build`). */
@@ -678,17 +679,7 @@ export function runPhases(run: CliRun, workers: WorkerPhases[]): RunPhases {
 /** Kills CLI children still running, force-removes every container of the bench's runs, deletes scratch directories. */
 export async function cleanUpRuns(docker: Docker): Promise<string[]> {
   for (const child of children) if (child.exitCode === null) child.kill("SIGKILL");
-  const removed: string[] = [];
-  for (const runId of runIds) {
-    try {
-      for (const info of await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN_ID}=${runId}`] } })) {
-        await docker.getContainer(info.Id).remove({ force: true, v: true }).catch(() => undefined);
-        removed.push(info.Names[0] ?? info.Id.slice(0, 12));
-      }
-    } catch {
-      // best effort
-    }
-  }
+  const removed = await removeRunContainers(docker, runIds);
   runIds.clear();
   for (const directory of scratch) rmSync(directory, { recursive: true, force: true });
   scratch.clear();
