@@ -654,7 +654,7 @@ function sandboxSpecFactory(
     image: task.sandbox.image,
     workspace: { hostPath: worktree.path },
     readOnlyMounts: await containerGitMounts(worktree, runDirectory),
-    env: containerEnvironment(task, hostEnvironment),
+    env: containerEnvironment(task.sandbox, hostEnvironment),
     user: worktree.sandboxUser,
     network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
     onNetworkEvent,
@@ -680,7 +680,7 @@ async function commitAndWritePatch(worktree: RunWorktree, message: string, runDi
  * The container's environment: fixed variables, the task's literal `env`, and
  * the host variables it names in `pass_env` and `secret_env`. Nothing else of the host's.
  */
-export function containerEnvironment(task: Task, host: NodeJS.ProcessEnv): Record<string, string> {
+export function containerEnvironment(sandbox: Pick<Task["sandbox"], "env" | "pass_env" | "secret_env">, host: NodeJS.ProcessEnv): Record<string, string> {
   const environment: Record<string, string> = {
     HOME: "/tmp",
     LANG: "C.UTF-8",
@@ -693,8 +693,8 @@ export function containerEnvironment(task: Task, host: NodeJS.ProcessEnv): Recor
     PIP_DISABLE_PIP_VERSION_CHECK: "1",
     PYTHONDONTWRITEBYTECODE: "1",
   };
-  Object.assign(environment, task.sandbox.env);
-  for (const name of [...task.sandbox.pass_env, ...task.sandbox.secret_env]) {
+  Object.assign(environment, sandbox.env);
+  for (const name of [...sandbox.pass_env, ...sandbox.secret_env]) {
     const value = host[name];
     if (value !== undefined) environment[name] = value;
   }

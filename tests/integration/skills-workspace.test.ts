@@ -14,6 +14,7 @@ import { SkillSet, loadSkillTool, loadSkills, type Skill } from "../../src/skill
 import { containerGitMounts, createRunWorktree, removeRunWorktree, type RunWorktree } from "../../src/workspace/run-worktree.js";
 import { createTestSandbox, requireDocker } from "../helpers/docker.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
+import { containerEnvironment } from "../../src/run/run-task.js";
 
 const BASE_X = "---\nname: x\ndescription: The base commit's x.\n---\nBase body of x.\n";
 const BASE_NOTES = "base notes of x\n";
@@ -34,15 +35,8 @@ beforeAll(async () => {
   sandbox = await createTestSandbox(worktree.path, {
     readOnlyMounts: await containerGitMounts(worktree, runDirectory.path),
     user: worktree.sandboxUser,
-    env: {
-      HOME: "/tmp",
-      LANG: "C.UTF-8",
-      PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-      GIT_OPTIONAL_LOCKS: "0",
-      GIT_CONFIG_COUNT: "1",
-      GIT_CONFIG_KEY_0: "safe.directory",
-      GIT_CONFIG_VALUE_0: "*",
-    },
+    // The environment of a real run's container (read-only git settings included).
+    env: containerEnvironment({ env: {}, pass_env: [], secret_env: [] }, {}),
   });
 });
 
