@@ -209,12 +209,13 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   const redactor = redactorFor(task, hostEnvironment);
   installLogRedactor(redactor);
   const redactDeep = <T>(value: T): T => redactor.redactDeep(value);
-  const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, traceId, { redactor });
+  const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, traceId);
   log.onEnvelope = options.onEnvelope ?? null;
-  const events = new EventFanout().add(log);
-  // The terminal view ends up in CI logs: it gets redacted events too.
-  const view = options.events;
-  if (view) events.add({ emit: (event) => view.emit(redactor.isEmpty ? event : redactDeep(event)) });
+  // Every record of an event (events.jsonl, --json, the terminal view that ends up in CI logs)
+  // gets it redacted, once; the report's counters read the event as it is.
+  const records = new EventFanout().add(log);
+  if (options.events) records.add(options.events);
+  const events = new EventFanout().add({ emit: (event) => records.emit(redactor.isEmpty ? event : redactDeep(event)) });
 
   const report: RunReport = {
     run_id: runId,
