@@ -171,7 +171,12 @@ export function agentTool(host: SubagentHost): Tool {
 async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promise<RunWorktree> {
   const parent = host.parent.worktree;
   // Frozen, not stopped: the parent's background commands survive, but nothing races host git.
-  const snapshot = await host.parentGit.runExclusive(() => host.parent.sandbox.freeze(() => commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`)));
+  const snapshot = await host.parentGit.runExclusive(() =>
+    host.parent.sandbox.freeze(async () => {
+      await host.provider.ensureWorkspaceIdle(parent.path);
+      return commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`);
+    }),
+  );
   return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.runDirectory, "workers", agentId), snapshot.head);
 }
 
@@ -246,8 +251,8 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       output: `Error: subagent ${agentId} (${request.description}) failed: ${report.error}${report.branch ? `. Its branch ${report.branch} keeps its work (committed as it stopped).` : ""}`,
     });
   } finally {
-    await sandbox?.close().catch(() => undefined);
-    if (request.worktree) {
+    const idle = await closeUntilIdle(host, sandbox, request.worktree, agentId);
+    if (request.worktree && idle) {
       // A worker that failed, timed out or was stopped keeps its edits on its branch (its container is gone,
       // so nothing races host git); a commit that already happened makes this a no-op.
       if (report.status === "failed" || report.status === "cancelled") {
@@ -258,6 +263,23 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       const failure = await removeRunWorktree(request.worktree);
       if (failure) host.events.emit({ type: "cleanup.failed", data: { what: `worktree of ${agentId}`, error: failure.message } });
     }
+  }
+}
+
+/**
+ * Closes a subagent's sandbox and confirms that nothing mounting its worktree
+ * writable can run; false (with a cleanup.failed event) when that cannot be
+ * confirmed: the host then neither commits nor removes the worktree, and the
+ * next start's sweep does both once the container is gone.
+ */
+async function closeUntilIdle(host: SubagentHost, sandbox: Sandbox | null, worktree: RunWorktree | null, agentId: string): Promise<boolean> {
+  try {
+    await sandbox?.close();
+    if (worktree) await host.provider.ensureWorkspaceIdle(worktree.path);
+    return true;
+  } catch (error) {
+    host.events.emit({ type: "cleanup.failed", data: { what: `sandbox of ${agentId}${worktree ? ` (worktree left at ${worktree.path})` : ""}`, error: errorMessage(error) } });
+    return false;
   }
 }
 
@@ -274,9 +296,10 @@ async function finishWorker(
   const worktree = request.worktree!;
   const { agentId } = request;
   const said = `Its final report:\n${outcome.finalMessage ?? "(none)"}`;
-  await sandbox.stopAllProcesses();
-  const committed = await commitRunWorktree(worktree, `agent-runner: worker ${agentId}: ${request.description}`);
+  // The worker's container goes before host git reads its worktree: nothing of its processes may run meanwhile.
   await sandbox.close();
+  await host.provider.ensureWorkspaceIdle(worktree.path);
+  const committed = await commitRunWorktree(worktree, `agent-runner: worker ${agentId}: ${request.description}`);
   const notMerged = (detail: string, output: string): TaskResult => {
     report.status = "not_merged";
     report.merge = { status: "skipped", files: [], detail };
@@ -315,6 +338,7 @@ async function finishWorker(
   const parent = host.parent;
   const merge = () =>
     host.parentGit.runExclusive(() => parent.sandbox.freeze(async () => {
+      await host.provider.ensureWorkspaceIdle(parent.worktree.path);
       // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
       await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`);
       return mergeBranchInto(parent.worktree, worktree.branch, `agent-runner: merge worker ${agentId} (${request.description})`);

@@ -109,7 +109,7 @@ async function sweep(provider: DockerSandboxProvider, home: string): Promise<voi
     (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
   );
-  await sweepDeadRuns(home).then(
+  await sweepDeadRuns(home, provider).then(
     (runs) => runs.length && logger.info({ runs }, "committed and removed the worktrees of runs whose runner died (continue them with runner resume)"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),
   );

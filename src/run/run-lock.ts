@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from
 import { join } from "node:path";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
+import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { commitRunWorktree, removeWorktreeDirectory, reopenRunWorktree, type RecordedWorktree } from "../workspace/run-worktree.js";
 
 /**
@@ -38,9 +39,11 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
  * branch (safe host git, as at the end of a run), removes the worktree
  * directory and writes a report.json with status `error`, reason
  * `runner_died`, naming `runner resume`. Call it after the containers of dead
- * runs are gone. Returns the swept run ids.
+ * runs are gone: a run whose worktree `sandboxes` cannot confirm idle (a
+ * container still mounts it) is left for a later start, untouched. Returns
+ * the swept run ids.
  */
-export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
+export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxProvider, "ensureWorkspaceIdle">): Promise<string[]> {
   const runs = join(runnerHome, "runs");
   if (!existsSync(runs)) return [];
   const swept: string[] = [];
@@ -49,10 +52,13 @@ export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
     if (existsSync(join(directory, "report.json"))) continue;
     const lock = readRunLock(directory);
     if (!lock || isOwnerAlive(lock.owner)) continue;
+    const workers = join(directory, "workers");
+    const worktrees = [lock.worktree, join(directory, "verify"), ...(existsSync(workers) ? readdirSync(workers).map((name) => join(workers, name)) : [])];
+    const idle = await Promise.all(worktrees.map((path) => sandboxes.ensureWorkspaceIdle(path).then(() => true, () => false)));
+    if (idle.includes(false)) continue;
     // The verification checkout, if the runner died during verification, and the subagents' worktrees
     // (their branches keep what they committed; a subagent's uncommitted work is not kept).
     await removeWorktreeDirectory(lock.repository, join(directory, "verify"));
-    const workers = join(directory, "workers");
     for (const name of existsSync(workers) ? readdirSync(workers) : []) await removeWorktreeDirectory(lock.repository, join(workers, name));
     let saved = "its worktree had nothing to save";
     let keepWorktree = false;

@@ -253,6 +253,14 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   let sandbox: Sandbox | null = null;
   let model: { client: ModelClient; close(): Promise<void> } | null = null;
   let mcp: McpServers | null = null;
+  // True once no process of the agent's can touch the worktree: the sandbox is closed (or never
+  // was) and the backend confirms nothing that mounts the worktree writable can run.
+  let workspaceIdle = false;
+  const closeSandbox = async () => {
+    await sandbox?.close();
+    if (worktree) await dependencies.sandboxProvider.ensureWorkspaceIdle(worktree.path);
+    workspaceIdle = true;
+  };
 
   try {
     let reused = false;
@@ -417,13 +425,11 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     await mcp?.close();
     report.final_message = outcome.finalMessage;
 
-    // Nothing the agent started may run while host git reads the worktree.
-    await activeSandbox.stopAllProcesses();
+    // The agent's container goes first: host git reads the worktree only when nothing of the agent's
+    // can run any more (a process left behind could swap a directory for a symlink mid-read), and
+    // nothing it left running or planted outside /workspace may influence the verdict.
+    await closeSandbox();
     await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${redactor.redact(firstLine(outcome.finalMessage))}`, runDirectory, report, events);
-
-    // The agent's container goes before verification: nothing it left running
-    // or planted outside /workspace may influence the verdict.
-    await activeSandbox.close();
     throwIfAborted(options.signal);
     if (task.verify) {
       report.verify = await verifyCommit(task.verify, worktree, report.head_commit!, {
@@ -462,9 +468,13 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     await cleanUp(() => tasks.stopAll(), "subagents and background tasks", events);
     await cleanUp(async () => mcp?.close(), "MCP servers", events);
     journal.close();
-    await cleanUp(async () => sandbox?.close(), "sandbox", events);
+    if (!workspaceIdle) await cleanUp(closeSandbox, "sandbox", events);
     await cleanUp(async () => model?.close(), "model", events);
-    if (worktree && report.head_commit === null) {
+    if (worktree && !workspaceIdle) {
+      // Something of the agent's may still run: the worktree is neither read nor removed by the host.
+      // The next start sweeps the container, then commits and removes the worktree.
+      events.emit({ type: "cleanup.failed", data: { what: "worktree", error: `left at ${worktree.path} uncommitted: the sandbox could not be confirmed gone` } });
+    } else if (worktree && report.head_commit === null) {
       // Interrupted or failed before the normal commit: keep the agent's work on its branch anyway.
       const current = worktree;
       await cleanUp(
@@ -473,7 +483,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         events,
       );
     }
-    if (worktree) {
+    if (worktree && workspaceIdle) {
       const failure = await removeRunWorktree(worktree);
       if (failure) events.emit({ type: "cleanup.failed", data: { what: "worktree", error: failure.message } });
     }

@@ -1,3 +1,4 @@
+import { errorMessage } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
 import type { SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
 import { createDetachedWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
@@ -40,6 +41,14 @@ export async function verifyCommit(
     });
     return { command: verify.command, exit_code: result.exitCode, passed, timed_out: result.timedOut, output_tail: tail };
   } finally {
-    await removeRunWorktree(checkout);
+    // Removing it is host code walking a tree the agent's committed code ran in: only once no process of it is left.
+    const removable = await context.provider.ensureWorkspaceIdle(checkout.path).then(
+      () => true,
+      (error: unknown) => {
+        context.events.emit({ type: "cleanup.failed", data: { what: `verification checkout (left at ${checkout.path})`, error: errorMessage(error) } });
+        return false;
+      },
+    );
+    if (removable) await removeRunWorktree(checkout);
   }
 }

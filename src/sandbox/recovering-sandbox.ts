@@ -16,13 +16,13 @@ import {
 const MAX_RESTARTS = 3;
 
 export const RESTART_NOTICE =
-  "the sandbox was restarted because its control process died (did the command kill every process, e.g. `pkill node` or `kill -9 -1`?). " +
+  "the sandbox was restarted because its control process died or stopped answering (e.g. killed by the out-of-memory killer). " +
   "Files in /workspace are intact; processes started earlier are gone.";
 
 /**
- * A {@link Sandbox} that survives the agent killing the sandbox's control
- * process: the agent's commands run as the same unprivileged user, so a
- * `kill -9 -1` cannot be prevented, only recovered from. On SandboxGoneError
+ * A {@link Sandbox} that survives the loss of the sandbox's control process
+ * (the agent's commands cannot signal it, but the out-of-memory killer can
+ * end it, and a hung or stopped one misses its deadlines). On SandboxGoneError
  * the sandbox is replaced by a new one on the same spec (the workspace lives
  * on the host, so files survive); the failed exec answers with a notice, and
  * file operations are retried once. After {@link MAX_RESTARTS} the error is thrown.

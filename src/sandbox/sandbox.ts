@@ -223,4 +223,14 @@ export interface NetworkEvent {
 /** Creates sandboxes. `create` throws SandboxError when the backend cannot (no daemon, missing image). */
 export interface SandboxProvider {
   create(spec: SandboxSpec): Promise<Sandbox>;
+  /**
+   * Resolves when no sandbox of this backend that mounts `hostPath`
+   * writable can run a process: none exists, or each one is frozen
+   * ({@link Sandbox.freeze}). Throws SandboxError naming the sandbox
+   * otherwise, or when the backend cannot tell. Host code calls it right
+   * before host git reads or changes a worktree, or the worktree is
+   * removed, so nothing of the agent's can race it (a directory swapped for
+   * a symlink mid-read would carry host git to host files).
+   */
+  ensureWorkspaceIdle(hostPath: string): Promise<void>;
 }

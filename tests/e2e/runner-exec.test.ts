@@ -119,7 +119,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(readReport(home.path, result.stdout)).toMatchObject({ status: "failed", reason: "verify_failed", verify: { passed: false } });
   });
 
-  it("survives the agent killing every process in its sandbox: the sandbox restarts, files stay, the run goes on", async () => {
+  it("survives the agent killing every process it can: the daemon is out of its reach, files stay, the run goes on", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
@@ -131,15 +131,16 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
         `  - tool_calls: [{ name: edit_file, arguments: ${JSON.stringify(fix)} }]`,
         '  - tool_calls: [{ name: run_shell, arguments: { command: "pkill node; echo daemon-spared" } }]',
         '  - expect: { tool_result_matches: "daemon-spared" }',
-        '    tool_calls: [{ name: run_shell, arguments: { command: "kill -9 -1" } }]',
-        '  - expect: { tool_result_matches: "sandbox was restarted" }',
-        `    tool_calls: [{ name: run_shell, arguments: { command: "grep -c 'middle - 1' stats.py" } }]`,
-        '  - expect: { tool_result_matches: "exit_code: 0" }',
+        '    tool_calls: [{ name: run_shell, arguments: { command: "sleep 1000 & kill -9 -1; echo after-kill" } }]',
+        '  - expect: { tool_result_not_matches: "sandbox was restarted" }',
+        `    tool_calls: [{ name: run_shell, arguments: { command: "grep -c 'middle - 1' stats.py; pgrep -c sleep" } }]`,
+        '  - expect: { tool_result_matches: "stdout:\\n1\\n0\\n" }',
         "    content: Fixed.",
       ].join("\n"),
     );
     // The worker policy would ask before `kill -9 -1` (and refuse without a terminal); the sandbox must
     // survive it anyway, since a policy can be talked around. A policy outside the repository allows everything.
+    // (`grep -c` prints 1 and `pgrep -c` 0: the background sleep died, the daemon did not.)
     writeFileSync(
       join(directory.path, "allow-all.yaml"),
       "name: allow-all\ndescription: every tool and command\ntools: { allow: ['*'] }\ndefault_command_risk: allow\nconfirmations: allow\n",
@@ -150,7 +151,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     const report = readReport(home.path, result.stdout);
     expect(report).toMatchObject({ status: "succeeded", tool_calls: 4, policy: "allow-all", denials: {} });
     const events = readFileSync(join(home.path, "runs", String(report.run_id), "events.jsonl"), "utf8");
-    expect(events.match(/dev\.agent-runner\.sandbox\.restarted/g)).toHaveLength(1);
+    expect(events).not.toMatch(/dev\.agent-runner\.sandbox\.restarted/);
   });
 
   it("runs as the workspace owner when that is not root: files the agent creates belong to the owner, with normal modes", async () => {

@@ -33,7 +33,18 @@ describe("sweepDeadRuns (real git)", () => {
     writeFileSync(join(dead.path, "unsaved.txt"), "agent work\n");
     writeRunLock(liveDirectory, { run_id: "live-run", owner: currentOwner(), repository: repository.root, worktree: live.path, branch: live.branch });
 
-    expect(await sweepDeadRuns(home.path)).toEqual(["dead-run"]);
+    // While a container still mounts the dead run's worktree, the sweep leaves it alone.
+    const mounted = new Set([dead.path]);
+    const sandboxes = {
+      async ensureWorkspaceIdle(path: string) {
+        if (mounted.has(path)) throw new Error(`still mounted: ${path}`);
+      },
+    };
+    expect(await sweepDeadRuns(home.path, sandboxes)).toEqual([]);
+    expect(existsSync(join(dead.path, "unsaved.txt"))).toBe(true);
+    expect(existsSync(join(deadDirectory, "report.json"))).toBe(false);
+    mounted.clear();
+    expect(await sweepDeadRuns(home.path, sandboxes)).toEqual(["dead-run"]);
 
     expect(existsSync(dead.path)).toBe(false);
     expect(existsSync(live.path)).toBe(true);
@@ -47,6 +58,6 @@ describe("sweepDeadRuns (real git)", () => {
     expect(report.error).toContain(`committed on ${dead.branch}`);
     expect(report.error).toContain("runner resume dead-run");
     // A second sweep finds nothing more.
-    expect(await sweepDeadRuns(home.path)).toEqual([]);
+    expect(await sweepDeadRuns(home.path, sandboxes)).toEqual([]);
   });
 });

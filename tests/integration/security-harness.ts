@@ -59,6 +59,8 @@ export function parseShellResult(raw: string | undefined): ShellResult {
 export interface ScriptedRunOptions {
   repository: string;
   turns: Turn[];
+  /** The script's `subagents` (turns by the `description` of the agent call). */
+  subagents?: Record<string, { turns: Turn[] }>;
   /** Merged into the task's `sandbox` mapping. */
   sandbox?: Record<string, unknown>;
   toolTimeoutMs?: number;
@@ -91,7 +93,7 @@ export async function runScriptedTask(options: ScriptedRunOptions): Promise<Scri
   const runnerHome = mkdtempSync(join(tmpdir(), "agent-runner-sec-home-"));
   const scriptPath = join(taskDirectory, "script.yaml");
   // JSON is YAML: no quoting surprises in shell commands.
-  writeFileSync(scriptPath, JSON.stringify({ turns: [...options.turns, { content: "Done." }] }, null, 2));
+  writeFileSync(scriptPath, JSON.stringify({ turns: [...options.turns, { content: "Done." }], ...(options.subagents ? { subagents: options.subagents } : {}) }, null, 2));
   const task = validateTask(
     {
       name: "security-probe",
@@ -116,6 +118,7 @@ export async function runScriptedTask(options: ScriptedRunOptions): Promise<Scri
       if (options.onSandboxCreated) await options.onSandboxCreated(spec, sandbox);
       return sandbox;
     },
+    ensureWorkspaceIdle: (hostPath) => docker.ensureWorkspaceIdle(hostPath),
   };
   const eventTypes: string[] = [];
   let runId = "";

@@ -1,4 +1,4 @@
-import { writeFileSync, mkdirSync } from "node:fs";
+import { writeFileSync, mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadTaskFile, TaskValidationError } from "../../src/config/load-task.js";
@@ -84,6 +84,29 @@ describe("loadTaskFile", () => {
       'sandbox.network.allow.4: "x.org:99999": port must be 1-65535',
       'sandbox.network.allow_cidrs.0: expected a CIDR range like "172.28.0.0/16"',
     ]);
+  });
+
+  it("refuses hooks whose working directory or command lies inside the repository (the agent can change those files)", async () => {
+    await using directory = temporaryDirectory();
+    const repository = join(directory.path, "repo");
+    mkdirSync(join(repository, "tools"), { recursive: true });
+    writeFileSync(join(repository, "tools", "check.sh"), "#!/bin/sh\n");
+    writeFileSync(join(directory.path, "script.yaml"), "turns: []\n");
+    writeFileSync(join(directory.path, "outside.sh"), "#!/bin/sh\n");
+    const base = "name: t\ninstruction: do it\nmodel: { provider: scripted, script: SCRIPT }\n";
+    // A task file inside the repository: the hook would run there.
+    const inside = writeTask(repository, `${base.replace("SCRIPT", "../script.yaml")}workspace: .\nhooks: { pre_tool_use: [{ command: "true" }] }\n`);
+    expect(problemsOf(inside)).toEqual([{ path: "hooks.pre_tool_use.0", message: expect.stringContaining("inside the repository") }]);
+    // A task file outside it whose hooks name a script inside it, by relative path, absolute path or a symlink to it.
+    symlinkSync(join(repository, "tools"), join(directory.path, "linked-tools"));
+    const named = writeTask(
+      directory.path,
+      `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks:\n  pre_tool_use: [{ command: "sh ./repo/tools/check.sh" }, { command: "./outside.sh" }]\n  post_tool_use: [{ command: "${join(repository, "tools/check.sh")} --x" }, { command: "linked-tools/check.sh" }]\n`,
+    );
+    expect(problemsOf(named).map((problem) => problem.path)).toEqual(["hooks.pre_tool_use.0", "hooks.post_tool_use.0", "hooks.post_tool_use.1"]);
+    // Outside the repository: accepted.
+    const fine = writeTask(directory.path, `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks: { pre_tool_use: [{ command: "./outside.sh" }] }\n`);
+    expect(loadTaskFile(fine).hooks.pre_tool_use).toHaveLength(1);
   });
 
   it("rejects YAML syntax errors and non-mapping documents", async () => {

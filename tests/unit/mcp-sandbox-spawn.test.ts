@@ -45,6 +45,7 @@ describe("Sandbox.spawn", () => {
         created.push(sandbox);
         return sandbox;
       },
+      ensureWorkspaceIdle: async () => undefined,
     };
     const restarts: string[] = [];
     const sandbox = await RecoveringSandbox.create(provider, {} as never, (id) => restarts.push(id));

@@ -5,9 +5,9 @@ import Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import { WORKSPACE_ROOT, type Sandbox, type SandboxProvider, type SandboxSpec } from "../sandbox.js";
 import { DockerSandbox } from "./docker-sandbox.js";
-import { ATTACHED_STDIO, resourceLabels } from "./labels.js";
-import { SandboxChannel } from "./sandbox-channel.js";
-import { INLINE_SCRIPT_VARIABLE, inlineScriptCommand } from "./inline-script.js";
+import { ATTACHED_STDIO, LABEL_RUN_ID, resourceLabels } from "./labels.js";
+import { OPERATION_DEADLINE_MS, SandboxChannel } from "./sandbox-channel.js";
+import { INLINE_SCRIPT_VARIABLE, SANDBOX_GID_VARIABLE, SANDBOX_UID_VARIABLE, inlineScriptCommand } from "./inline-script.js";
 import { TaskNetwork } from "./task-network.js";
 
 const DAEMON_FILE = fileURLToPath(new URL("./daemon/sandbox-daemon.cjs", import.meta.url));
@@ -28,7 +28,7 @@ function daemonSource(): string {
 
 /**
  * Docker create options of a sandbox container: network none, every
- * capability dropped, no-new-privileges, cgroup limits, an unprivileged user,
+ * capability dropped but the daemon's SETUID/SETGID, no-new-privileges, cgroup limits, commands as an unprivileged user,
  * only the workspace (and read-only git metadata) mounted, `--init` so orphans
  * are reaped, and stdin-once so the container ends itself when the runner's
  * attach connection drops. Exported so benchmarks start exactly this container.
@@ -47,9 +47,18 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, netwo
     Image: spec.image,
     Cmd: inlineScriptCommand(),
     Entrypoint: [],
-    User: `${spec.user.uid}:${spec.user.gid}`,
+    // The daemon starts as root and keeps root only as its real and saved uid
+    // (sandbox-daemon.cjs): the agent's processes, which run as spec.user in
+    // all three ids, can neither signal nor ptrace it. Every command it starts,
+    // and every Docker exec (docker-sandbox-process.ts), runs as spec.user.
+    User: "0:0",
     WorkingDir: WORKSPACE_ROOT,
-    Env: [...Object.entries({ ...spec.env, ...proxyEnvironment }).map(([key, value]) => `${key}=${value}`), `${INLINE_SCRIPT_VARIABLE}=${daemon}`],
+    Env: [
+      ...Object.entries({ ...spec.env, ...proxyEnvironment }).map(([key, value]) => `${key}=${value}`),
+      `${SANDBOX_UID_VARIABLE}=${spec.user.uid}`,
+      `${SANDBOX_GID_VARIABLE}=${spec.user.gid}`,
+      `${INLINE_SCRIPT_VARIABLE}=${daemon}`,
+    ],
     Labels: resourceLabels(spec),
     ...ATTACHED_STDIO,
     ...(network ? { NetworkingConfig: { EndpointsConfig: { [network.name]: { IPAMConfig: { IPv4Address: network.sandboxAddress } } } } } : {}),
@@ -61,6 +70,10 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, netwo
       ...(network ? { Sysctls: { "net.ipv4.neigh.eth0.mcast_solicit": "1", "net.ipv4.neigh.eth0.retrans_time_ms": "50" } } : {}),
 
       CapDrop: ["ALL"],
+      // Only for the daemon to hand its commands to spec.user; a process that
+      // runs as spec.user has none (setuid to a non-zero uid clears them, and
+      // no-new-privileges stops setuid binaries and file capabilities).
+      CapAdd: ["SETUID", "SETGID"],
       SecurityOpt: ["no-new-privileges"],
       Privileged: false,
       Init: true,
@@ -98,9 +111,13 @@ export class DockerSandboxProvider implements SandboxProvider {
   /** Network the egress proxies reach the outside through. */
   private readonly egressNetwork: string;
 
-  constructor(options: { docker?: Docker; egressNetwork?: string } = {}) {
+  /** How long the in-container daemon may take to answer a request that is not a command, ms (a miss loses the sandbox). */
+  private readonly operationDeadlineMs: number;
+
+  constructor(options: { docker?: Docker; egressNetwork?: string; operationDeadlineMs?: number } = {}) {
     this.docker = options.docker ?? new Docker();
     this.egressNetwork = options.egressNetwork ?? "bridge";
+    this.operationDeadlineMs = options.operationDeadlineMs ?? OPERATION_DEADLINE_MS;
   }
 
   async create(spec: SandboxSpec): Promise<Sandbox> {
@@ -123,13 +140,14 @@ export class DockerSandboxProvider implements SandboxProvider {
         stream,
         (source, stdout, stderr) => this.docker.modem.demuxStream(source, stdout, stderr),
         container.id.slice(0, 12),
+        this.operationDeadlineMs,
       );
       await container.start();
       await withTimeout(channel.ready, READY_TIMEOUT_MS, `sandbox daemon did not start within ${READY_TIMEOUT_MS} ms`).catch((error: unknown) => {
-        throw new SandboxError(`${errorMessage(error)}\n(the image must provide node >= 18 on PATH and bash; ${spec.image} is built by \`runner image build\`)`);
+        throw new SandboxError(`${errorMessage(error)}\n(the image must provide node >= 18 on PATH, bash and a root user; ${spec.image} is built by \`runner image build\`)`);
       });
       await proxyStarting;
-      return new DockerSandbox(container.id.slice(0, 12), container, channel, network);
+      return new DockerSandbox(container.id.slice(0, 12), container, channel, spec.user, network);
     } catch (error) {
       // Let an in-flight proxy creation land first, or its container would outlive the cleanup.
       await proxyStarting.catch(() => undefined);
@@ -163,6 +181,22 @@ export class DockerSandboxProvider implements SandboxProvider {
             { cause: error },
           );
         });
+    }
+  }
+
+  async ensureWorkspaceIdle(hostPath: string): Promise<void> {
+    let containers: Docker.ContainerInfo[];
+    try {
+      containers = await this.docker.listContainers({ all: true, filters: { label: [LABEL_RUN_ID] } });
+    } catch (error) {
+      throw new SandboxError(`cannot tell whether a sandbox still uses ${hostPath} (${errorMessage(error)}); host git does not read it`, { cause: error });
+    }
+    for (const info of containers) {
+      // "paused" is frozen (no process runs); "created", "exited" and "dead" run nothing.
+      if (!["running", "restarting", "removing"].includes(info.State)) continue;
+      if (info.Mounts.some((mount) => mount.Source === hostPath && mount.RW)) {
+        throw new SandboxError(`container ${info.Id.slice(0, 12)} (${info.State}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`);
+      }
     }
   }
 

@@ -20,7 +20,7 @@ const FREEZE_ATTEMPTS = 5;
 const FREEZE_RETRY_MS = 20;
 /** How long close() waits for Docker to finish removing the container, ms. */
 const REMOVAL_TIMEOUT_MS = 30_000;
-/** Grace on top of a command's own timeout before the host stops waiting for the daemon. */
+/** Grace on top of a command's own timeout for the daemon to kill it and answer, ms; past it the sandbox is lost. */
 const HOST_TIMEOUT_GRACE_MS = 15_000;
 
 /**
@@ -36,6 +36,8 @@ export class DockerSandbox implements Sandbox {
     readonly id: string,
     private readonly container: Docker.Container,
     private readonly channel: SandboxChannel,
+    /** Who the sandbox's processes run as (Docker execs too). */
+    private readonly user: { uid: number; gid: number },
     /** The task network and its egress proxy, when the task has an allow-list. */
     private readonly network: TaskNetwork | null = null,
   ) {}
@@ -49,27 +51,23 @@ export class DockerSandbox implements Sandbox {
       this.channel.request({ op: "kill", execId }).catch(() => undefined);
     };
     request.signal?.addEventListener("abort", onAbort, { once: true });
-    let hostTimer: NodeJS.Timeout | undefined;
     try {
-      const answer = this.channel.request<ExecResult>({
-        op: "exec",
-        execId,
-        command: request.command,
-        cwd: request.cwd,
-        env: request.env,
-        timeoutMs: request.timeoutMs,
-        maxOutputBytes: request.maxOutputBytes,
-      });
-      if (!request.timeoutMs) return this.withProxyNotice(await answer);
-      const backstop = new Promise<never>((_, reject) => {
-        hostTimer = setTimeout(
-          () => reject(new SandboxError(`sandbox ${this.id}: no answer ${HOST_TIMEOUT_GRACE_MS} ms after a ${request.timeoutMs} ms command timeout`)),
-          request.timeoutMs! + HOST_TIMEOUT_GRACE_MS,
-        );
-      });
-      return this.withProxyNotice(await Promise.race([answer, backstop]));
+      // A command's deadline is its own timeout plus a grace for the daemon to kill it and answer;
+      // without a timeout the channel's heartbeat watches the daemon.
+      const answer = await this.channel.request<ExecResult>(
+        {
+          op: "exec",
+          execId,
+          command: request.command,
+          cwd: request.cwd,
+          env: request.env,
+          timeoutMs: request.timeoutMs,
+          maxOutputBytes: request.maxOutputBytes,
+        },
+        { deadlineMs: request.timeoutMs ? request.timeoutMs + HOST_TIMEOUT_GRACE_MS : null },
+      );
+      return this.withProxyNotice(answer);
     } finally {
-      clearTimeout(hostTimer);
       request.signal?.removeEventListener("abort", onAbort);
     }
   }
@@ -108,11 +106,16 @@ export class DockerSandbox implements Sandbox {
   }
 
   async freeze<T>(operation: () => Promise<T>): Promise<T> {
-    await this.setPaused(true);
+    this.channel.suspendDeadlines();
     try {
-      return await operation();
+      await this.setPaused(true);
+      try {
+        return await operation();
+      } finally {
+        await this.setPaused(false);
+      }
     } finally {
-      await this.setPaused(false);
+      this.channel.resumeDeadlines();
     }
   }
 
@@ -148,6 +151,7 @@ export class DockerSandbox implements Sandbox {
     if (this.closed) throw new SandboxGoneError(`sandbox ${this.id} is closed; cannot start ${request.command}`);
     const started = await startDockerSandboxProcess(this.container, request, {
       label: this.id,
+      user: this.user,
       killInside: async (marker) => {
         await this.channel.request({ op: "kill_spawned", marker });
       },

@@ -17,9 +17,48 @@ const fs = require("node:fs");
 const path = require("node:path");
 const readline = require("node:readline");
 
-// A name of our own, so `pkill node` in a command spares the daemon (`kill -9 -1`
-// still gets it: the runner then restarts the sandbox).
+// A name of our own, so `ps` shows what it is.
 process.title = "agent-runner-sandboxd";
+
+// The daemon starts as root inside the container (holding only CAP_SETUID and
+// CAP_SETGID; the container drops every other capability) and at once takes
+// the sandbox user as its *effective* ids, keeping root as its real and saved
+// ids. Its file operations therefore run as the sandbox user (files belong to
+// it, permissions apply), while the agent's processes, which run as the
+// sandbox user in all three ids, cannot touch the daemon: signals (`kill -9
+// -1`, SIGSTOP) need a matching real or saved uid, and ptrace or
+// /proc/<pid>/{mem,environ} need matching ids *and* a dumpable process; the
+// credential change itself makes the kernel mark the daemon non-dumpable
+// (fs.suid_dumpable, default 0; see prctl(2) PR_SET_DUMPABLE).
+const SANDBOX_UID = Number(process.env.RUNNER_SANDBOX_UID);
+const SANDBOX_GID = Number(process.env.RUNNER_SANDBOX_GID);
+delete process.env.RUNNER_SANDBOX_UID;
+delete process.env.RUNNER_SANDBOX_GID;
+if (process.getuid() !== 0 || !(SANDBOX_UID > 0) || !(SANDBOX_GID >= 0)) {
+  process.stderr.write(`agent-runner-sandboxd must start as root with RUNNER_SANDBOX_UID/GID set (uid ${process.getuid()}, sandbox ${SANDBOX_UID}:${SANDBOX_GID})\n`);
+  process.exit(70);
+}
+process.setgroups([]);
+process.setegid(SANDBOX_GID);
+process.seteuid(SANDBOX_UID);
+
+// Starts a command as the sandbox user in all three ids, in directory `cwd`.
+// Root is taken back as the effective uid only for the duration of the
+// (synchronous) spawn: libuv's child then drops supplementary groups, sets the
+// gid and the uid (which clears every capability) before it execs, and spawn
+// returns only after that exec. The child inherits the daemon's working
+// directory, entered as the sandbox user first: libuv would chdir while still
+// root, and root without CAP_DAC_OVERRIDE cannot enter a 0700 workspace.
+function spawnAsSandboxUser(file, args, cwd, options) {
+  process.chdir(cwd);
+  process.seteuid(0);
+  try {
+    return childProcess.spawn(file, args, { ...options, uid: SANDBOX_UID, gid: SANDBOX_GID });
+  } finally {
+    process.setegid(SANDBOX_GID);
+    process.seteuid(SANDBOX_UID);
+  }
+}
 
 const WORKSPACE = process.env.RUNNER_WORKSPACE || "/workspace";
 const WORKSPACE_REAL = fs.realpathSync(WORKSPACE);
@@ -218,8 +257,11 @@ class HeadTailCapture {
 
 // Every process a command starts inherits RUNNER_EXEC_ID=<marker> in its
 // environment, so the whole tree can be found even after a child calls
-// setsid() or is re-parented to init. A process with no marker at all has
-// wiped its environment to escape: it counts as part of any tree being killed.
+// setsid() or is re-parented to init. A process whose environment shows no
+// marker at all has wiped it, and one whose environment cannot be read has
+// made itself non-dumpable (prctl PR_SET_DUMPABLE 0) or changed its
+// credentials: either way it is trying not to be found, so it counts as part
+// of any tree being killed. Only a process that is gone is skipped.
 const MARKER_PREFIX = Buffer.from("RUNNER_EXEC_ID=");
 
 function processesMatching(marker) {
@@ -229,15 +271,36 @@ function processesMatching(marker) {
     const pid = Number(name);
     // PID 1 is the container's init; our own process answers the runner.
     if (!/^\d+$/.test(name) || pid === process.pid || pid === 1) continue;
+    // A zombie runs nothing and cannot be killed; its reaper (init, or Docker for an exec) takes it.
+    if (!isRunning(name)) continue;
+    if (needle === null) {
+      // Everything in the container's pid namespace, whatever its environment says.
+      found.push(pid);
+      continue;
+    }
     let environ;
     try {
       environ = fs.readFileSync(`/proc/${name}/environ`);
-    } catch {
-      continue; // exited meanwhile
+    } catch (error) {
+      if (error.code === "ENOENT" || error.code === "ESRCH") continue; // exited meanwhile
+      found.push(pid); // unreadable: hiding
+      continue;
     }
-    if (needle === null || environ.includes(needle) || !environ.includes(MARKER_PREFIX)) found.push(pid);
+    if (environ.includes(needle) || !environ.includes(MARKER_PREFIX)) found.push(pid);
   }
   return found;
+}
+
+// False for a process that is gone, a zombie or dead (the state in /proc/<pid>/stat, readable for any process).
+function isRunning(pid) {
+  let stat;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, "latin1");
+  } catch {
+    return false;
+  }
+  const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  return state !== "Z" && state !== "X" && state !== "x";
 }
 
 function killAll(pids) {
@@ -280,8 +343,7 @@ function execOp(request, respond) {
   const limit = request.maxOutputBytes || DEFAULT_MAX_OUTPUT_BYTES;
   const marker = `${process.pid}-${++execCounter}`;
   const started = Date.now();
-  const child = childProcess.spawn("/bin/bash", ["-c", request.command], {
-    cwd,
+  const child = spawnAsSandboxUser("/bin/bash", ["-c", request.command], cwd, {
     env: { ...process.env, ...(request.env || {}), RUNNER_EXEC_ID: marker },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
@@ -377,7 +439,7 @@ function handle(line) {
   try {
     switch (request.op) {
       case "ping":
-        return respond({ pid: process.pid, uid: process.getuid(), gid: process.getgid(), node: process.version });
+        return respond({ pid: process.pid, uid: SANDBOX_UID, gid: SANDBOX_GID, node: process.version });
       case "read":
         return respond(readOp(request));
       case "write":
@@ -412,4 +474,4 @@ input.on("close", () => {
   killMatching(null, null);
   process.exit(0);
 });
-send({ id: 0, ok: true, result: { ready: true, pid: process.pid, uid: process.getuid() } });
+send({ id: 0, ok: true, result: { ready: true, pid: process.pid, uid: SANDBOX_UID } });
