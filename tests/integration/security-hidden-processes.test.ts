@@ -154,6 +154,7 @@ describe("host git never reads a worktree while an agent's process can still run
     await expect(provider.ensureWorkspaceIdle(workspace.path)).rejects.toThrow(/still mounts .* writable/);
     await sandbox.freeze(() => provider.ensureWorkspaceIdle(workspace.path));
     // A read-only mount cannot swap anything.
+    expect((await readOnly.exec({ command: "ln -s / swapped 2>/dev/null; echo $?" })).stdout).toBe("1\n");
     await provider.ensureWorkspaceIdle(other.path);
     await sandbox.close();
     await provider.ensureWorkspaceIdle(workspace.path);
