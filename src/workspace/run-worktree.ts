@@ -2,6 +2,7 @@ import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync
 import { join } from "node:path";
 import { ConfigError, SandboxError, errorMessage } from "../errors.js";
 import { driverOverrides, rawSafeGit } from "./safe-git.js";
+import { checkStagedContent } from "./staged-content-check.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
 export const FALLBACK_SANDBOX_UID = 1000;
@@ -191,6 +192,11 @@ export async function commitRunWorktree(worktree: RunWorktree, message: string):
   };
   try {
     await rawSafeGit(options, ["add", "--all", "--", "."]);
+    await checkStagedContent(options).catch(async (error: unknown) => {
+      // Nothing of a raced read stays staged (its blobs remain unreachable loose objects until git gc).
+      await rawSafeGit(options, ["reset", "--quiet"]).catch(() => undefined);
+      throw error;
+    });
     const staged = await rawSafeGit(options, ["diff", "--cached", "--name-only", "--no-ext-diff", "--no-textconv"]);
     if (staged.trim()) {
       await rawSafeGit(options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message]);

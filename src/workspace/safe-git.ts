@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { privateDirectory } from "../process/private-directory.js";
 
 /**
@@ -120,6 +120,28 @@ export function safeGitResult(options: SafeGitOptions, args: string[]): Promise<
       if (error && typeof error.code !== "number") reject(error);
       else resolve({ exitCode: typeof error?.code === "number" ? error.code : 0, stdout, stderr });
     });
+  });
+}
+
+/**
+ * Like {@link rawSafeGit}, with stdout as bytes (paths from `-z` output are
+ * not necessarily UTF-8) and optional bytes on stdin. Rejects with
+ * {@link GitCommandError} on a non-zero exit.
+ */
+export function safeGitBytes(options: SafeGitOptions, args: string[], input?: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("git", gitArguments(options, args), { cwd: options.baseDirectory, env: safeGitEnvironment(), stdio: ["pipe", "pipe", "pipe"] });
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    child.stdout.on("data", (chunk: Buffer) => stdout.push(chunk));
+    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code === 0) resolve(Buffer.concat(stdout));
+      else reject(new GitCommandError(args, code ?? -1, Buffer.concat(stderr).toString("utf8")));
+    });
+    child.stdin.on("error", () => undefined); // git may exit before reading all of it
+    child.stdin.end(input ?? null);
   });
 }
 
