@@ -86,6 +86,17 @@ describe("loadTaskFile", () => {
     ]);
   });
 
+  it("reads the host commit's limits, with defaults, and names a bad entry's field", async () => {
+    await using directory = temporaryDirectory();
+    mkdirSync(join(directory.path, "repo"));
+    const base = "name: fix-add\ninstruction: do it\nworkspace: ./repo\n";
+    const task = loadTaskFile(writeTask(directory.path, `${base}commit: { max_file_size: 10m }\n`));
+    expect(task.commit).toEqual({ max_file_size: 10 * 1024 ** 2, max_total_size: 1024 ** 3, timeout_sec: 300 });
+    const problems = problemsOf(writeTask(directory.path, `${base}commit: { max_total_size: "0", timeout_sec: 0 }\n`));
+    expect(problems.map((problem) => problem.path).sort()).toEqual(["commit.max_total_size", "commit.timeout_sec"]);
+    expect(problems.find((problem) => problem.path === "commit.max_total_size")?.message).toMatch(/"100m"/);
+  });
+
   it("rejects YAML syntax errors and non-mapping documents", async () => {
     await using directory = temporaryDirectory();
     expect(problemsOf(writeTask(directory.path, "name: [unclosed\n"))[0]?.message).toMatch(/YAML syntax/);
