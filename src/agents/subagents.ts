@@ -35,7 +35,7 @@ export interface SubagentReport {
   steps: number;
   tool_calls: number;
   usage: Usage;
-  verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean } | null;
+  verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; sandbox_lost: string | null } | null;
   /** A worker's commit: what it left out (first 100 paths, and how many in all) and whether it ran past its time limit. */
   commit: { left_out: LeftOutPath[]; left_out_count: number; timed_out: boolean } | null;
   merge: { status: MergeOutcome["status"] | "skipped"; files: string[]; detail: string } | null;
@@ -318,7 +318,7 @@ async function finishWorker(
     events: host.events,
     signal,
   });
-  report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out };
+  report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out, sandbox_lost: verify.sandbox_lost };
   if (!verify.passed) {
     return notMerged(
       "verify_failed",

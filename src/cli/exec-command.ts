@@ -139,7 +139,7 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     "",
     `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${terminalSafe(report.error)}` : ""}`,
     report.verify
-      ? `verify: ${report.verify.command} → exit ${report.verify.exit_code}`
+      ? `verify: ${report.verify.command} → ${report.verify.sandbox_lost ? "sandbox lost while it ran" : `exit ${report.verify.exit_code}`}`
       : task.verify
         ? "verify: not run"
         : "verify: (no verify.command in the task)",

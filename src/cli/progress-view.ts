@@ -45,6 +45,7 @@ export class ProgressView implements EventSink {
       case "verify.started":
         return `${c.bold("verify")} ${event.data.command}`;
       case "verify.finished":
+        if (event.data.sandbox_lost) return c.red(`verify failed: the sandbox was lost while the command ran (${oneLine(event.data.sandbox_lost, 120)})`);
         return event.data.passed ? c.green(`verify passed (${event.data.duration_ms} ms)`) : c.red(`verify failed: exit ${event.data.exit_code}${event.data.timed_out ? " (timed out)" : ""}`);
       case "network.denied":
         return c.yellow(`  network: refused ${oneLine(event.data.host, 80)}:${event.data.port} (${event.data.reason})`);

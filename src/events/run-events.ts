@@ -73,7 +73,10 @@ export type RunEvent =
     }
   | { type: "workspace.merged"; data: { merged: boolean; branch: string | null; detail: string } }
   | { type: "verify.started"; data: { command: string } }
-  | { type: "verify.finished"; data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string } }
+  | {
+      type: "verify.finished";
+      data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string; sandbox_lost: string | null };
+    }
   | { type: "network.allowed"; data: { method: string; host: string; port: number } }
   | { type: "network.denied"; data: { method: string; host: string; port: number; reason: string } }
   | { type: "network.proxy_exited"; data: { detail: string } }

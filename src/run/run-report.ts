@@ -14,7 +14,7 @@ export interface RunReport {
   /** Why the run ended this way, e.g. `verified`, `verify_failed`, `max_steps`, `rate_limited`. */
   reason: string;
   error: string | null;
-  verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; output_tail: string } | null;
+  verify: VerifyResult | null;
   /** The host commit of the run's worktree: its limits and what it left out; null before it ran. */
   commit: CommitReport | null;
   branch: string | null;
@@ -45,6 +45,18 @@ export interface RunReport {
   /** Egress proxy decisions per `host:port` (empty without an allow-list). */
   network: Record<string, { allowed: number; denied: number }>;
   duration_ms: number;
+}
+
+/** report.json `verify`. */
+export interface VerifyResult {
+  command: string;
+  /** Null when the command did not exit by itself (timed out, or its sandbox was lost). */
+  exit_code: number | null;
+  passed: boolean;
+  timed_out: boolean;
+  output_tail: string;
+  /** Why the verification sandbox went away while the command ran (the command killed its helper or container); null otherwise. */
+  sandbox_lost: string | null;
 }
 
 /** report.json `commit`. */

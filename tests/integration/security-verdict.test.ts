@@ -136,6 +136,26 @@ describe("verdict dodges: the agent cannot turn `failed` into `error` or lose it
       run.dispose();
     }
   });
+
+  it("committed test code that kills the verification sandbox's helper is `verify_failed` (exit 1), not an error (item 6)", async () => {
+    await using repository = createGitRepository({ "app.txt": "broken\n" }, { prefix: "agent-runner-sec-verifykill-" });
+    const run = await runScriptedTask({
+      repository: repository.root,
+      turns: [writeTurn("app.txt", "fixed\n"), writeTurn("test_everything.py", "import os, signal\n\ndef test_it():\n    os.kill(-1, signal.SIGKILL)\n")],
+      verify: { command: "python3 -m pytest -q -p no:cacheprovider", timeout_sec: 120 },
+    });
+    try {
+      expect(run.report.status, describeRun(run)).toBe("failed");
+      expect(run.exitCode).toBe(1);
+      expect(run.report.reason).toBe("verify_failed");
+      expect(run.report.error).toBeNull();
+      expect(run.report.verify).toMatchObject({ passed: false, exit_code: null });
+      expect(run.report.verify!.sandbox_lost).toMatch(/went away|lost/);
+      expect(pathsOn(repository.root, run.report.branch!)).toContain("test_everything.py");
+    } finally {
+      run.dispose();
+    }
+  });
 });
 
 describe("the host commit is bounded in size and time (item 8)", () => {
