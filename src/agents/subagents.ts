@@ -69,8 +69,8 @@ export interface SubagentHost {
   /** Tools of a subagent, in the parent's order. `fork`: the parent's full list, with delegation (and, for explore, writing) denied. */
   toolsFor(mode: SubagentMode, fork: boolean, results: ToolResultStore): ToolRegistry;
   systemPromptFor(mode: SubagentMode): string;
-  /** Verification command and timeout of the task (a worker's default). */
-  verify: { command: string; timeout_sec: number } | null;
+  /** Verification command, timeout and protected paths of the task (a worker's default command; protect always applies). */
+  verify: { command: string; timeout_sec: number; protect?: string[] } | null;
   /** Bounds of every host commit of a worktree (task.yaml `commit`). */
   commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
@@ -311,10 +311,12 @@ async function finishWorker(
       `Worker ${agentId}'s work was NOT merged: there is no verification command (give verify in the agent call, or verify.command in the task). Its branch ${worktree.branch} keeps the work. ${said}`,
     );
   }
-  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600 }, worktree, committed.head, {
+  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] }, worktree, committed.head, {
     provider: host.provider,
     specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
     directory: join(host.runDirectory, "workers", `${agentId}-verify`),
+    // The parent is the main agent: its worktree's base is the run's base commit, never a snapshot of agent work.
+    baseCommit: host.parent.worktree.baseCommit,
     events: host.events,
     signal,
   });

@@ -139,7 +139,9 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     "",
     `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${terminalSafe(report.error)}` : ""}`,
     report.verify
-      ? `verify: ${report.verify.command} → ${report.verify.sandbox_lost ? "sandbox lost while it ran" : `exit ${report.verify.exit_code}`}`
+      ? `verify: ${report.verify.command} → ${report.verify.sandbox_lost ? "sandbox lost while it ran" : `exit ${report.verify.exit_code}`}${
+          report.verify.protected ? ` (protected: ${report.verify.protected.restored.length} restored, ${report.verify.protected.deleted.length} deleted)` : ""
+        }`
       : task.verify
         ? "verify: not run"
         : "verify: (no verify.command in the task)",

@@ -42,6 +42,8 @@ export class ProgressView implements EventSink {
         const committed = event.data.changed ? `committed ${event.data.commit.slice(0, 10)} on ${event.data.branch}` : "no changes to commit";
         return event.data.left_out_count ? c.yellow(`${committed}${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`) : committed;
       }
+      case "verify.protected":
+        return `verify: protected paths from ${event.data.from_commit.slice(0, 10)}: ${event.data.restored.length} restored, ${event.data.deleted.length} deleted${event.data.omitted ? ` (+${event.data.omitted})` : ""}`;
       case "verify.started":
         return `${c.bold("verify")} ${event.data.command}`;
       case "verify.finished":

@@ -104,9 +104,23 @@ export const sandboxSchema = z.strictObject({
   secret_env: z.array(environmentName).default([]),
 });
 
+/** A verify.protect entry: a git pathspec glob relative to the repository's top level. */
+const protectPattern = z
+  .string()
+  .min(1)
+  .refine((pattern) => !pattern.startsWith("/") && !pattern.startsWith(":") && !pattern.includes("\0") && !pattern.split("/").includes(".."), {
+    message: 'expected a glob relative to the repository\'s top level, like "tests/**" or "**/conftest.py" (no leading "/" or ":", no "..")',
+  });
+
 export const verifySchema = z.strictObject({
   command: z.string().min(1),
   timeout_sec: z.number().int().positive().max(24 * 3600).default(600),
+  /**
+   * Paths restored from the run's base commit in the verification checkout
+   * (files the agent added that match are deleted) before the command runs:
+   * the tests and test configuration the agent must not change.
+   */
+  protect: z.array(protectPattern).default([]),
 });
 
 /** A byte size for the host commit's limits, e.g. "100m"; at least 1 KiB. */

@@ -73,6 +73,7 @@ export type RunEvent =
     }
   | { type: "workspace.merged"; data: { merged: boolean; branch: string | null; detail: string } }
   | { type: "verify.started"; data: { command: string } }
+  | { type: "verify.protected"; data: { patterns: string[]; from_commit: string; restored: string[]; deleted: string[]; omitted: number } }
   | {
       type: "verify.finished";
       data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string; sandbox_lost: string | null };

@@ -435,6 +435,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         provider: dependencies.sandboxProvider,
         specFor,
         directory: join(runDirectory, "verify"),
+        baseCommit: worktree.baseCommit,
         events,
         signal: options.signal,
       });

@@ -1,8 +1,9 @@
 import { SandboxError, errorMessage } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
 import type { ExecResult, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
+import { applyProtectedPaths } from "../workspace/protected-paths.js";
 import { createDetachedWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
-import type { VerifyResult } from "./run-report.js";
+import type { ProtectedPaths, VerifyResult } from "./run-report.js";
 
 const OUTPUT_TAIL_CHARACTERS = 4000;
 
@@ -11,6 +12,8 @@ export interface VerifyContext {
   specFor: (agentId: string, worktree: RunWorktree) => Promise<SandboxSpec>;
   /** Host path for the verification checkout; removed afterwards. */
   directory: string;
+  /** The run's base commit, where `verify.protect` paths come from (never the agent's own commits). */
+  baseCommit: string;
   events: EventSink;
   signal: AbortSignal;
 }
@@ -20,6 +23,8 @@ export interface VerifyContext {
  * sandbox: only what was committed counts, never files the agent left outside
  * the workspace, ignored build output, or processes it left running. The
  * command must therefore set up what it needs (e.g. `npm ci && npm test`).
+ * With `protect`, the checkout has those paths as in `context.baseCommit`
+ * (see {@link applyProtectedPaths}).
  *
  * A sandbox that goes away while the command runs (its helper or container
  * killed, e.g. by a test that kills every process) was lost to the agent's
@@ -28,13 +33,22 @@ export interface VerifyContext {
  * cannot be made or removed (infrastructure); CancelledError via the signal.
  */
 export async function verifyCommit(
-  verify: { command: string; timeout_sec: number },
+  verify: { command: string; timeout_sec: number; protect?: string[] },
   worktree: RunWorktree,
   commit: string,
   context: VerifyContext,
 ): Promise<VerifyResult> {
   context.events.emit({ type: "verify.started", data: { command: verify.command } });
-  const checkout = await createDetachedWorktree(worktree, commit, context.directory);
+  const patterns = verify.protect ?? [];
+  let checkoutCommit = commit;
+  let protectedPaths: ProtectedPaths | null = null;
+  if (patterns.length) {
+    const applied = await applyProtectedPaths(worktree, commit, context.baseCommit, patterns, `${context.directory}.protect-index`);
+    checkoutCommit = applied.commit;
+    protectedPaths = { patterns, from_commit: context.baseCommit, restored: applied.restored, deleted: applied.deleted, omitted: applied.omitted };
+    context.events.emit({ type: "verify.protected", data: { ...protectedPaths } });
+  }
+  const checkout = await createDetachedWorktree(worktree, checkoutCommit, context.directory);
   try {
     const sandbox = await context.provider.create(await context.specFor("verify", checkout));
     let result: ExecResult | null = null;
@@ -59,7 +73,7 @@ export async function verifyCommit(
       type: "verify.finished",
       data: { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, duration_ms: result?.durationMs ?? Date.now() - started, output_tail: tail.slice(-1000), sandbox_lost: sandboxLost },
     });
-    return { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, output_tail: tail, sandbox_lost: sandboxLost };
+    return { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, output_tail: tail, sandbox_lost: sandboxLost, protected: protectedPaths };
   } finally {
     await removeRunWorktree(checkout);
   }

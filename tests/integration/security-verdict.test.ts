@@ -5,7 +5,7 @@
  * Every run here is real: Docker, host git, the scripted model server.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -237,6 +237,100 @@ describe("the host commit as a runner that is not root (item 6)", () => {
       expect(inspectGit(repository.root, ["show", `${outcome.branch}:app.txt`])).toBe("fixed\n");
     } finally {
       rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("verify.protect: the verdict runs on the base commit's tests (item 9)", () => {
+  let scratch: string;
+  beforeAll(async () => {
+    await requireDocker();
+    scratch = mkdtempSync(join(tmpdir(), "agent-runner-sec-protect-"));
+  });
+  afterAll(() => {
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  const userFiles = {
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    "tests/__init__.py": "",
+  };
+  // A conftest.py that turns every test report into a pass.
+  const gamingConftest = [
+    "import pytest",
+    "",
+    "@pytest.hookimpl(hookwrapper=True)",
+    "def pytest_runtest_makereport(item, call):",
+    "    outcome = yield",
+    "    report = outcome.get_result()",
+    "    report.outcome = 'passed'",
+    "    report.longrepr = None",
+    "",
+  ].join("\n");
+  const breakCalc = writeTurn("calc.py", "def add(a, b):\n    return a - b\n");
+  const verify = { command: "python3 -m pytest -q -p no:cacheprovider", timeout_sec: 120 };
+
+  it("without protect, a conftest.py that forces every report to pass makes a broken change `succeeded (verified)` (the documented limit)", async () => {
+    await using repository = createGitRepository(userFiles, { prefix: "agent-runner-sec-gamed-" });
+    const run = await runScriptedTask({ repository: repository.root, turns: [breakCalc, writeTurn("conftest.py", gamingConftest)], verify });
+    try {
+      expect(run.report.status, describeRun(run)).toBe("succeeded");
+      expect(run.report.reason).toBe("verified");
+    } finally {
+      run.dispose();
+    }
+  });
+
+  it("with protect, protected paths come from the base commit, added matches are deleted, and the verdict is verify_failed", async () => {
+    await using repository = createGitRepository(userFiles, { prefix: "agent-runner-sec-protected-" });
+    const run = await runScriptedTask({
+      repository: repository.root,
+      turns: [
+        breakCalc,
+        writeTurn("conftest.py", gamingConftest),
+        writeTurn("tests/conftest.py", gamingConftest),
+        writeTurn("tests/test_calc.py", "def test_add():\n    assert True\n"),
+        writeTurn("tests/test_extra.py", "def test_extra():\n    assert True\n"),
+      ],
+      verify: { ...verify, protect: ["**/conftest.py", "tests/**"] },
+    });
+    try {
+      expect(run.report.status, describeRun(run)).toBe("failed");
+      expect(run.exitCode).toBe(1);
+      expect(run.report.reason).toBe("verify_failed");
+      expect(run.report.verify!.output_tail).toMatch(/1 failed/);
+      expect(run.report.verify!.protected).toEqual({
+        patterns: ["**/conftest.py", "tests/**"],
+        from_commit: run.report.base_commit,
+        restored: ["tests/test_calc.py"],
+        deleted: ["conftest.py", "tests/conftest.py", "tests/test_extra.py"],
+        omitted: 0,
+      });
+      // The agent's commit itself is unchanged: protect shapes only the verification checkout.
+      expect(pathsOn(repository.root, run.report.branch!)).toEqual(["calc.py", "conftest.py", "tests/__init__.py", "tests/conftest.py", "tests/test_calc.py", "tests/test_extra.py"]);
+    } finally {
+      run.dispose();
+    }
+  });
+
+  it("a symlink the agent put at a protected directory's path is replaced, never written through", async () => {
+    await using repository = createGitRepository(userFiles, { prefix: "agent-runner-sec-protect-link-" });
+    const hostDirectory = mkdtempSync(join(scratch, "host-target-"));
+    const run = await runScriptedTask({
+      repository: repository.root,
+      turns: [breakCalc, shellTurn(`rm -rf tests && ln -s ${hostDirectory} tests && ls -la`)],
+      verify: { ...verify, protect: ["tests"] },
+    });
+    try {
+      expect(run.report.status, describeRun(run)).toBe("failed");
+      expect(run.report.reason).toBe("verify_failed");
+      expect(run.report.verify!.output_tail).toMatch(/1 failed/);
+      expect(run.report.verify!.protected).toMatchObject({ restored: ["tests/__init__.py", "tests/test_calc.py"], deleted: ["tests"] });
+      expect(readdirSync(hostDirectory)).toEqual([]);
+      expect(inspectGit(repository.root, ["cat-file", "-p", `${run.report.branch}:tests`]).trim()).toBe(hostDirectory);
+    } finally {
+      run.dispose();
     }
   });
 });

@@ -38,6 +38,7 @@ describe("verifyCommit: a lost sandbox is the agent's verdict, a broken Docker t
     provider,
     specFor: async () => ({}) as never,
     directory: join(home.path, "verify"),
+    baseCommit: worktree.baseCommit,
     events: { emit: (event) => events.push(event) },
     signal: new AbortController().signal,
   });
@@ -59,7 +60,7 @@ describe("verifyCommit: a lost sandbox is the agent's verdict, a broken Docker t
     const gone = new SandboxGoneError("sandbox fake: the in-container daemon went away");
     const sandbox = new ClosingSandbox(() => Promise.reject(gone), null);
     const result = await verifyCommit(verify, worktree, worktree.baseCommit, context(providerOf(async () => sandbox)));
-    expect(result).toMatchObject({ passed: false, exit_code: null, timed_out: false, sandbox_lost: gone.message });
+    expect(result).toMatchObject({ passed: false, exit_code: null, timed_out: false, sandbox_lost: gone.message, protected: null });
     expect(result.output_tail).toContain("the verification sandbox was lost");
     expect(sandbox.closed).toBe(true);
     expect(events.at(-1)).toMatchObject({ type: "verify.finished", data: { passed: false, sandbox_lost: gone.message } });
