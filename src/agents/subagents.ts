@@ -13,7 +13,8 @@ import type { Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.j
 import { defineTool, toolError, type Tool, type ToolGuard } from "../tools/define-tool.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
-import { commitRunWorktree, createBranchWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js";
+import { commitRunWorktree, createBranchWorktree, removeRunWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
 import { verifyCommit } from "../run/verify-commit.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
 
@@ -34,7 +35,9 @@ export interface SubagentReport {
   steps: number;
   tool_calls: number;
   usage: Usage;
-  verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean } | null;
+  verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; sandbox_lost: string | null } | null;
+  /** A worker's commit: what it left out (first 100 paths, and how many in all) and whether it ran past its time limit. */
+  commit: { left_out: LeftOutPath[]; left_out_count: number; timed_out: boolean } | null;
   merge: { status: MergeOutcome["status"] | "skipped"; files: string[]; detail: string } | null;
   final_message: string | null;
   error: string | null;
@@ -66,8 +69,10 @@ export interface SubagentHost {
   /** Tools of a subagent, in the parent's order. `fork`: the parent's full list, with delegation (and, for explore, writing) denied. */
   toolsFor(mode: SubagentMode, fork: boolean, results: ToolResultStore): ToolRegistry;
   systemPromptFor(mode: SubagentMode): string;
-  /** Verification command and timeout of the task (a worker's default). */
-  verify: { command: string; timeout_sec: number } | null;
+  /** Verification command, timeout and protected paths of the task (a worker's default command; protect always applies). */
+  verify: { command: string; timeout_sec: number; protect?: string[] } | null;
+  /** Bounds of every host commit of a worktree (task.yaml `commit`). */
+  commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
   /** Where each subagent's report goes (report.json `agents`). */
   reports: SubagentReport[];
@@ -133,6 +138,7 @@ export function agentTool(host: SubagentHost): Tool {
         tool_calls: 0,
         usage: emptyUsage(),
         verify: null,
+        commit: null,
         merge: null,
         final_message: null,
         error: null,
@@ -174,9 +180,10 @@ async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promi
   const snapshot = await host.parentGit.runExclusive(() =>
     host.parent.sandbox.freeze(async () => {
       await host.provider.ensureWorkspaceIdle(parent.path);
-      return commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`);
+      return commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`, host.commitLimits);
     }),
   );
+  if (snapshot.timedOut) throw new Error(`committing your worktree as the worker's starting point ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); remove large or numerous generated files first`);
   return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.runDirectory, "workers", agentId), snapshot.head);
 }
 
@@ -256,7 +263,7 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       // A worker that failed, timed out or was stopped keeps its edits on its branch (its container is gone,
       // so nothing races host git); a commit that already happened makes this a no-op.
       if (report.status === "failed" || report.status === "cancelled") {
-        await commitRunWorktree(request.worktree, `agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`).catch((error: unknown) =>
+        await commitRunWorktree(request.worktree, `agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`, host.commitLimits).catch((error: unknown) =>
           host.events.emit({ type: "cleanup.failed", data: { what: `commit of ${agentId}'s partial work`, error: errorMessage(error) } }),
         );
       }
@@ -295,16 +302,23 @@ async function finishWorker(
 ): Promise<TaskResult> {
   const worktree = request.worktree!;
   const { agentId } = request;
-  const said = `Its final report:\n${outcome.finalMessage ?? "(none)"}`;
   // The worker's container goes before host git reads its worktree: nothing of its processes may run meanwhile.
   await sandbox.close();
   await host.provider.ensureWorkspaceIdle(worktree.path);
-  const committed = await commitRunWorktree(worktree, `agent-runner: worker ${agentId}: ${request.description}`);
+  const committed = await commitRunWorktree(worktree, `agent-runner: worker ${agentId}: ${request.description}`, host.commitLimits);
+  const said = `${leftOutNote(committed)}Its final report:\n${outcome.finalMessage ?? "(none)"}`;
+  report.commit = { left_out: committed.leftOut, left_out_count: committed.leftOutCount, timed_out: committed.timedOut };
   const notMerged = (detail: string, output: string): TaskResult => {
     report.status = "not_merged";
     report.merge = { status: "skipped", files: [], detail };
     return finish(host, report, started, { status: "failed", output });
   };
+  if (committed.timedOut) {
+    return notMerged(
+      "commit_timed_out",
+      `Worker ${agentId}'s work was NOT merged: committing its files ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s), so none of its last changes were committed. ${said}`,
+    );
+  }
   if (outcome.reason === "max_steps") {
     return notMerged("max_steps", `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`);
   }
@@ -320,14 +334,16 @@ async function finishWorker(
       `Worker ${agentId}'s work was NOT merged: there is no verification command (give verify in the agent call, or verify.command in the task). Its branch ${worktree.branch} keeps the work. ${said}`,
     );
   }
-  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600 }, worktree, committed.head, {
+  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] }, worktree, committed.head, {
     provider: host.provider,
     specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
     directory: join(host.runDirectory, "workers", `${agentId}-verify`),
+    // The parent is the main agent: its worktree's base is the run's base commit, never a snapshot of agent work.
+    baseCommit: host.parent.worktree.baseCommit,
     events: host.events,
     signal,
   });
-  report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out };
+  report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out, sandbox_lost: verify.sandbox_lost };
   if (!verify.passed) {
     return notMerged(
       "verify_failed",
@@ -340,7 +356,8 @@ async function finishWorker(
     host.parentGit.runExclusive(() => parent.sandbox.freeze(async () => {
       await host.provider.ensureWorkspaceIdle(parent.worktree.path);
       // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
-      await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`);
+      const own = await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`, host.commitLimits);
+      if (own.timedOut) throw new Error(`committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`);
       return mergeBranchInto(parent.worktree, worktree.branch, `agent-runner: merge worker ${agentId} (${request.description})`);
     }));
   request.releaseSlot();
@@ -364,6 +381,14 @@ async function finishWorker(
       `Worker ${agentId}'s work passed verification (\`${command}\`) and was merged into your branch; ` +
       `files changed: ${merged.status === "merged" ? merged.files.join(", ") : "(none)"}. Your workspace already has them. ${said}`,
   });
+}
+
+/** Tells the parent which of the worker's files its commit left out, and why. */
+function leftOutNote(committed: CommitOutcome): string {
+  if (committed.leftOutCount === 0) return "";
+  const shown = committed.leftOut.slice(0, 20).map((entry) => `${entry.path} (${entry.reason})`);
+  const more = committed.leftOutCount - shown.length;
+  return `Not committed (left out of its commit; reasons in parentheses): ${shown.join(", ")}${more > 0 ? ` and ${more} more` : ""}.\n`;
 }
 
 function finish(host: SubagentHost, report: SubagentReport, started: number, result: TaskResult): TaskResult {

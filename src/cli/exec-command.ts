@@ -12,7 +12,7 @@ import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import { openAIClient, openModel } from "./open-model.js";
-import { ProgressView, terminalSafe } from "./progress-view.js";
+import { describeLeftOut, ProgressView, terminalSafe } from "./progress-view.js";
 import { promptForApproval } from "../policy/approval-prompt.js";
 
 export interface ExecOptions {
@@ -139,11 +139,14 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     "",
     `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${terminalSafe(report.error)}` : ""}`,
     report.verify
-      ? `verify: ${report.verify.command} → exit ${report.verify.exit_code}`
+      ? `verify: ${report.verify.command} → ${report.verify.sandbox_lost ? "sandbox lost while it ran" : `exit ${report.verify.exit_code}`}${
+          report.verify.protected ? ` (protected: ${report.verify.protected.restored.length} restored, ${report.verify.protected.deleted.length} deleted)` : ""
+        }`
       : task.verify
         ? "verify: not run"
         : "verify: (no verify.command in the task)",
     `branch: ${report.branch ?? "-"}`,
+    report.commit?.left_out_count ? `left out of the commit: ${describeLeftOut(report.commit.left_out, report.commit.left_out_count)} (see report.json commit.left_out)` : "",
     `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
     `run directory: ${runDirectory}`,
     report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",

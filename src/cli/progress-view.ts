@@ -37,11 +37,17 @@ export class ProgressView implements EventSink {
         return `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} ${c.bold(event.data.name)} ${oneLine(event.data.arguments, 140)}`;
       case "tool_call.finished":
         return event.data.is_error ? `  ${c.yellow("↳")} ${oneLine(event.data.result_preview, 160)}` : null;
-      case "workspace.committed":
-        return event.data.changed ? `committed ${event.data.commit.slice(0, 10)} on ${event.data.branch}` : "no changes to commit";
+      case "workspace.committed": {
+        if (event.data.timed_out) return c.red(`commit ran past its time limit: nothing of it was committed${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`);
+        const committed = event.data.changed ? `committed ${event.data.commit.slice(0, 10)} on ${event.data.branch}` : "no changes to commit";
+        return event.data.left_out_count ? c.yellow(`${committed}${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`) : committed;
+      }
+      case "verify.protected":
+        return `verify: protected paths from ${event.data.from_commit.slice(0, 10)}: ${event.data.restored.length} restored, ${event.data.deleted.length} deleted${event.data.omitted ? ` (+${event.data.omitted})` : ""}`;
       case "verify.started":
         return `${c.bold("verify")} ${event.data.command}`;
       case "verify.finished":
+        if (event.data.sandbox_lost) return c.red(`verify failed: the sandbox was lost while the command ran (${oneLine(event.data.sandbox_lost, 120)})`);
         return event.data.passed ? c.green(`verify passed (${event.data.duration_ms} ms)`) : c.red(`verify failed: exit ${event.data.exit_code}${event.data.timed_out ? " (timed out)" : ""}`);
       case "network.denied":
         return c.yellow(`  network: refused ${oneLine(event.data.host, 80)}:${event.data.port} (${event.data.reason})`);
@@ -81,6 +87,16 @@ export class ProgressView implements EventSink {
         return null;
     }
   }
+}
+
+/** `".GIT" (dotgit_name), "big.bin" (file_too_large) and 3 more`: paths quoted, so trailing spaces and control characters show. */
+export function describeLeftOut(leftOut: readonly { path: string; reason: string }[], count: number): string {
+  const shown = leftOut.slice(0, 5).map((entry) => `${terminalSafe(JSON.stringify(entry.path))} (${entry.reason})`);
+  return `${shown.join(", ")}${count > shown.length ? ` and ${count - shown.length} more` : ""}`;
+}
+
+function leftOutSuffix(leftOut: readonly { path: string; reason: string }[], count: number): string {
+  return count ? `; left out: ${describeLeftOut(leftOut, count)}` : "";
 }
 
 /** `step 3`, or `w2 step 3` for a subagent, so parallel agents' lines can be told apart. */

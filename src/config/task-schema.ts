@@ -104,9 +104,43 @@ export const sandboxSchema = z.strictObject({
   secret_env: z.array(environmentName).default([]),
 });
 
+/** A verify.protect entry: a git pathspec glob relative to the repository's top level. */
+const protectPattern = z
+  .string()
+  .min(1)
+  .refine((pattern) => !pattern.startsWith("/") && !pattern.startsWith(":") && !pattern.includes("\0") && !pattern.split("/").includes(".."), {
+    message: 'expected a glob relative to the repository\'s top level, like "tests/**" or "**/conftest.py" (no leading "/" or ":", no "..")',
+  });
+
 export const verifySchema = z.strictObject({
   command: z.string().min(1),
   timeout_sec: z.number().int().positive().max(24 * 3600).default(600),
+  /**
+   * Paths restored from the run's base commit in the verification checkout
+   * (files the agent added that match are deleted) before the command runs:
+   * the tests and test configuration the agent must not change.
+   */
+  protect: z.array(protectPattern).default([]),
+});
+
+/** A byte size for the host commit's limits, e.g. "100m"; at least 1 KiB. */
+const commitSize = z.union([z.string(), z.number()]).transform((value, context) => {
+  const bytes = parseMemory(value);
+  if (bytes === null || bytes < 1024) {
+    context.addIssue({ code: "custom", message: `expected a size of at least 1k such as "100m" or "1g", got ${JSON.stringify(value)}` });
+    return z.NEVER;
+  }
+  return bytes;
+});
+
+/** Bounds of the host-side commit of the agent's work (README "What a run produces"). */
+export const commitSchema = z.strictObject({
+  /** Larger files are left out of the commit and reported (apparent size: sparse files count in full). */
+  max_file_size: commitSize.default(100 * 1024 ** 2),
+  /** New or changed content past this total is left out and reported. */
+  max_total_size: commitSize.default(1024 ** 3),
+  /** Wall-clock limit of the commit; past it nothing is committed and the run ends failed (commit_timed_out). */
+  timeout_sec: z.number().int().positive().max(24 * 3600).default(300),
 });
 
 export const taskSchema = z.strictObject({
@@ -124,6 +158,7 @@ export const taskSchema = z.strictObject({
     secret_env: [],
   }),
   verify: verifySchema.optional(),
+  commit: commitSchema.default({ max_file_size: 100 * 1024 ** 2, max_total_size: 1024 ** 3, timeout_sec: 300 }),
   max_steps: z.number().int().positive().max(10_000).default(50),
   /** Per tool call default timeout for run_shell, ms. */
   tool_timeout_ms: z.number().int().positive().max(24 * 3600 * 1000, "at most 86400000 (24 h)").default(120_000),

@@ -1,5 +1,6 @@
 import type { McpEvent } from "../mcp/mcp-events.js";
 import type { Usage } from "../model/messages.js";
+import type { LeftOutPath } from "../workspace/commit-selection.js";
 
 /**
  * Everything a run reports, noun-then-verb. `data` shapes are part of the
@@ -65,10 +66,18 @@ export type RunEvent =
       data: { agent_id: string; status: string; steps: number; verify_passed: boolean | null; merge: string | null; files: string[]; duration_ms: number };
     }
   | { type: "agent.finished"; data: { agent_id: string; reason: "final_answer" | "max_steps" | "cancelled"; steps: number; final_message: string | null } }
-  | { type: "workspace.committed"; data: { branch: string; commit: string; changed: boolean } }
+  | {
+      type: "workspace.committed";
+      /** `left_out`: paths not committed (first 100), `left_out_count` all of them; `timed_out`: nothing was committed. */
+      data: { branch: string; commit: string; changed: boolean; left_out: LeftOutPath[]; left_out_count: number; timed_out: boolean };
+    }
   | { type: "workspace.merged"; data: { merged: boolean; branch: string | null; detail: string } }
   | { type: "verify.started"; data: { command: string } }
-  | { type: "verify.finished"; data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string } }
+  | { type: "verify.protected"; data: { patterns: string[]; from_commit: string; restored: string[]; deleted: string[]; omitted: number } }
+  | {
+      type: "verify.finished";
+      data: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; duration_ms: number; output_tail: string; sandbox_lost: string | null };
+    }
   | { type: "network.allowed"; data: { method: string; host: string; port: number } }
   | { type: "network.denied"; data: { method: string; host: string; port: number; reason: string } }
   | { type: "network.proxy_exited"; data: { detail: string } }

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
+import { commitLimitsOf } from "../workspace/commit-selection.js";
 import { commitRunWorktree, removeWorktreeDirectory, reopenRunWorktree, type RecordedWorktree } from "../workspace/run-worktree.js";
 
 /**
@@ -20,8 +21,13 @@ export interface RunLock extends RecordedWorktree {
 }
 
 export function readRunLock(runDirectory: string): RunLock | null {
+  return readJson(join(runDirectory, "run.json")) as RunLock | null;
+}
+
+/** A JSON file's value, or null when it is missing or unreadable. */
+function readJson(path: string): unknown {
   try {
-    return JSON.parse(readFileSync(join(runDirectory, "run.json"), "utf8")) as RunLock;
+    return JSON.parse(readFileSync(path, "utf8"));
   } catch {
     return null;
   }
@@ -65,8 +71,15 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     try {
       const reopened = await reopenRunWorktree(lock, { create: false });
       if (reopened) {
-        const committed = await commitRunWorktree(reopened.worktree, `agent-runner: run ${lock.run_id} (runner died: partial work)`);
-        saved = `its work is committed on ${lock.branch} (${committed.head.slice(0, 12)})`;
+        // The task's own commit limits (task.json, written before the run started).
+        const task = readJson(join(directory, "task.json")) as { commit?: Parameters<typeof commitLimitsOf>[0] } | null;
+        const committed = await commitRunWorktree(reopened.worktree, `agent-runner: run ${lock.run_id} (runner died: partial work)`, commitLimitsOf(task?.commit));
+        if (committed.timedOut) {
+          saved = `its worktree could not be committed within the commit time limit and is kept at ${lock.worktree}`;
+          keepWorktree = true;
+        } else {
+          saved = `its work is committed on ${lock.branch} (${committed.head.slice(0, 12)})${committed.leftOutCount ? `, except ${committed.leftOutCount} paths left out (see README "The host commit")` : ""}`;
+        }
       }
     } catch (error) {
       saved = `its worktree could not be committed (${errorMessage(error)}) and is kept at ${lock.worktree}`;

@@ -1,5 +1,6 @@
 import type { SubagentReport } from "../agents/subagents.js";
 import type { Usage } from "../model/messages.js";
+import type { LeftOutPath } from "../workspace/commit-selection.js";
 import type { UserMergeOutcome } from "../workspace/merge.js";
 
 export type RunStatus = "succeeded" | "failed" | "error" | "cancelled";
@@ -13,7 +14,9 @@ export interface RunReport {
   /** Why the run ended this way, e.g. `verified`, `verify_failed`, `max_steps`, `rate_limited`. */
   reason: string;
   error: string | null;
-  verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; output_tail: string } | null;
+  verify: VerifyResult | null;
+  /** The host commit of the run's worktree: its limits and what it left out; null before it ran. */
+  commit: CommitReport | null;
   branch: string | null;
   base_commit: string | null;
   head_commit: string | null;
@@ -42,6 +45,47 @@ export interface RunReport {
   /** Egress proxy decisions per `host:port` (empty without an allow-list). */
   network: Record<string, { allowed: number; denied: number }>;
   duration_ms: number;
+}
+
+/** report.json `verify`. */
+export interface VerifyResult {
+  command: string;
+  /** Null when the command did not exit by itself (timed out, or its sandbox was lost). */
+  exit_code: number | null;
+  passed: boolean;
+  timed_out: boolean;
+  output_tail: string;
+  /** Why the verification sandbox went away while the command ran (the command killed its helper or container); null otherwise. */
+  sandbox_lost: string | null;
+  /** What `verify.protect` restored from the base commit in the verification checkout; null without `protect`. */
+  protected: ProtectedPaths | null;
+}
+
+/** report.json `verify.protected`. */
+export interface ProtectedPaths {
+  /** The task's `verify.protect` globs. */
+  patterns: string[];
+  /** The run's base commit the protected paths came from. */
+  from_commit: string;
+  /** Paths the agent changed or deleted, put back as in `from_commit` (at most 100 listed). */
+  restored: string[];
+  /** Paths the agent added (or turned into something else) that were removed (at most 100 listed). */
+  deleted: string[];
+  /** How many changed paths the two lists leave out. */
+  omitted: number;
+}
+
+/** report.json `commit`. */
+export interface CommitReport {
+  /** The limits in force: bytes, bytes, seconds (task.yaml `commit`). */
+  limits: { max_file_size: number; max_total_size: number; timeout_sec: number };
+  /** Paths of the worktree not committed, and why (at most 100; `left_out_count` counts them all). */
+  left_out: LeftOutPath[];
+  left_out_count: number;
+  /** The commit ran past `limits.timeout_sec`: nothing of it was committed (reason `commit_timed_out`). */
+  timed_out: boolean;
+  /** Writing patch.diff ran past the same limit: there is no patch.diff. */
+  patch_timed_out: boolean;
 }
 
 /** Exit code of `runner exec` for a status (DESIGN.md "Outcomes"). */

@@ -33,7 +33,8 @@ import type { NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../san
 import { RecoveringSandbox } from "../sandbox/recovering-sandbox.js";
 import { workspaceTools } from "../tools/builtin/index.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
-import { commitRunWorktree, containerGitMounts, createRunWorktree, diffRunBranch, removeRunWorktree, reopenRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import { commitLimitsOf, type CommitLimits } from "../workspace/commit-selection.js";
+import { commitRunWorktree, containerGitMounts, createRunWorktree, removeRunWorktree, reopenRunWorktree, writeRunBranchDiff, type RunWorktree } from "../workspace/run-worktree.js";
 import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import { newRunId } from "./run-id.js";
 import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
@@ -203,6 +204,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   const explorePolicy = loadPolicy(run.task.subagents.explore_policy).policy;
   const workerPolicy = run.task.subagents.worker_policy ? loadPolicy(run.task.subagents.worker_policy).policy : policy;
   const task = withPolicyDefaults(run.task, policy);
+  const commitLimits = commitLimitsOf(task.commit);
   const started = Date.now();
   options.onRunCreated?.(runId, runDirectory);
   const hostEnvironment = options.hostEnvironment ?? process.env;
@@ -225,6 +227,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     reason: "not_started",
     error: null,
     verify: null,
+    commit: null,
     branch: null,
     base_commit: null,
     head_commit: null,
@@ -382,6 +385,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context, skillTools, mcpTools),
         systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog }),
         verify: task.verify ?? null,
+        commitLimits,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
         mainChecker: mainGuard.checker,
         guardFor: (mode) => (mode === "explore" ? exploreGuard : (workerGuard ?? mainGuard)),
@@ -429,20 +433,24 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     // can run any more (a process left behind could swap a directory for a symlink mid-read), and
     // nothing it left running or planted outside /workspace may influence the verdict.
     await closeSandbox();
-    await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${redactor.redact(firstLine(outcome.finalMessage))}`, runDirectory, report, events);
+    await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${redactor.redact(firstLine(outcome.finalMessage))}`, runDirectory, report, events, commitLimits);
     throwIfAborted(options.signal);
-    if (task.verify) {
+    // A commit cut short by its time limit holds none of the final work: there is nothing to verify.
+    if (task.verify && !report.commit?.timed_out) {
       report.verify = await verifyCommit(task.verify, worktree, report.head_commit!, {
         provider: dependencies.sandboxProvider,
         specFor,
         directory: join(runDirectory, "verify"),
+        baseCommit: worktree.baseCommit,
         events,
         signal: options.signal,
       });
       throwIfAborted(options.signal);
     }
     const verified = report.verify === null || report.verify.passed;
-    if (outcome.reason === "max_steps") {
+    if (report.commit?.timed_out) {
+      setOutcome(report, "failed", "commit_timed_out");
+    } else if (outcome.reason === "max_steps") {
       setOutcome(report, "failed", "max_steps");
     } else if (!verified) {
       setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");
@@ -478,7 +486,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       // Interrupted or failed before the normal commit: keep the agent's work on its branch anyway.
       const current = worktree;
       await cleanUp(
-        () => commitAndWritePatch(current, `agent-runner: ${task.name} (run ${runId}, ${report.status}: partial work)`, runDirectory, report, events),
+        () => commitAndWritePatch(current, `agent-runner: ${task.name} (run ${runId}, ${report.status}: partial work)`, runDirectory, report, events, commitLimits),
         "commit of partial work",
         events,
       );
@@ -679,12 +687,31 @@ function sandboxSpecFactory(
   });
 }
 
-async function commitAndWritePatch(worktree: RunWorktree, message: string, runDirectory: string, report: RunReport, events: EventSink): Promise<void> {
-  const committed = await commitRunWorktree(worktree, message);
+/**
+ * Commits the worktree within `limits` and writes patch.diff (streamed, under
+ * the same time limit); report.json `commit` and the `workspace.committed`
+ * event say what was left out, and whether the commit timed out.
+ */
+async function commitAndWritePatch(worktree: RunWorktree, message: string, runDirectory: string, report: RunReport, events: EventSink, limits: CommitLimits): Promise<void> {
+  const committed = await commitRunWorktree(worktree, message, limits);
   report.head_commit = committed.head;
-  events.emit({ type: "workspace.committed", data: { branch: worktree.branch, commit: committed.head, changed: committed.changed } });
-  writeFileSync(join(runDirectory, "patch.diff"), await diffRunBranch(worktree));
-  report.patch = "patch.diff";
+  report.commit = {
+    limits: { max_file_size: limits.maxFileSize, max_total_size: limits.maxTotalSize, timeout_sec: limits.timeoutMs / 1000 },
+    left_out: committed.leftOut,
+    left_out_count: committed.leftOutCount,
+    timed_out: committed.timedOut,
+    patch_timed_out: false,
+  };
+  events.emit({
+    type: "workspace.committed",
+    data: { branch: worktree.branch, commit: committed.head, changed: committed.changed, left_out: committed.leftOut, left_out_count: committed.leftOutCount, timed_out: committed.timedOut },
+  });
+  if (await writeRunBranchDiff(worktree, join(runDirectory, "patch.diff"), limits.timeoutMs)) {
+    report.patch = "patch.diff";
+  } else {
+    report.patch = null;
+    report.commit.patch_timed_out = true;
+  }
 }
 
 /**

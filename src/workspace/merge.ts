@@ -1,7 +1,6 @@
 import { existsSync, lchownSync } from "node:fs";
-import { dirname, join, relative } from "node:path";
 import { SandboxError } from "../errors.js";
-import { rawSafeGit, safeGitResult } from "./safe-git.js";
+import { rawSafeGit, safeGitResult, streamSafeGit } from "./safe-git.js";
 import type { RunWorktree } from "./run-worktree.js";
 
 /** Longest conflict excerpt a merge outcome carries, characters. */
@@ -45,46 +44,69 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
     throw new SandboxError(`git merge of ${branch} failed after a clean trial merge: ${(merged.stderr || merged.stdout).trim()}`);
   }
   const commit = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
-  const files = (await rawSafeGit(options, ["diff", "--name-only", "--no-renames", "-z", head, commit])).split("\0").filter(Boolean);
-  handToSandboxUser(target, files);
-  return { status: "merged", commit, files };
+  // Streamed, as bytes: the worker decides how many files there are and what they are called.
+  const changed: Buffer[] = [];
+  const listed = await streamSafeGit(options, ["diff", "--name-only", "--no-renames", "-z", head, commit], { records: (path) => changed.push(Buffer.from(path)) });
+  if (listed.exitCode !== 0) throw new SandboxError(`git diff after merging ${branch} failed: ${listed.stderr.trim()}`);
+  handToSandboxUser(target, changed);
+  return { status: "merged", commit, files: changed.map((path) => path.toString("utf8")) };
 }
 
-/** The conflict regions (`<<<<<<<` … `>>>>>>>`) of each file in a merge-tree result, capped. */
+/**
+ * The conflict regions (`<<<<<<<` … `>>>>>>>`) of each file in a merge-tree
+ * result, capped at {@link HUNKS_CHARACTERS}: files are read only until the
+ * cap is reached, and none larger than {@link CONFLICT_FILE_BYTES}.
+ */
 async function conflictHunks(options: Parameters<typeof rawSafeGit>[0], tree: string, files: string[]): Promise<string> {
   const parts: string[] = [];
-  for (const file of files) {
-    const shown = await safeGitResult(options, ["cat-file", "-p", `${tree}:${file}`]);
-    if (shown.exitCode !== 0) {
-      parts.push(`--- ${file}: (no text: deleted on one side, or binary)`);
-      continue;
+  let length = 0;
+  for (const [position, file] of files.entries()) {
+    if (length >= HUNKS_CHARACTERS) {
+      parts.push(`[... and ${files.length - position} more conflicting files]`);
+      break;
     }
-    const lines = shown.stdout.split("\n");
-    const regions: string[] = [];
-    for (let index = 0; index < lines.length; index += 1) {
-      if (!lines[index]!.startsWith("<<<<<<<")) continue;
-      const end = lines.findIndex((line, at) => at > index && line.startsWith(">>>>>>>"));
-      regions.push(`@@ line ${index + 1}\n${lines.slice(index, end === -1 ? lines.length : end + 1).join("\n")}`);
-      if (end === -1) break;
-      index = end;
-    }
-    parts.push(`--- ${file}\n${regions.join("\n") || "(conflict without text markers: e.g. modified on one side, deleted on the other)"}`);
+    const part = await conflictRegionsOf(options, tree, file);
+    parts.push(part);
+    length += part.length + 1;
   }
   const text = parts.join("\n");
   return text.length > HUNKS_CHARACTERS ? `${text.slice(0, HUNKS_CHARACTERS)}\n[... conflict excerpt cut at ${HUNKS_CHARACTERS} characters]` : text;
 }
 
-/** lchown merged files (and directories the merge created) to the sandbox user when we run as root. */
-function handToSandboxUser(target: RunWorktree, files: string[]): void {
+/** Largest conflicted file whose conflict regions are shown, bytes. */
+const CONFLICT_FILE_BYTES = 1024 * 1024;
+
+async function conflictRegionsOf(options: Parameters<typeof rawSafeGit>[0], tree: string, file: string): Promise<string> {
+  const size = await safeGitResult(options, ["cat-file", "-s", `${tree}:${file}`]);
+  if (size.exitCode !== 0) return `--- ${file}: (no text: deleted on one side, or binary)`;
+  if (Number(size.stdout.trim()) > CONFLICT_FILE_BYTES) return `--- ${file}: (not shown: ${size.stdout.trim()} bytes)`;
+  const shown = await safeGitResult(options, ["cat-file", "-p", `${tree}:${file}`]);
+  if (shown.exitCode !== 0) return `--- ${file}: (no text: deleted on one side, or binary)`;
+  const lines = shown.stdout.split("\n");
+  const regions: string[] = [];
+  for (let index = 0; index < lines.length; index += 1) {
+    if (!lines[index]!.startsWith("<<<<<<<")) continue;
+    const end = lines.findIndex((line, at) => at > index && line.startsWith(">>>>>>>"));
+    regions.push(`@@ line ${index + 1}\n${lines.slice(index, end === -1 ? lines.length : end + 1).join("\n")}`);
+    if (end === -1) break;
+    index = end;
+  }
+  return `--- ${file}\n${regions.join("\n") || "(conflict without text markers: e.g. modified on one side, deleted on the other)"}`;
+}
+
+/** lchown merged files (and directories the merge created) to the sandbox user when we run as root; paths are bytes. */
+function handToSandboxUser(target: RunWorktree, files: Buffer[]): void {
   if ((process.getuid?.() ?? 0) !== 0) return;
   const { uid, gid } = target.sandboxUser;
   const done = new Set<string>();
+  const root = Buffer.from(`${target.path}/`);
   for (const file of files) {
-    let path = join(target.path, file);
-    while (relative(target.path, path) !== "" && !done.has(path)) {
-      done.add(path);
+    for (let end = file.length; end > 0; end = file.lastIndexOf(0x2f, end - 1)) {
+      const key = file.subarray(0, end).toString("latin1");
+      if (done.has(key)) break;
+      done.add(key);
+      const path = Buffer.concat([root, file.subarray(0, end)]);
       if (existsSync(path)) lchownSync(path, uid, gid);
-      path = dirname(path);
     }
   }
 }

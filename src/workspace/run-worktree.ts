@@ -1,7 +1,8 @@
 import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError, SandboxError, errorMessage } from "../errors.js";
-import { driverOverrides, rawSafeGit } from "./safe-git.js";
+import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath, LEFT_OUT_LISTED } from "./commit-selection.js";
+import { driverOverrides, GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 import { checkStagedContent } from "./staged-content-check.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
@@ -177,43 +178,111 @@ export async function createBranchWorktree(parent: RunWorktree, branch: string, 
   return { ...parent, ...added, branch, baseCommit: commit };
 }
 
+/** What {@link commitRunWorktree} did. */
+export interface CommitOutcome {
+  /** The branch's head afterwards (unchanged when nothing was committed). */
+  head: string;
+  /** Whether the head differs from the worktree's base commit. */
+  changed: boolean;
+  /** Paths left out of the commit (the first {@link LEFT_OUT_LISTED}) and how many in all. */
+  leftOut: LeftOutPath[];
+  leftOutCount: number;
+  /** The commit ran past `limits.timeoutMs`: nothing of this commit was recorded. */
+  timedOut: boolean;
+}
+
 /**
  * Commits everything in the worktree (including deletions and new files) on
- * the run branch. The caller must make sure no sandbox process runs meanwhile
- * (`Sandbox.stopAllProcesses` or a closed sandbox): git reads the tree on the
- * host. Returns the new head and whether anything changed.
+ * the run branch, except what {@link selectCommittablePaths} leaves out:
+ * names git refuses (`.GIT`, NTFS/HFS+ aliases of `.git`) and files past
+ * `limits`; those are reported, the rest is committed. The caller must make
+ * sure no sandbox process runs meanwhile (`Sandbox.stopAllProcesses` or a
+ * closed sandbox): git reads the tree on the host. Throws SandboxError when
+ * git fails for another reason.
  */
-export async function commitRunWorktree(worktree: RunWorktree, message: string): Promise<{ head: string; changed: boolean }> {
+export async function commitRunWorktree(worktree: RunWorktree, message: string, limits: CommitLimits = DEFAULT_COMMIT_LIMITS): Promise<CommitOutcome> {
+  const deadline = Date.now() + limits.timeoutMs;
   const options = {
     baseDirectory: worktree.path,
     gitDirectory: worktree.gitDirectory,
     workTree: worktree.path,
-    config: worktree.gitConfig,
+    // git refuses the HFS+ aliases of .git too (it does the NTFS ones by default): a name the selection missed fails the add, it is never committed.
+    config: [...worktree.gitConfig, "core.protectHFS=true", "core.protectNTFS=true", "advice.addEmbeddedRepo=false"],
   };
   try {
-    await rawSafeGit(options, ["add", "--all", "--", "."]);
+    // Stat information first (handing the files to the sandbox user changed every ctime): the listing then
+    // hashes nothing, and each unchanged file is read once, here. Exit 1 just means "needs update".
+    if ((await untilDeadline(worktree, options, ["update-index", "-q", "--refresh"], deadline, { mayExitOne: true })) === null) {
+      return { ...(await currentHead(worktree, options)), leftOut: [], leftOutCount: 0, timedOut: true };
+    }
+    const selection = await selectCommittablePaths(options, worktree.path, limits, deadline);
+    const notCommitted = { leftOut: selection.leftOut, leftOutCount: selection.leftOutCount };
+    if (selection.timedOut || !(await stageWorktree(worktree, options, selection.excluded, deadline))) {
+      return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: true };
+    }
     await checkStagedContent(options).catch(async (error: unknown) => {
       // Nothing of a raced read stays staged (its blobs remain unreachable loose objects until git gc).
       await rawSafeGit(options, ["reset", "--quiet"]).catch(() => undefined);
       throw error;
     });
-    const staged = await rawSafeGit(options, ["diff", "--cached", "--name-only", "--no-ext-diff", "--no-textconv"]);
-    if (staged.trim()) {
-      await rawSafeGit(options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message]);
+    const staged = await untilDeadline(worktree, options, ["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"], deadline, { mayExitOne: true });
+    if (staged === null) return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: true };
+    if (staged === 1 && (await untilDeadline(worktree, options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message], deadline)) === null) {
+      return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: true };
     }
-    const head = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
-    return { head, changed: head !== worktree.baseCommit };
+    return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: false };
   } catch (error) {
     throw new SandboxError(`could not commit the worktree on ${worktree.branch}: ${errorMessage(error)}`, { cause: error });
   }
 }
 
-/** `git diff --binary base..branch` as text, for patch.diff. */
-export async function diffRunBranch(worktree: RunWorktree): Promise<string> {
-  return rawSafeGit(
-    { baseDirectory: worktree.repositoryRoot, config: worktree.gitConfig },
-    ["diff", "--binary", "--no-ext-diff", "--no-textconv", "--no-color", `${worktree.baseCommit}..${worktree.branch}`, "--"],
-  );
+/** `git add --all` of the worktree but the excluded leading paths; false when it ran past the deadline (the index is as before). */
+async function stageWorktree(worktree: RunWorktree, options: SafeGitOptions, excluded: Buffer[], deadline: number): Promise<boolean> {
+  const args = excluded.length ? ["add", "--all", "--pathspec-from-file=-", "--pathspec-file-nul"] : ["add", "--all", "--", "."];
+  return (await untilDeadline(worktree, options, args, deadline, excluded.length ? { input: additionPathspecs(excluded) } : {})) !== null;
+}
+
+/**
+ * Runs a commit step with what is left of the deadline: its exit code (0, or
+ * 1 when `mayExitOne`), or null when it was killed at the deadline, after
+ * which the index lock it held is removed (the runner's own git was its only
+ * writer). Throws GitCommandError for any other exit.
+ */
+async function untilDeadline(
+  worktree: RunWorktree,
+  options: SafeGitOptions,
+  args: string[],
+  deadline: number,
+  step: { input?: Buffer; mayExitOne?: boolean } = {},
+): Promise<0 | 1 | null> {
+  const result = await streamSafeGit(options, args, { discard: true }, { timeoutMs: deadline - Date.now(), ...(step.input ? { input: step.input } : {}) });
+  if (result.timedOut) {
+    rmSync(join(worktree.gitDirectory, "index.lock"), { force: true });
+    return null;
+  }
+  if (result.exitCode === 0 || (result.exitCode === 1 && step.mayExitOne)) return result.exitCode;
+  throw new GitCommandError(args, result.exitCode ?? -1, result.stderr);
+}
+
+async function currentHead(worktree: RunWorktree, options: SafeGitOptions): Promise<{ head: string; changed: boolean }> {
+  const head = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
+  return { head, changed: head !== worktree.baseCommit };
+}
+
+/**
+ * Writes `git diff --binary base..branch` to `path` (patch.diff), streamed:
+ * a diff of any size never passes through memory. Returns false when it ran
+ * past `timeoutMs` (the partial file is removed). Throws SandboxError when git fails.
+ */
+export async function writeRunBranchDiff(worktree: RunWorktree, path: string, timeoutMs: number): Promise<boolean> {
+  const args = ["diff", "--binary", "--no-ext-diff", "--no-textconv", "--no-color", `${worktree.baseCommit}..${worktree.branch}`, "--"];
+  const result = await streamSafeGit({ baseDirectory: worktree.repositoryRoot, config: worktree.gitConfig }, args, { file: path }, { timeoutMs });
+  if (result.timedOut) {
+    rmSync(path, { force: true });
+    return false;
+  }
+  if (result.exitCode !== 0) throw new SandboxError(`could not write the diff of ${worktree.branch}: ${result.stderr.trim()}`);
+  return true;
 }
 
 /**
@@ -280,13 +349,18 @@ export async function containerGitMounts(worktree: RunWorktree, runDirectory: st
   return mounts;
 }
 
-/** lchown every entry below `root`, never following a symlink. */
+/**
+ * lchown every entry below `root`, never following a symlink. Names are
+ * walked as bytes: a file name need not be valid UTF-8, and a decoded one
+ * would name another file (or none).
+ */
 function changeOwnerRecursively(root: string, uid: number, gid: number): void {
-  const pending = [root];
+  const pending = [Buffer.from(root)];
+  const separator = Buffer.from("/");
   while (pending.length) {
     const current = pending.pop()!;
     lchownSync(current, uid, gid);
     if (!lstatSync(current).isDirectory()) continue;
-    for (const name of readdirSync(current)) pending.push(join(current, name));
+    for (const name of readdirSync(current, { encoding: "buffer" })) pending.push(Buffer.concat([current, separator, name]));
   }
 }

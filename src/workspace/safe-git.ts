@@ -1,4 +1,5 @@
 import { execFile, spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
 import { privateDirectory } from "../process/private-directory.js";
 
 /**
@@ -27,6 +28,8 @@ export interface SafeGitOptions {
   workTree?: string;
   /** Extra `-c key=value` overrides, e.g. the driver overrides from {@link driverOverrides}. */
   config?: string[];
+  /** `GIT_INDEX_FILE`: an index of the runner's own instead of the worktree's. */
+  indexFile?: string;
 }
 
 let emptyHome: string | null = null;
@@ -59,8 +62,9 @@ const BASE_CONFIG = [
 ];
 
 /** The environment every host git process gets: nothing inherited but PATH and locale. */
-export function safeGitEnvironment(): Record<string, string> {
+export function safeGitEnvironment(indexFile?: string): Record<string, string> {
   return {
+    ...(indexFile ? { GIT_INDEX_FILE: indexFile } : {}),
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     HOME: gitHome(),
     LANG: "C",
@@ -116,32 +120,89 @@ export async function rawSafeGit(options: SafeGitOptions, args: string[]): Promi
 export function safeGitResult(options: SafeGitOptions, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
   const command = gitArguments(options, args);
   return new Promise((resolve, reject) => {
-    execFile("git", command, { cwd: options.baseDirectory, env: safeGitEnvironment(), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" }, (error, stdout, stderr) => {
+    execFile("git", command, { cwd: options.baseDirectory, env: safeGitEnvironment(options.indexFile), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" }, (error, stdout, stderr) => {
       if (error && typeof error.code !== "number") reject(error);
       else resolve({ exitCode: typeof error?.code === "number" ? error.code : 0, stdout, stderr });
     });
   });
 }
 
+/** Where a streamed git command's standard output goes. */
+export type StreamedGitOutput =
+  /** Each NUL-terminated record (`-z` output) as it arrives, as bytes: names need not be UTF-8. */
+  | { records: (record: Buffer) => void }
+  /** Written straight to this file (created or truncated, mode 0600); never held in memory. */
+  | { file: string }
+  | { discard: true };
+
+export interface StreamedGitResult {
+  /** Null when git was killed (see `timedOut`). */
+  exitCode: number | null;
+  /** The first {@link STDERR_KEPT_BYTES} bytes of git's stderr. */
+  stderr: string;
+  /** True when `timeoutMs` passed and git was killed (SIGKILL). */
+  timedOut: boolean;
+}
+
+/** stderr kept from a streamed git command; the rest is dropped (git prints a warning per path in some cases). */
+const STDERR_KEPT_BYTES = 64 * 1024;
+
 /**
- * Like {@link rawSafeGit}, with stdout as bytes (paths from `-z` output are
- * not necessarily UTF-8) and optional bytes on stdin. Rejects with
- * {@link GitCommandError} on a non-zero exit.
+ * Runs host git like {@link safeGitResult}, for output the agent can make
+ * arbitrarily large (diffs, path lists): stdout is streamed to `output`,
+ * never buffered whole, stderr is capped, `input` (if any) is its stdin, and
+ * after `timeoutMs` git is killed. A non-zero exit or the timeout is an
+ * answer; rejects only when git cannot be started or the output file cannot
+ * be opened.
  */
-export function safeGitBytes(options: SafeGitOptions, args: string[], input?: Buffer): Promise<Buffer> {
+export function streamSafeGit(options: SafeGitOptions, args: string[], output: StreamedGitOutput, run: { timeoutMs?: number; input?: Buffer } = {}): Promise<StreamedGitResult> {
+  const command = gitArguments(options, args);
   return new Promise((resolve, reject) => {
-    const child = spawn("git", gitArguments(options, args), { cwd: options.baseDirectory, env: safeGitEnvironment(), stdio: ["pipe", "pipe", "pipe"] });
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    child.stdout.on("data", (chunk: Buffer) => stdout.push(chunk));
-    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk));
-    child.on("error", reject);
-    child.on("close", (code) => {
-      if (code === 0) resolve(Buffer.concat(stdout));
-      else reject(new GitCommandError(args, code ?? -1, Buffer.concat(stderr).toString("utf8")));
+    const fileDescriptor = "file" in output ? openSync(output.file, "w", 0o600) : null;
+    const child = spawn("git", command, {
+      cwd: options.baseDirectory,
+      env: safeGitEnvironment(options.indexFile),
+      stdio: [run.input ? "pipe" : "ignore", fileDescriptor ?? ("records" in output ? "pipe" : "ignore"), "pipe"],
     });
-    child.stdin.on("error", () => undefined); // git may exit before reading all of it
-    child.stdin.end(input ?? null);
+    if (fileDescriptor !== null) closeSync(fileDescriptor);
+    let timedOut = false;
+    const timer = run.timeoutMs === undefined ? undefined : setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, Math.max(0, run.timeoutMs));
+    const stderr: Buffer[] = [];
+    let stderrBytes = 0;
+    child.stderr!.on("data", (chunk: Buffer) => {
+      if (stderrBytes < STDERR_KEPT_BYTES) stderr.push(chunk.subarray(0, STDERR_KEPT_BYTES - stderrBytes));
+      stderrBytes += chunk.length;
+    });
+    if ("records" in output) {
+      let pending: Buffer = Buffer.alloc(0);
+      child.stdout!.on("data", (chunk: Buffer) => {
+        let data = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+        for (let end = data.indexOf(0); end !== -1; end = data.indexOf(0)) {
+          output.records(data.subarray(0, end));
+          data = data.subarray(end + 1);
+        }
+        pending = Buffer.from(data);
+      });
+      child.stdout!.on("end", () => {
+        if (pending.length) output.records(pending);
+      });
+    }
+    if (run.input) {
+      // git may exit (an error, the timeout) before reading all of it.
+      child.stdin!.on("error", () => undefined);
+      child.stdin!.end(run.input);
+    }
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ exitCode: timedOut ? null : code, stderr: Buffer.concat(stderr).toString("utf8"), timedOut });
+    });
   });
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, readSync } from "node:fs";
-import { safeGitBytes, type SafeGitOptions } from "./safe-git.js";
+import { GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 
 /** Bytes read per call while hashing a staged file. */
 const CHUNK_BYTES = 1024 * 1024;
@@ -36,9 +36,9 @@ export class StagedContentMismatchError extends Error {
  * no-follow walk of the staged paths, a few dozen lines over node:fs.
  */
 export async function checkStagedContent(options: SafeGitOptions & { workTree: string }): Promise<void> {
-  const format = (await safeGitBytes(options, ["rev-parse", "--show-object-format"])).toString("latin1").trim();
+  const format = (await rawSafeGit(options, ["rev-parse", "--show-object-format"])).trim();
   const algorithm = format === "sha256" ? "sha256" : "sha1";
-  const raw = await safeGitBytes(options, ["diff", "--cached", "--raw", "-z", "--no-renames", "--abbrev=40", "--no-ext-diff", "--no-textconv", "HEAD", "--"]);
+  const raw = await gitRecords(options, ["diff", "--cached", "--raw", "-z", "--no-renames", "--abbrev=40", "--no-ext-diff", "--no-textconv", "HEAD", "--"]);
   const root = Buffer.from(options.workTree);
   const checkedDirectories = new Set<string>();
   for (const entry of parseRawDiff(raw)) {
@@ -62,7 +62,7 @@ export async function checkStagedContent(options: SafeGitOptions & { workTree: s
     if (withNoFollow(absolute, shown, (descriptor, size) => fileHash(algorithm, descriptor, size)) === entry.hash) continue;
     // Differs as raw bytes: end-of-line conversion may explain it (filters stay disarmed).
     const bytes = withNoFollow(absolute, shown, readAll);
-    const converted = (await safeGitBytes(options, ["hash-object", "--stdin", `--path=${shown}`], bytes)).toString("latin1").trim();
+    const converted = (await gitRecords(options, ["hash-object", "--stdin", `--path=${shown}`], bytes))[0]?.toString("latin1").trim();
     if (converted !== entry.hash) throw new StagedContentMismatchError(shown, "its bytes in the worktree hash differently");
   }
 }
@@ -74,17 +74,20 @@ interface RawDiffEntry {
   path: Buffer;
 }
 
-/** Records of `git diff --raw -z`: `:<old mode> <new mode> <old hash> <new hash> <status>\0<path>\0`. */
-function parseRawDiff(raw: Buffer): RawDiffEntry[] {
+/** git's NUL-terminated output records as bytes (names need not be UTF-8); throws GitCommandError on a non-zero exit. */
+async function gitRecords(options: SafeGitOptions, args: string[], input?: Buffer): Promise<Buffer[]> {
+  const records: Buffer[] = [];
+  const result = await streamSafeGit(options, args, { records: (record) => records.push(record) }, input ? { input } : {});
+  if (result.exitCode !== 0) throw new GitCommandError(args, result.exitCode ?? -1, result.stderr);
+  return records;
+}
+
+/** `git diff --raw -z` records come in pairs: `:<old mode> <new mode> <old hash> <new hash> <status>`, then the path. */
+function parseRawDiff(records: Buffer[]): RawDiffEntry[] {
   const entries: RawDiffEntry[] = [];
-  let offset = 0;
-  while (offset < raw.length) {
-    const headerEnd = raw.indexOf(0, offset);
-    const pathEnd = raw.indexOf(0, headerEnd + 1);
-    if (headerEnd < 0 || pathEnd < 0) break;
-    const [, mode, , hash, status] = raw.subarray(offset + 1, headerEnd).toString("latin1").split(" ");
-    entries.push({ mode: mode!, hash: hash!, status: status!.charAt(0), path: raw.subarray(headerEnd + 1, pathEnd) });
-    offset = pathEnd + 1;
+  for (let index = 0; index + 1 < records.length; index += 2) {
+    const [, mode, , hash, status] = records[index]!.toString("latin1").split(" ");
+    entries.push({ mode: mode!, hash: hash!, status: status!.charAt(0), path: records[index + 1]! });
   }
   return entries;
 }

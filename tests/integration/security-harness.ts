@@ -64,7 +64,10 @@ export interface ScriptedRunOptions {
   /** Merged into the task's `sandbox` mapping. */
   sandbox?: Record<string, unknown>;
   toolTimeoutMs?: number;
-  verify?: { command: string; timeout_sec?: number };
+  /** The task's `verify` mapping (command, timeout_sec, protect, ...). */
+  verify?: { command: string; [field: string]: unknown };
+  /** Further top-level task fields (e.g. `commit`). */
+  task?: Record<string, unknown>;
   hostEnvironment?: NodeJS.ProcessEnv;
   /** Called with every sandbox right after creation (e.g. to look at the container while it runs). */
   onSandboxCreated?: (spec: SandboxSpec, sandbox: Sandbox) => Promise<void>;
@@ -107,6 +110,7 @@ export async function runScriptedTask(options: ScriptedRunOptions): Promise<Scri
       max_steps: options.turns.length + 5,
       ...(options.toolTimeoutMs ? { tool_timeout_ms: options.toolTimeoutMs } : {}),
       ...(options.verify ? { verify: options.verify } : {}),
+      ...options.task,
     },
     null,
     taskDirectory,

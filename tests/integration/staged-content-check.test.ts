@@ -8,7 +8,7 @@
 import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { safeGitBytes } from "../../src/workspace/safe-git.js";
+import { rawSafeGit } from "../../src/workspace/safe-git.js";
 import { checkStagedContent, StagedContentMismatchError } from "../../src/workspace/staged-content-check.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 
@@ -23,7 +23,7 @@ describe("checkStagedContent (real git)", () => {
     writeFileSync(join(repository.root, "dir", "b.txt"), "one\r\ntwo\r\n");
     symlinkSync("../a.txt", join(repository.root, "dir", "link"));
     writeFileSync(Buffer.from(join(repository.root, "caf\xe9.bin"), "latin1"), Buffer.from([0, 1, 2]));
-    await safeGitBytes(gitOptions(repository.root), ["add", "--all"]);
+    await rawSafeGit(gitOptions(repository.root), ["add", "--all"]);
     await expect(checkStagedContent(gitOptions(repository.root))).resolves.toBeUndefined();
   });
 
@@ -33,7 +33,7 @@ describe("checkStagedContent (real git)", () => {
     writeFileSync(join(host.path, "secret.txt"), "host secret\n");
     mkdirSync(join(repository.root, "d"));
     writeFileSync(join(repository.root, "d", "secret.txt"), "decoy\n");
-    await safeGitBytes(gitOptions(repository.root), ["add", "--all"]);
+    await rawSafeGit(gitOptions(repository.root), ["add", "--all"]);
     // The swap a hostile process would make while host git hashes the tree.
     renameSync(join(repository.root, "d"), join(repository.root, "d.real"));
     symlinkSync(host.path, join(repository.root, "d"));

@@ -109,6 +109,20 @@ describe("loadTaskFile", () => {
     expect(loadTaskFile(fine).hooks.pre_tool_use).toHaveLength(1);
   });
 
+  it("reads verify.protect and the host commit's limits, with defaults, and names a bad entry's field", async () => {
+    await using directory = temporaryDirectory();
+    mkdirSync(join(directory.path, "repo"));
+    const base = "name: fix-add\ninstruction: do it\nworkspace: ./repo\n";
+    const task = loadTaskFile(writeTask(directory.path, `${base}verify: { command: pytest, protect: ["tests/**", "**/conftest.py"] }\ncommit: { max_file_size: 10m }\n`));
+    expect(task.verify).toEqual({ command: "pytest", timeout_sec: 600, protect: ["tests/**", "**/conftest.py"] });
+    expect(task.commit).toEqual({ max_file_size: 10 * 1024 ** 2, max_total_size: 1024 ** 3, timeout_sec: 300 });
+    expect(loadTaskFile(writeTask(directory.path, `${base}verify: { command: pytest }\n`)).verify?.protect).toEqual([]);
+    const problems = problemsOf(writeTask(directory.path, `${base}verify: { command: pytest, protect: ["/etc/**", "../up", ":(top)x"] }\ncommit: { max_total_size: "0", timeout_sec: 0 }\n`));
+    expect(problems.map((problem) => problem.path).sort()).toEqual(["commit.max_total_size", "commit.timeout_sec", "verify.protect.0", "verify.protect.1", "verify.protect.2"]);
+    expect(problems.find((problem) => problem.path === "verify.protect.0")?.message).toMatch(/relative to the repository's top level/);
+    expect(problems.find((problem) => problem.path === "commit.max_total_size")?.message).toMatch(/"100m"/);
+  });
+
   it("rejects YAML syntax errors and non-mapping documents", async () => {
     await using directory = temporaryDirectory();
     expect(problemsOf(writeTask(directory.path, "name: [unclosed\n"))[0]?.message).toMatch(/YAML syntax/);
