@@ -31,7 +31,7 @@ function captureView(isTTY = false) {
 
 /** One event of every type the view prints, every string field hostile. */
 function hostileEvents(text: string): RunEvent[] {
-  const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 };
+  const usage = { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, cached_tokens: 0 };
   return [
     { type: "run.started", data: { run_id: text, task: text, workspace: text, branch: text, base_commit: text } },
     { type: "sandbox.created", data: { sandbox_id: text, image: text, ready_ms: 1, uid: 1 } },
