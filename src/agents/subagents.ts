@@ -251,7 +251,7 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       // A worker that failed, timed out or was stopped keeps its edits on its branch (its container is gone,
       // so nothing races host git); a commit that already happened makes this a no-op.
       if (report.status === "failed" || report.status === "cancelled") {
-        await commitRunWorktree(request.worktree, `agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`).catch((error: unknown) =>
+        await commitRunWorktree(request.worktree, host.redact(`agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`)).catch((error: unknown) =>
           host.events.emit({ type: "cleanup.failed", data: { what: `commit of ${agentId}'s partial work`, error: errorMessage(error) } }),
         );
       }
@@ -275,7 +275,7 @@ async function finishWorker(
   const { agentId } = request;
   const said = `Its final report:\n${outcome.finalMessage ?? "(none)"}`;
   await sandbox.stopAllProcesses();
-  const committed = await commitRunWorktree(worktree, `agent-runner: worker ${agentId}: ${request.description}`);
+  const committed = await commitRunWorktree(worktree, host.redact(`agent-runner: worker ${agentId}: ${request.description}`));
   await sandbox.close();
   const notMerged = (detail: string, output: string): TaskResult => {
     report.status = "not_merged";
@@ -317,7 +317,7 @@ async function finishWorker(
     host.parentGit.runExclusive(() => parent.sandbox.freeze(async () => {
       // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
       await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`);
-      return mergeBranchInto(parent.worktree, worktree.branch, `agent-runner: merge worker ${agentId} (${request.description})`);
+      return mergeBranchInto(parent.worktree, worktree.branch, host.redact(`agent-runner: merge worker ${agentId} (${request.description})`));
     }));
   request.releaseSlot();
   const merged = request.holdsGate ? await merge() : await parent.gate.runExclusive(merge);

@@ -419,7 +419,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
 
     // Nothing the agent started may run while host git reads the worktree.
     await activeSandbox.stopAllProcesses();
-    await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${redactor.redact(firstLine(outcome.finalMessage))}`, runDirectory, report, events);
+    await commitAndWritePatch(worktree, redactor.redact(`agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`), runDirectory, report, events);
 
     // The agent's container goes before verification: nothing it left running
     // or planted outside /workspace may influence the verdict.
@@ -468,7 +468,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       // Interrupted or failed before the normal commit: keep the agent's work on its branch anyway.
       const current = worktree;
       await cleanUp(
-        () => commitAndWritePatch(current, `agent-runner: ${task.name} (run ${runId}, ${report.status}: partial work)`, runDirectory, report, events),
+        () => commitAndWritePatch(current, redactor.redact(`agent-runner: ${task.name} (run ${runId}, ${report.status}: partial work)`), runDirectory, report, events),
         "commit of partial work",
         events,
       );
