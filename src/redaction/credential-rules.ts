@@ -112,7 +112,8 @@ export const CREDENTIAL_RULES: readonly CredentialRule[] = [
     keywords: ["-----BEGIN ", "---- BEGIN "],
     // Every PEM framing (RSA, EC, DSA, OPENSSH, ENCRYPTED, PGP ... BLOCK, SSH2's four dashes), also JSON-escaped
     // (`\n` between the lines); without the end line (truncated output) to the end of the text or of the JSON string.
-    source: "-{4,5} ?BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}[^\"]*?(?:-{4,5} ?END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}|(?=\\\\*\")|$)",
+    // A key body (32 base64 characters in a row, within 300 characters) must follow: a header alone is documentation.
+    source: "-{4,5} ?BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}(?=[^\"]{0,300}?[A-Za-z0-9+/]{32})[^\"]*?(?:-{4,5} ?END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)? ?-{4,5}|(?=\\\\*\")|$)",
     from: "gitleaks:private-key; RFC 7468 (PEM), RFC 4880 §6.2 (OpenPGP armor), RFC 4716 (SSH2), OpenSSH PROTOCOL.key",
   },
   {
