@@ -263,7 +263,7 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       // A worker that failed, timed out or was stopped keeps its edits on its branch (its container is gone,
       // so nothing races host git); a commit that already happened makes this a no-op.
       if (report.status === "failed" || report.status === "cancelled") {
-        await commitRunWorktree(request.worktree, `agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`, host.commitLimits).catch((error: unknown) =>
+        await commitRunWorktree(request.worktree, host.redact(`agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`), host.commitLimits).catch((error: unknown) =>
           host.events.emit({ type: "cleanup.failed", data: { what: `commit of ${agentId}'s partial work`, error: errorMessage(error) } }),
         );
       }
@@ -305,7 +305,7 @@ async function finishWorker(
   // The worker's container goes before host git reads its worktree: nothing of its processes may run meanwhile.
   await sandbox.close();
   await host.provider.ensureWorkspaceIdle(worktree.path);
-  const committed = await commitRunWorktree(worktree, `agent-runner: worker ${agentId}: ${request.description}`, host.commitLimits);
+  const committed = await commitRunWorktree(worktree, host.redact(`agent-runner: worker ${agentId}: ${request.description}`), host.commitLimits);
   const said = `${leftOutNote(committed)}Its final report:\n${outcome.finalMessage ?? "(none)"}`;
   report.commit = { left_out: committed.leftOut, left_out_count: committed.leftOutCount, timed_out: committed.timedOut };
   const notMerged = (detail: string, output: string): TaskResult => {
@@ -358,7 +358,7 @@ async function finishWorker(
       // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
       const own = await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`, host.commitLimits);
       if (own.timedOut) throw new Error(`committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`);
-      return mergeBranchInto(parent.worktree, worktree.branch, `agent-runner: merge worker ${agentId} (${request.description})`);
+      return mergeBranchInto(parent.worktree, worktree.branch, host.redact(`agent-runner: merge worker ${agentId} (${request.description})`));
     }));
   request.releaseSlot();
   const merged = request.holdsGate ? await merge() : await parent.gate.runExclusive(merge);

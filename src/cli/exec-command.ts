@@ -12,7 +12,8 @@ import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import { openAIClient, openModel } from "./open-model.js";
-import { describeLeftOut, ProgressView, terminalSafe } from "./progress-view.js";
+import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
+import { describeLeftOut, ProgressView } from "./progress-view.js";
 import { promptForApproval } from "../policy/approval-prompt.js";
 
 export interface ExecOptions {
@@ -124,11 +125,11 @@ function runOptions(options: { json?: boolean }, view: ProgressView | undefined,
   return {
     signal,
     events: view,
-    onEnvelope: options.json ? (line: string) => process.stdout.write(line) : undefined,
+    onEnvelope: options.json ? (line: string) => process.stdout.write(terminalSafeJson(line)) : undefined,
     ...(interactive
       ? {
           askApproval: (question: string, canRemember: boolean, askSignal: AbortSignal) =>
-            promptForApproval({ input: process.stdin, output: process.stderr, question, canRemember, timeoutMs: APPROVAL_TIMEOUT_MS, signal: askSignal }),
+            promptForApproval({ input: process.stdin, output: process.stderr, question: terminalSafe(question), canRemember, timeoutMs: APPROVAL_TIMEOUT_MS, signal: askSignal }),
         }
       : {}),
   };
@@ -137,7 +138,7 @@ function runOptions(options: { json?: boolean }, view: ProgressView | undefined,
 function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
   const lines = [
     "",
-    `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${terminalSafe(report.error)}` : ""}`,
+    `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${report.error}` : ""}`,
     report.verify
       ? `verify: ${report.verify.command} → ${report.verify.sandbox_lost ? "sandbox lost while it ran" : `exit ${report.verify.exit_code}`}${
           report.verify.protected ? ` (protected: ${report.verify.protected.restored.length} restored, ${report.verify.protected.deleted.length} deleted)` : ""
@@ -153,11 +154,12 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     Object.keys(report.denials).length
       ? `denied: ${Object.entries(report.denials).map(([rule, count]) => `${rule} ×${count}`).join(", ")} (rules of the agents' policies; see events.jsonl tool_call.denied)`
       : "",
-    report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${terminalSafe(report.merge.detail)}` : "",
+    report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${report.merge.detail}` : "",
     report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
     (report.status === "cancelled" || report.status === "error") && report.steps > 0 ? `continue it: runner resume ${report.run_id}` : "",
   ];
-  process.stdout.write(`${lines.filter(Boolean).join("\n")}\n`);
+  // The verify command, branch, error and merge detail come from the task file, the repository and the agent's work.
+  process.stdout.write(`${terminalSafe(lines.filter(Boolean).join("\n"))}\n`);
 }
 
 function loadTask(taskFile: string | undefined, options: ExecOptions): Task {

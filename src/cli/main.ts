@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RunnerError } from "../errors.js";
+import { terminalSafe } from "../terminal-text.js";
 import { execCommand, resumeCommand, runnerHome } from "./exec-command.js";
 import { policyCheckCommand } from "./policy-command.js";
 import { runsCommand, showCommand } from "./runs-command.js";
@@ -135,10 +136,10 @@ main(process.argv).then(
   },
   (error: unknown) => {
     if (error instanceof RunnerError) {
-      process.stderr.write(`runner: ${error.message}\n`);
+      process.stderr.write(`runner: ${terminalSafe(error.message)}\n`);
       process.exit(error.exitCode);
     }
-    process.stderr.write(`runner: internal error: ${(error as Error)?.stack ?? String(error)}\n`);
+    process.stderr.write(`runner: internal error: ${terminalSafe((error as Error)?.stack ?? String(error))}\n`);
     process.exit(3);
   },
 );

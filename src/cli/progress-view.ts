@@ -1,9 +1,17 @@
 import pc from "picocolors";
 import type { EventSink, RunEvent } from "../events/run-events.js";
+import { oneLine, terminalSafe } from "../terminal-text.js";
 
 /**
  * The human view of a run on stderr: one line per model call, tool call and
  * phase, with step numbers and elapsed time. Colours only on a TTY.
+ *
+ * Every string of an event is made {@link terminalSafe} before the line is
+ * put together (the agent, the repository and tools choose most of them:
+ * file names, commands, branch and task names, reasons), and a newline left
+ * in a field shown whole is made visible, so an event prints as one line of
+ * text and nothing else: the only escape sequences written are the view's
+ * own colours.
  */
 export class ProgressView implements EventSink {
   private readonly started = Date.now();
@@ -14,8 +22,8 @@ export class ProgressView implements EventSink {
   }
 
   emit(event: RunEvent): void {
-    const line = this.describe(event);
-    if (line) this.stream.write(`${this.colours.dim(this.elapsed())} ${line}\n`);
+    const line = this.describe(safeStrings(event));
+    if (line) this.stream.write(`${this.colours.dim(this.elapsed())} ${line.replace(/\n/g, "\\n")}\n`);
   }
 
   private elapsed(): string {
@@ -104,13 +112,10 @@ function stepLabel(agentId: string, step: number): string {
   return agentId === "main" ? `step ${step + 1}` : `${agentId} step ${step + 1}`;
 }
 
-/** Flattens text to one line with terminal control characters made visible (the model and the repository choose this text). */
-export function oneLine(text: string, limit: number): string {
-  const flat = terminalSafe(text.replace(/\s+/g, " ").trim());
-  return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
-}
-
-/** Escapes C0/C1 control characters (ESC sequences, NUL, ...) as \xNN so they cannot drive the terminal. */
-export function terminalSafe(text: string): string {
-  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (character) => `\\x${character.charCodeAt(0).toString(16).padStart(2, "0")}`);
+/** A copy of `value` with every string (at any depth) made {@link terminalSafe}. */
+function safeStrings<T>(value: T): T {
+  if (typeof value === "string") return terminalSafe(value) as T;
+  if (Array.isArray(value)) return value.map(safeStrings) as T;
+  if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, safeStrings(item)])) as T;
+  return value;
 }

@@ -4,7 +4,7 @@ import { ConfigError } from "../errors.js";
 import { restoreSession } from "../agent/session-journal.js";
 import type { ChatMessage } from "../model/messages.js";
 import { isOwnerAlive } from "../process/process-owner.js";
-import { oneLine, terminalSafe } from "./progress-view.js";
+import { oneLine, terminalSafe, terminalSafeJson } from "../terminal-text.js";
 
 interface RunSummary {
   id: string;
@@ -40,7 +40,7 @@ export function listRuns(home: string): RunSummary[] {
 export function runsCommand(home: string, options: { json?: boolean }): number {
   const runs = listRuns(home);
   if (options.json) {
-    for (const run of runs) process.stdout.write(`${JSON.stringify({ ...run, started: run.started.toISOString() })}\n`);
+    for (const run of runs) process.stdout.write(`${terminalSafeJson(JSON.stringify({ ...run, started: run.started.toISOString() }))}\n`);
     return 0;
   }
   if (runs.length === 0) {
@@ -49,7 +49,8 @@ export function runsCommand(home: string, options: { json?: boolean }): number {
   }
   const rows = [["RUN", "TASK", "STATUS", "AGE", "BRANCH"], ...runs.map((run) => [run.id, run.task, run.status, age(run.started), run.branch])];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  for (const row of rows) process.stdout.write(`${row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd()}\n`);
+  // Task and branch names come from task files and run records: escaped like everything else shown.
+  for (const row of rows) process.stdout.write(`${terminalSafe(row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd())}\n`);
   return 0;
 }
 

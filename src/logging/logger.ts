@@ -1,5 +1,6 @@
 import pino from "pino";
 import type { Redactor } from "../redaction/redactor.js";
+import { terminalSafeJson } from "../terminal-text.js";
 
 export interface LoggerOptions {
   /** Redacts this logger's lines (in addition to the one installed with {@link installLogRedactor}). */
@@ -62,7 +63,8 @@ export function createLogger(bindings: Record<string, string> = {}, options: Log
           const redactors: Redactor[] = [];
           if (own && !own.isEmpty) redactors.push(own);
           if (installed && !installed.isEmpty && installed !== own) redactors.push(installed);
-          return redactors.length === 0 ? line : redactLine(line, redactors);
+          // stderr is a terminal: characters JSON leaves raw (C1, DEL, bidi overrides) are written as \u escapes.
+          return terminalSafeJson(redactors.length === 0 ? line : redactLine(line, redactors));
         },
       },
     },

@@ -1,29 +1,27 @@
 /**
  * Secret redaction for everything a run records: session.json, events.jsonl,
- * report.json and the diagnostic log. A {@link Redactor} replaces
+ * report.json, the diagnostic log, the terminal view and commit messages. A
+ * {@link Redactor} replaces
  *
  * - **literal secret values** (the runner's `OPENAI_API_KEY`, the values of the
  *   task's `sandbox.secret_env` variables) with `[REDACTED]`, wherever they
- *   occur, also JSON-escaped (once or twice: a JSON string inside a JSON
- *   string, such as tool-call arguments in a log line), and
- * - **well-known token shapes** with `[REDACTED:<kind>]`, even when nobody told
- *   the runner about the token (a tool printed a credential it found).
+ *   occur and in any letter case (the egress proxy, like any URL parser,
+ *   lower-cases host names), also JSON-escaped (once or twice: a JSON string
+ *   inside a JSON string, such as tool-call arguments in a log line);
+ * - **credential shapes** with `[REDACTED:<kind>]`, even when nobody told the
+ *   runner about the credential (a tool printed one it found): the rules and
+ *   their sources are in {@link CREDENTIAL_RULES} (credential-rules.ts) and the
+ *   README's "Secrets in records";
+ * - **literal values assigned to secret-like names** (`DB_PASSWORD=…`,
+ *   `"client_secret": "…"`, `api_key = "…"`) with `[REDACTED:password]`,
+ *   `[REDACTED:secret-assignment]` or `[REDACTED:aws-secret-access-key]`: see
+ *   {@link assignmentAt} (secret-assignments.ts) for what counts.
  *
- * Token shapes and where they come from:
- *
- * | kind            | shape                                                       | source |
- * |---|---|---|
- * | `openai-key`    | `sk-` + 20+ letters/digits, or `sk-proj-` / `sk-svcacct-` / `sk-admin-` + 20+ of `[A-Za-z0-9_-]` | OpenAI API keys page and GitHub's secret-scanning pattern list (https://docs.github.com/en/code-security/secret-scanning/introduction/supported-secret-scanning-patterns) |
- * | `github-token`  | `ghp_` `gho_` `ghu_` `ghs_` `ghr_` + 36–255 of `[A-Za-z0-9_]`; `github_pat_` + 22+ of `[A-Za-z0-9_]` | GitHub changelog "Authentication token format updates" (https://github.blog/changelog/2021-03-31-authentication-token-format-updates-are-generally-available/), blog "Behind GitHub's new authentication token formats" (2021-04-05), fine-grained PATs (changelog 2022-10-18) |
- * | `aws-access-key-id` | `AKIA` (long-term) or `ASIA` (STS temporary) + 16 of `[A-Z0-9]` | AWS IAM User Guide, "IAM identifiers → Unique identifiers" (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids); STS GetAccessKeyInfo |
- * | `bearer-token`  | `Bearer` (any case) + whitespace + a b64token of 16+ chars containing a digit; the word `Bearer` is kept | RFC 6750 §2.1 (https://www.rfc-editor.org/rfc/rfc6750#section-2.1) |
- * | `slack-token`   | `xoxb-` `xoxa-` `xoxp-` `xoxr-` `xoxs-` + 10+ of `[A-Za-z0-9-]` | Slack "Token types" (https://docs.slack.dev/authentication/tokens) |
- * | `private-key`   | `-----BEGIN … PRIVATE KEY-----` through the matching `-----END … PRIVATE KEY-----`; when the end line is missing (truncated output), to the end of the text or the next `"` (so a JSON string stays well-formed) | RFC 7468 (textual encodings of PKIX/PKCS structures), OpenSSH key format |
- *
- * The shapes are anchored on word boundaries and ask for lengths real tokens
- * have, so ordinary text (`task-runner`, `skip`, git SHAs, "a Bearer token")
- * is left alone. An AWS *secret* access key has no recognisable shape (40
- * base64 characters) and is only redacted when it is a literal secret value.
+ * The shapes are anchored at word boundaries and ask for lengths real tokens
+ * have, so ordinary text (git SHAs, UUIDs, `sha512-` integrity hashes,
+ * base64 data, `task-runner`, "a Bearer token", `password = getpass()`) is
+ * left alone; tests/unit/redaction.test.ts runs the redactor over this
+ * repository's own sources and lock file and asserts it changes nothing.
  *
  * Literal values shorter than {@link MIN_SECRET_LENGTH} characters are ignored
  * (a 3-character "secret" would redact every third word) and reported in
@@ -32,13 +30,16 @@
  * merged into one redacted span, so no fragment of either survives.
  *
  * `redact` works on decoded text. On serialized JSON it still catches literal
- * values (their escaped forms are searched too) and most shapes, but a token
- * right after an escape such as `\n` has no word boundary before it: parse
- * the JSON and use {@link Redactor.redactDeep} instead (the logger does).
+ * values (their escaped forms are searched too) and the shapes (a token right
+ * after a `\n` escape counts as starting a word), but a value split by other
+ * escapes is not: parse the JSON and use {@link Redactor.redactDeep} instead
+ * (the logger does).
  *
- * Cost: one `indexOf` scan per literal form plus one regular-expression scan
- * for the shapes; a 1 MB string without secrets takes about a millisecond.
+ * Cost: one case-insensitive scan for the literal values, one scan for the
+ * shapes and one for the assignments; see the README for measured numbers.
  */
+import { CREDENTIAL_RULES } from "./credential-rules.js";
+import { assignmentAt, BEFORE_ASSIGNMENT } from "./secret-assignments.js";
 
 /** Literal secret values shorter than this are not redacted (see {@link Redactor.skipped}). */
 export const MIN_SECRET_LENGTH = 6;
@@ -57,42 +58,95 @@ export interface RedactorOptions {
   patterns?: boolean;
 }
 
-interface Shape {
+interface CompiledRule {
   kind: string;
-  /** Source of one alternative of the combined pattern; exactly one capture group. */
-  source: string;
-  /** For shapes that keep a prefix (Bearer): the token is the last capture group of its own. */
-  keepPrefix?: boolean;
+  /** The rule's group in the combined expression, and its secret part's group (null: the whole match). */
+  group: number;
+  secretGroup: number | null;
+  accept?: (secret: string) => boolean;
 }
 
-// Token characters of RFC 6750's b64token.
-const B64 = "[A-Za-z0-9\\-._~+/]";
-
-/** Order matters when matches coincide: the first kind named wins (Bearer last). */
-const SHAPES: readonly Shape[] = [
-  { kind: "private-key", source: "-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----[^\"]*?(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|(?=\\\\*\")|$)" },
-  { kind: "openai-key", source: "\\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})" },
-  { kind: "github-token", source: "\\b(?:gh[pousr]_[A-Za-z0-9_]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\\b" },
-  { kind: "aws-access-key-id", source: "\\b(?:AKIA|ASIA)[A-Z0-9]{16}\\b" },
-  { kind: "slack-token", source: "\\bxox[baprs]-[A-Za-z0-9-]{10,}" },
-  { kind: "bearer-token", source: `\\b[Bb][Ee][Aa][Rr][Ee][Rr][ \\t]+((?=${B64}*[0-9])${B64}{16,}=*)`, keepPrefix: true },
-];
-
-/** Every shape in one expression, one named-by-position group per shape. */
-function combinedShapes(): { regex: RegExp; groupOf: { kind: string; group: number; tokenGroup: number | null }[] } {
+/**
+ * The rules compiled into three searches for where a rule may match, and one
+ * sticky expression of all the rules tried there (in list order):
+ *
+ * - `tokens`: keywords holding `_ . -` (`ghp_`, `sk-`, `SG.`), found by
+ *   looking back from that character, and keywords starting with `-`
+ *   (`-----BEGIN `); group 1: a keyword starting there, group 2: the keyword
+ *   ending at the anchor;
+ * - `capitals`: the other keywords starting with a capital letter (`AIza`,
+ *   `AKIA`, `Bearer`), and `eyJ`;
+ * - `operators`: every `=` and `:` after a keyword ending there (group 1:
+ *   `AccountKey=`, `sig=`, `Authorization:`), after a secret-like word
+ *   (group 2, the generic assignments), or starting `://` (URLs).
+ *
+ * Why so: one expression of all the rules, or of all the keywords, tried
+ * at every position costs 10-15 ms per MB in V8, which cannot skip ahead when
+ * alternatives start with dozens of different characters; anchoring on a
+ * few characters rarer than letters and looking back from them, in separate
+ * searches (one expression of the three is slower again), keeps the whole
+ * redaction near 2x the cost of the six shapes it had before (README).
+ */
+function compileRules(): { tokens: RegExp; capitals: RegExp; operators: RegExp; rules: RegExp; compiled: CompiledRule[] } {
   const parts: string[] = [];
-  const groupOf: { kind: string; group: number; tokenGroup: number | null }[] = [];
+  const compiled: CompiledRule[] = [];
+  const dashes = new Set<string>();
+  const anchored = new Set<string>();
+  const capitals = new Set<string>();
+  const operatorHeads = new Set<string>();
   let group = 1;
-  for (const shape of SHAPES) {
-    parts.push(`(${shape.source})`);
-    const inner = shape.keepPrefix ? 1 : 0;
-    groupOf.push({ kind: shape.kind, group, tokenGroup: shape.keepPrefix ? group + 1 : null });
+  for (const rule of CREDENTIAL_RULES) {
+    const inner = new RegExp(`${rule.source}|`).exec("")!.length - 1;
+    if (inner > 1) throw new Error(`credential rule ${rule.kind}: at most one capturing group (the secret part), found ${inner}`);
+    parts.push(`(${rule.source})`);
+    compiled.push({ kind: rule.kind, group, secretGroup: inner === 1 ? group + 1 : null, ...(rule.accept ? { accept: rule.accept } : {}) });
     group += 1 + inner;
+    for (const keyword of rule.keywords) {
+      const tokenAnchor = firstIndexOf(keyword, "_.-");
+      const operatorAnchor = firstIndexOf(keyword, "=:");
+      if (keyword.startsWith("-")) dashes.add(escapeRegExp(keyword));
+      else if (tokenAnchor > 0) anchored.add(escapeRegExp(keyword.slice(0, tokenAnchor + 1)));
+      else if (keyword === "://") continue;
+      else if (operatorAnchor > 0) operatorHeads.add(escapeRegExp(keyword.slice(0, operatorAnchor)));
+      else if (/^[A-Z]/.test(keyword)) capitals.add(escapeRegExp(keyword));
+      else if (keyword.startsWith("eyJ")) capitals.add("eyJ");
+      else throw new Error(`credential rule ${rule.kind}: keyword ${keyword} is none of the searchable forms (see CredentialRule.keywords)`);
+    }
   }
-  return { regex: new RegExp(parts.join("|"), "g"), groupOf };
+  return {
+    tokens: new RegExp(`(${[...dashes].join("|")})|[_.\\-](?<=(${[...anchored].join("|")}))`, "g"),
+    capitals: new RegExp([...capitals].join("|"), "g"),
+    operators: new RegExp(`[=:](?:(?<=(${[...operatorHeads].join("|")})[=:])|(?<=${BEFORE_ASSIGNMENT}[=:])|(?<=:)(?=//))`, "gi"),
+    rules: new RegExp(parts.join("|"), "y"),
+    compiled,
+  };
 }
 
-const SHAPES_COMBINED = combinedShapes();
+/** Index of the first of `characters` in `text` after its first character, or -1. */
+function firstIndexOf(text: string, characters: string): number {
+  for (let index = 1; index < text.length; index++) if (characters.includes(text[index]!)) return index;
+  return -1;
+}
+
+const RULES = compileRules();
+/** Labels rank after literal values (0) and the rules (1..n): a merged span takes the best. */
+const ASSIGNMENT_RANK = CREDENTIAL_RULES.length + 1;
+
+/**
+ * A credential may start at `index`: it does not continue a word or a
+ * base64url run (a `-` before it), unless that word is the letter of a JSON
+ * escape (`\n`).
+ */
+function startsToken(text: string, index: number): boolean {
+  if (index === 0 || !/[A-Za-z0-9]/.test(text[index]!)) return true;
+  const before = text[index - 1]!;
+  if (!/[A-Za-z0-9_-]/.test(before)) return true;
+  return /[nrt]/.test(before) && index >= 2 && text[index - 2] === "\\";
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
 
 /** A span to replace: [start, end) and its priority (lower wins the label). */
 interface Span {
@@ -109,6 +163,8 @@ function jsonEscaped(value: string): string {
 export class Redactor {
   /** The distinct forms searched for, longest first. */
   private readonly forms: string[];
+  /** The forms as one case-insensitive expression (null without any). */
+  private readonly literals: RegExp | null;
   private readonly patterns: boolean;
   /** Names (or `#<index>`) of the non-empty values ignored as shorter than {@link MIN_SECRET_LENGTH}. */
   readonly skipped: readonly string[];
@@ -134,6 +190,7 @@ export class Redactor {
       if (!kept) skipped.push(name);
     }
     this.forms = [...forms].sort((a, b) => b.length - a.length);
+    this.literals = this.forms.length ? new RegExp(this.forms.map(escapeRegExp).join("|"), "gi") : null;
     this.skipped = skipped;
   }
 
@@ -147,40 +204,52 @@ export class Redactor {
     return this.forms.length;
   }
 
-  /** `text` with every secret value and token shape replaced. */
+  /** `text` with every secret value, credential shape and secret assignment replaced. */
   redact(text: string): string {
     if (text.length === 0) return text;
-    let spans: Span[] | null = null;
-    for (const form of this.forms) {
-      let at = text.indexOf(form);
-      while (at !== -1) {
-        (spans ??= []).push({ start: at, end: at + form.length, rank: 0, label: REDACTED });
-        at = text.indexOf(form, at + 1);
+    const spans: Span[] = [];
+    if (this.literals) {
+      const literals = this.literals;
+      literals.lastIndex = 0;
+      let match: RegExpExecArray | null;
+      while ((match = literals.exec(text)) !== null) {
+        spans.push({ start: match.index, end: match.index + match[0].length, rank: 0, label: REDACTED });
+        // Overlapping values (one secret's end is another's start) are all found.
+        literals.lastIndex = match.index + 1;
       }
     }
     if (this.patterns) {
-      const { regex, groupOf } = SHAPES_COMBINED;
-      regex.lastIndex = 0;
-      let match: RegExpExecArray | null;
-      while ((match = regex.exec(text)) !== null) {
-        for (let i = 0; i < groupOf.length; i++) {
-          const shape = groupOf[i]!;
-          if (match[shape.group] === undefined) continue;
-          const token = shape.tokenGroup === null ? match[0] : match[shape.tokenGroup]!;
-          const end = match.index + match[0].length;
-          (spans ??= []).push({ start: end - token.length, end, rank: i + 1, label: `[REDACTED:${shape.kind}]` });
-          break;
+      const { tokens, capitals, operators } = RULES;
+      tokens.lastIndex = 0;
+      let candidate: RegExpExecArray | null;
+      while ((candidate = tokens.exec(text)) !== null) {
+        const end = ruleAt(text, candidate[1] !== undefined ? candidate.index : candidate.index + 1 - candidate[2]!.length, spans);
+        // Keywords inside the credential (a `_` of its body) are not looked at again.
+        if (end > tokens.lastIndex) tokens.lastIndex = end;
+      }
+      capitals.lastIndex = 0;
+      while ((candidate = capitals.exec(text)) !== null) {
+        const end = ruleAt(text, candidate.index, spans);
+        if (end > capitals.lastIndex) capitals.lastIndex = end;
+      }
+      operators.lastIndex = 0;
+      while ((candidate = operators.exec(text)) !== null) {
+        if (candidate[2] !== undefined) {
+          const assignment = assignmentAt(text, candidate.index - candidate[2].length);
+          if (assignment) spans.push({ start: assignment.start, end: assignment.end, rank: ASSIGNMENT_RANK, label: `[REDACTED:${assignment.kind}]` });
+        } else {
+          ruleAt(text, candidate[1] !== undefined ? candidate.index - candidate[1].length : candidate.index, spans);
         }
-        if (match[0].length === 0) regex.lastIndex += 1;
       }
     }
-    if (spans === null) return text;
-    return replaceSpans(text, spans);
+    return spans.length === 0 ? text : replaceSpans(text, spans);
   }
 
   /**
    * A copy of `value` with every string redacted: arrays and plain objects are
-   * walked (keys are kept as they are), other values returned unchanged.
+   * walked, their keys redacted too (report.json counts requests by
+   * `host:port`, and a host can hold a secret), other values returned
+   * unchanged. Two keys that redact to the same text keep the later value.
    * Errors become plain `{ name, message, stack, ... }` objects so their text
    * is redacted too. Cycles are preserved.
    */
@@ -209,9 +278,28 @@ export class Redactor {
       copy.message = this.redact(value.message);
       if (value.stack !== undefined) copy.stack = this.redact(value.stack);
     }
-    for (const [key, item] of Object.entries(value)) copy[key] = this.walk(item, seen);
+    for (const [key, item] of Object.entries(value)) copy[this.redact(key)] = this.walk(item, seen);
     return copy;
   }
+}
+
+/**
+ * Tries every rule at `start` (a keyword starts there) and adds the span of
+ * the first that matches; returns where the match ends (`start` without one).
+ */
+function ruleAt(text: string, start: number, spans: Span[]): number {
+  if (!startsToken(text, start)) return start;
+  const { rules, compiled } = RULES;
+  rules.lastIndex = start;
+  const match = rules.exec(text);
+  if (match === null) return start;
+  const index = compiled.findIndex((rule) => match[rule.group] !== undefined);
+  const rule = compiled[index]!;
+  const secret = rule.secretGroup === null ? match[0] : match[rule.secretGroup]!;
+  if (rule.accept && !rule.accept(secret)) return start;
+  const end = start + match[0].length;
+  spans.push({ start: end - secret.length, end, rank: index + 1, label: `[REDACTED:${rule.kind}]` });
+  return end;
 }
 
 /** Replaces the union of `spans`; a merged span takes the label of its best-ranked part. */

@@ -433,7 +433,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     // can run any more (a process left behind could swap a directory for a symlink mid-read), and
     // nothing it left running or planted outside /workspace may influence the verdict.
     await closeSandbox();
-    await commitAndWritePatch(worktree, `agent-runner: ${task.name} (run ${runId})\n\n${redactor.redact(firstLine(outcome.finalMessage))}`, runDirectory, report, events, commitLimits);
+    await commitAndWritePatch(worktree, redactor.redact(`agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`), runDirectory, report, events, commitLimits);
     throwIfAborted(options.signal);
     // A commit cut short by its time limit holds none of the final work: there is nothing to verify.
     if (task.verify && !report.commit?.timed_out) {
@@ -486,7 +486,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       // Interrupted or failed before the normal commit: keep the agent's work on its branch anyway.
       const current = worktree;
       await cleanUp(
-        () => commitAndWritePatch(current, `agent-runner: ${task.name} (run ${runId}, ${report.status}: partial work)`, runDirectory, report, events, commitLimits),
+        () => commitAndWritePatch(current, redactor.redact(`agent-runner: ${task.name} (run ${runId}, ${report.status}: partial work)`), runDirectory, report, events, commitLimits),
         "commit of partial work",
         events,
       );

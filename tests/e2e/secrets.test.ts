@@ -160,4 +160,42 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
     });
     expect(leaks).toEqual([]);
   });
+
+  it("commit messages the runner writes for a worker (its commit, its merge) carry no secret from the subagent's description", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const secret = randomText(24);
+    const npmToken = `npm_${randomText(36)}`;
+    // The model chose this description: it holds the declared secret and a token nobody declared.
+    const description = `use ${secret} and ${npmToken} to publish`;
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: {
+        turns: [
+          { tool_calls: [toolCall("agent", { mode: "worker", description, prompt: "Write notes.txt." })] },
+          { expect: { tool_result_matches: "^Worker w1's work passed verification" }, content: `Merged; published with ${npmToken}.` },
+        ],
+        subagents: {
+          [description]: {
+            turns: [
+              { tool_calls: [toolCall("write_file", { path: "notes.txt", content: "notes\n" })] },
+              { content: `Wrote notes.txt with ${secret}.` },
+            ],
+          },
+        },
+      },
+      task: { name: "secret-descriptions", sandbox: { secret_env: ["MY_SECRET"] }, verify: { command: "test -f notes.txt", timeout_sec: 60 } },
+    });
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path, MY_SECRET: secret });
+    expect(result.code, result.stderr).toBe(0);
+    const report = readJson(join(onlyRunDirectory(home.path)!, "report.json"));
+    expect(report).toMatchObject({ status: "succeeded" });
+    const runBranch = `runner/${report.run_id}`;
+    const messages = git("log", "--format=%B%x00", runBranch, `${runBranch}-w1`, "--not", "main");
+    // The worker's commit and the merge (the run has nothing left to commit after it).
+    expect(messages).toContain("agent-runner: worker w1: use [REDACTED] and [REDACTED:npm-token] to publish");
+    expect(messages).toContain("agent-runner: merge worker w1 (use [REDACTED] and [REDACTED:npm-token] to publish)");
+    expect(messages).not.toContain(secret);
+    expect(messages).not.toContain(npmToken.slice(4));
+  });
 });

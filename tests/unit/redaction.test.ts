@@ -128,7 +128,7 @@ describe("Redactor: literal values", () => {
 });
 
 describe("Redactor.redactDeep", () => {
-  it("returns a redacted copy, walking arrays and objects, keys untouched", () => {
+  it("returns a redacted copy, walking arrays and objects, keys redacted too", () => {
     const redactor = new Redactor(["s3cret-value"]);
     const input = {
       "s3cret-value": "key stays",
@@ -138,7 +138,7 @@ describe("Redactor.redactDeep", () => {
     };
     const output = redactor.redactDeep(input);
     expect(output).toEqual({
-      "s3cret-value": "key stays",
+      [REDACTED]: "key stays",
       list: [`a ${REDACTED}`, 3, null, { nested: ["Bearer [REDACTED:bearer-token]"] }],
       flag: true,
       count: 7,
@@ -160,6 +160,24 @@ describe("Redactor.redactDeep", () => {
     const cyclicCopy = redactor.redactDeep(cyclic);
     expect(cyclicCopy.text).toBe(REDACTED);
     expect(cyclicCopy.self).toBe(cyclicCopy);
+  });
+});
+
+describe("Redactor: literal values in any letter case", () => {
+  it("finds a secret_env value lower-cased, as the egress proxy and every URL parser record host names", () => {
+    const secret = "AbCdEf0123456789XyZ";
+    const redactor = redactorFor({ sandbox: { secret_env: ["MY_TOKEN"] } }, { MY_TOKEN: secret });
+    const host = new URL(`http://${secret}.exfil.test/`).hostname;
+    expect(host).toBe(secret.toLowerCase() + ".exfil.test");
+    expect(redactor.redact(`GET ${host}:80`)).toBe(`GET ${REDACTED}.exfil.test:80`);
+    expect(redactor.redact(secret.toUpperCase())).toBe(REDACTED);
+  });
+
+  it("redacts keys, so report.json's per-host network counts keep no secret", () => {
+    const secret = "AbCdEf0123456789XyZ";
+    const redactor = new Redactor([secret]);
+    const network = { [`${secret.toLowerCase()}.exfil.test:80`]: { allowed: 0, denied: 1 }, "pypi.org:443": { allowed: 2, denied: 0 } };
+    expect(redactor.redactDeep({ network })).toEqual({ network: { [`${REDACTED}.exfil.test:80`]: { allowed: 0, denied: 1 }, "pypi.org:443": { allowed: 2, denied: 0 } } });
   });
 });
 

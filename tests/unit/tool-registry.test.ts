@@ -44,7 +44,7 @@ describe("ToolRegistry", () => {
 
 describe("terminal output", () => {
   it("neutralises escape sequences and NUL from model or repository text", async () => {
-    const { oneLine } = await import("../../src/cli/progress-view.js");
+    const { oneLine } = await import("../../src/terminal-text.js");
     expect(oneLine("ok\u001b[1A\u001b[Kstatus: succeeded\u0000\u009b", 200)).toBe("ok\\x1b[1A\\x1b[Kstatus: succeeded\\x00\\x9b");
     expect(oneLine("a\n\tb", 200)).toBe("a b");
   });
