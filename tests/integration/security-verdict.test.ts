@@ -137,11 +137,11 @@ describe("verdict dodges: the agent cannot turn `failed` into `error` or lose it
     }
   });
 
-  it("committed test code that kills the verification sandbox's helper is `verify_failed` (exit 1), not an error (item 6)", async () => {
+  it("committed test code that kills every process it can in the verification sandbox is `verify_failed` (exit 1), not an error (item 6)", async () => {
     await using repository = createGitRepository({ "app.txt": "broken\n" }, { prefix: "agent-runner-sec-verifykill-" });
     const run = await runScriptedTask({
       repository: repository.root,
-      turns: [writeTurn("app.txt", "fixed\n"), writeTurn("test_everything.py", "import os, signal\n\ndef test_it():\n    os.kill(-1, signal.SIGKILL)\n")],
+      turns: [writeTurn("app.txt", "fixed\n"), writeTurn("test_everything.py", "import os, signal\n\ndef test_it():\n    os.kill(-1, signal.SIGKILL)\n    assert False, 'still broken'\n")],
       verify: { command: "python3 -m pytest -q -p no:cacheprovider", timeout_sec: 120 },
     });
     try {
@@ -149,8 +149,10 @@ describe("verdict dodges: the agent cannot turn `failed` into `error` or lose it
       expect(run.exitCode).toBe(1);
       expect(run.report.reason).toBe("verify_failed");
       expect(run.report.error).toBeNull();
-      expect(run.report.verify).toMatchObject({ passed: false, exit_code: null });
-      expect(run.report.verify!.sandbox_lost).toMatch(/went away|lost/);
+      // The helper is out of the agent's reach (kill(-1) cannot signal it), so the command dies alone and
+      // the sandbox stays; a verification sandbox lost some other way (a missed deadline, the OOM killer)
+      // is verify_failed as well (tests/unit/verify-commit.test.ts).
+      expect(run.report.verify).toMatchObject({ passed: false, exit_code: 1, sandbox_lost: null });
       expect(pathsOn(repository.root, run.report.branch!)).toContain("test_everything.py");
     } finally {
       run.dispose();
