@@ -120,6 +120,55 @@ for t in threads: t.join()
 print(json.dumps(answers))
 `;
 
+/**
+ * A TLS client's first flight through a CONNECT tunnel: builds a real
+ * ClientHello with python's ssl module (memory BIOs: no socket of its own)
+ * for server name SNI, with the ALPN protocol TOKEN as a marker; re-frames it
+ * into handshake records of RECORD bytes (RFC 8446 section 5.1 allows a
+ * message to span records); sends `CONNECT TARGET`, waits for the proxy's
+ * 200, sends the hello in separate writes cut at the offsets CUTS (TCP_NODELAY:
+ * one segment each, unless the network merges them) and prints a JSON object:
+ * the bytes sent after the 200 (base64) and everything that came back (latin1).
+ */
+const TLS_FIRST_FLIGHT = String.raw`
+import base64, json, os, socket, ssl
+proxy = os.environ["HTTP_PROXY"].split("//", 1)[1].rstrip("/")
+host, port = proxy.rsplit(":", 1)
+context = ssl.create_default_context()
+context.set_alpn_protocols([os.environ["TOKEN"]])
+incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+client = context.wrap_bio(incoming, outgoing, server_hostname=os.environ["SNI"])
+try:
+    client.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = outgoing.read()
+message, size = hello[5:], int(os.environ["RECORD"])
+hello = b"".join(b"\x16\x03\x01" + len(part).to_bytes(2, "big") + part for part in (message[i:i + size] for i in range(0, len(message), size)))
+cuts = [0] + [int(cut) for cut in os.environ["CUTS"].split(",")] + [len(hello)]
+s = socket.create_connection((host, int(port)), timeout=3)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (os.environ["TARGET"], os.environ["TARGET"])).encode())
+answer = b""
+while b"\r\n\r\n" not in answer:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    answer += chunk
+if answer.startswith(b"HTTP/1.1 200 "):
+    for start, end in zip(cuts, cuts[1:]):
+        s.sendall(hello[start:end])
+try:
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+except (socket.timeout, ConnectionResetError):
+    answer += b"<<no close>>"
+print(json.dumps({"hello": base64.b64encode(hello).decode(), "answer": answer.decode("latin1")}))
+`;
+
 /** Opens N connections to the proxy that each send a partial request and then hold, for HOLD seconds. */
 const SLOW_CLIENTS = String.raw`
 import os, socket, sys, time
@@ -646,6 +695,50 @@ describe("CONNECT", () => {
     const authority = proxy.parseAuthority("[allowed.test]:443");
     const decision = authority ? await proxy.decide(authority.host, authority.port, config, lookup) : { reason: "malformed" };
     expect({ decision: decision.reason ? "refused" : "admitted", lookedUp }).toEqual({ decision: "refused", lookedUp: [] });
+  });
+
+  it("a TLS ClientHello naming another host inside a tunnel to an allowed host is refused before a byte goes upstream; a matching one passes unchanged", async () => {
+    // In 100-byte records, and in segments cut inside the record header, the handshake header and the extensions.
+    const flight = async (target: string, sni: string, token: string) =>
+      JSON.parse(await main.py(TLS_FIRST_FLIGHT, { TARGET: target, SNI: sni, TOKEN: token, RECORD: "100", CUTS: "2,7,150,230" })) as { hello: string; answer: string };
+    const established = "HTTP/1.1 200 Connection Established\r\n\r\n";
+    const before = main.events.length;
+
+    const fronted = randomToken("front-");
+    const refused = await flight("echo.test:443", "denied.test", fronted);
+    // The client gets the 200 of the CONNECT, then a fatal unrecognized_name alert (RFC 8446 section 6), then the close.
+    expect(refused.answer).toBe(`${established}\x15\x03\x03\x00\x02\x02\x70`);
+    const refusal = await main.event({ decision: "denied", method: "CONNECT", host: "echo.test", port: 443 });
+    expect(refusal.reason).toBe('TLS server name "denied.test" does not match the CONNECT host "echo.test"');
+
+    const matching = randomToken("sni-");
+    const passed = await flight("echo.test:443", "echo.test", matching);
+    const hello = Buffer.from(passed.hello, "base64").toString("latin1");
+    expect(passed.answer.startsWith(`${established}HTTP/1.1 200 OK\r\n`), passed.answer.slice(0, 200)).toBe(true);
+    // echo.test received the client's ClientHello, records as framed, byte for byte (and nothing else).
+    expect((JSON.parse(passed.answer.slice(passed.answer.indexOf("{"))) as { raw: string }).raw).toBe(hello);
+
+    await main.settle();
+    const fresh = main.events.slice(before).filter((event) => !event.host.startsWith("settle"));
+    expect(fresh.map((event) => `${event.decision} ${event.method} ${event.host}:${event.port}`)).toEqual(["denied CONNECT echo.test:443", "allowed CONNECT echo.test:443"]);
+    const log = await echoLog();
+    expect(log).toContain(matching);
+    expect(log).not.toContain(fronted);
+  });
+
+  it("curl fronting with --connect-to (TLS name denied.test, CONNECT to allowed.test) fails with the TLS alert and reaches no server", async () => {
+    const token = randomToken("connect-to-");
+    const before = main.events.length;
+    const logBefore = (await internet.server("allowed.test").log()).length;
+    const result = await main.sh(`curl -sS -m 5 --connect-to denied.test:443:allowed.test:443 https://denied.test/${token}`);
+    expect(result.exitCode).not.toBe(0);
+    expect(result.stderr).toMatch(/unrecognized name/i);
+    const refusal = await main.event({ decision: "denied", method: "CONNECT", host: "allowed.test", port: 443 });
+    expect(refusal.reason).toBe('TLS server name "denied.test" does not match the CONNECT host "allowed.test"');
+    expect(main.events.slice(before).filter((event) => event.decision === "allowed")).toEqual([]);
+    // Nothing arrived at allowed.test (a ClientHello would be logged as a bad request), nor anywhere else.
+    expect((await internet.server("allowed.test").log()).slice(logBefore)).toBe("");
+    await expectNoEscape(main, token);
   });
 
   it("a second CONNECT (and a request to denied.test) inside a tunnel to allowed.test goes to that server, never to the proxy", async () => {
