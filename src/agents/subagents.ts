@@ -45,6 +45,8 @@ export interface SubagentReport {
 export interface SubagentHost {
   runId: string;
   runDirectory: string;
+  /** Where worker worktrees and their verification checkouts go (the run's disk, so `sandbox.limits.disk` counts them). */
+  workersDirectory: string;
   model: ModelClient;
   provider: SandboxProvider;
   /** Sandbox spec for an agent on a worktree (`readOnly`: the workspace mounted read-only). */
@@ -172,7 +174,7 @@ async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promi
   const parent = host.parent.worktree;
   // Frozen, not stopped: the parent's background commands survive, but nothing races host git.
   const snapshot = await host.parentGit.runExclusive(() => host.parent.sandbox.freeze(() => commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`)));
-  return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.runDirectory, "workers", agentId), snapshot.head);
+  return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.workersDirectory, agentId), snapshot.head);
 }
 
 interface SubagentRequest {
@@ -300,7 +302,7 @@ async function finishWorker(
   const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600 }, worktree, committed.head, {
     provider: host.provider,
     specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
-    directory: join(host.runDirectory, "workers", `${agentId}-verify`),
+    directory: join(host.workersDirectory, `${agentId}-verify`),
     events: host.events,
     signal,
   });

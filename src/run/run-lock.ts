@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
 import { commitRunWorktree, removeWorktreeDirectory, reopenRunWorktree, type RecordedWorktree } from "../workspace/run-worktree.js";
+import { closeRunDisk, mountRunDiskIfPresent, runPaths } from "../workspace/run-disk.js";
 
 /**
  * `run.json` in a run directory: which runner process owns the run and which
@@ -37,26 +38,37 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
  * gone (crash, `kill -9`): commits what their worktree holds on the run
  * branch (safe host git, as at the end of a run), removes the worktree
  * directory and writes a report.json with status `error`, reason
- * `runner_died`, naming `runner resume`. Call it after the containers of dead
- * runs are gone. Returns the swept run ids.
+ * `runner_died`, naming `runner resume`, and removes the run's disk. Call it
+ * after the containers of dead runs are gone. Returns the swept run ids.
  */
 export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
   const runs = join(runnerHome, "runs");
   if (!existsSync(runs)) return [];
-  const swept: string[] = [];
+  const dead: { runId: string; directory: string; lock: RunLock }[] = [];
   for (const runId of readdirSync(runs)) {
     const directory = join(runs, runId);
     if (existsSync(join(directory, "report.json"))) continue;
     const lock = readRunLock(directory);
-    if (!lock || isOwnerAlive(lock.owner)) continue;
+    if (lock && !isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock });
+  }
+  // Every dead run's disk is mounted before any `git worktree prune` runs: prune
+  // would take the worktree of a disk not mounted (after a reboot) for a deleted one.
+  const unmountable = new Map<string, string>();
+  for (const { directory } of dead) {
+    await mountRunDiskIfPresent(directory).catch((error: unknown) => unmountable.set(directory, errorMessage(error)));
+  }
+  const swept: string[] = [];
+  for (const { runId, directory, lock } of dead) {
+    const paths = runPaths(directory);
     // The verification checkout, if the runner died during verification, and the subagents' worktrees
     // (their branches keep what they committed; a subagent's uncommitted work is not kept).
-    await removeWorktreeDirectory(lock.repository, join(directory, "verify"));
-    const workers = join(directory, "workers");
+    await removeWorktreeDirectory(lock.repository, paths.verify);
+    const workers = paths.workers;
     for (const name of existsSync(workers) ? readdirSync(workers) : []) await removeWorktreeDirectory(lock.repository, join(workers, name));
     let saved = "its worktree had nothing to save";
     let keepWorktree = false;
     try {
+      if (unmountable.has(directory)) throw new Error(unmountable.get(directory));
       const reopened = await reopenRunWorktree(lock, { create: false });
       if (reopened) {
         const committed = await commitRunWorktree(reopened.worktree, `agent-runner: run ${lock.run_id} (runner died: partial work)`);
@@ -66,7 +78,10 @@ export async function sweepDeadRuns(runnerHome: string): Promise<string[]> {
       saved = `its worktree could not be committed (${errorMessage(error)}) and is kept at ${lock.worktree}`;
       keepWorktree = true;
     }
-    if (!keepWorktree) await removeWorktreeDirectory(lock.repository, lock.worktree);
+    if (!keepWorktree) {
+      await removeWorktreeDirectory(lock.repository, lock.worktree);
+      await closeRunDisk(directory);
+    }
     const report = {
       run_id: lock.run_id,
       status: "error",

@@ -82,6 +82,22 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
   };
 }
 
+/**
+ * Bytes a checkout of the repository's HEAD takes at least: each blob's size
+ * rounded up to whole 4 KiB blocks (ext4's), from `git ls-tree -r -l` of the
+ * user's repository (host git, no worktree read). For telling a disk limit too
+ * small for the checkout from another failure of `git worktree add`.
+ */
+export async function checkoutBytes(repositoryDirectory: string): Promise<number> {
+  const listing = await rawSafeGit({ baseDirectory: repositoryDirectory }, ["ls-tree", "-r", "-l", "--full-tree", "HEAD"]);
+  let bytes = 0;
+  for (const line of listing.split("\n")) {
+    const size = Number(/^\S+ blob \S+\s+(\d+)\t/.exec(line)?.[1] ?? 0);
+    bytes += Math.ceil(size / 4096) * 4096;
+  }
+  return bytes;
+}
+
 /** Who the sandbox runs as: the runner's own uid, else the repository's owner, else {@link FALLBACK_SANDBOX_UID} when that is root. */
 function sandboxUserFor(root: string): { uid: number; gid: number } {
   const ownerStats = statSync(root);

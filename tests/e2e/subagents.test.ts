@@ -42,6 +42,7 @@ import {
   runDirectoryOf,
   waitForRelease,
 } from "../helpers/subagent-e2e.js";
+import { runPaths } from "../../src/workspace/run-disk.js";
 
 /** Three small modules with one bug each and a test file each (as examples/parallel-workers). */
 const THREE_MODULES: Record<string, string> = {
@@ -322,7 +323,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       expect(containersOfAgent(runId, "w1")).toEqual([]);
       expect(containersNamed(`agent-runner-${runId}-w1`)).toEqual([]);
       expect(hostProcesses(WORKER_SLEEP)).toEqual([]);
-      expect(existsSync(join(runDirectory, "workers", "w1"))).toBe(false);
+      expect(existsSync(join(runPaths(runDirectory).workers, "w1"))).toBe(false);
       release(mainWorktree(runDirectory), "worker-stopped");
 
       const result = await running.result;
@@ -431,7 +432,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
       await waitFor("the worker's sleep on the host", () => hostProcesses(WORKER_SLEEP).length === 1, { process: running });
       // What there is to sweep: the parent's and the worker's worktrees (registered with git) and containers.
-      const workerWorktree = join(runDirectory, "workers", "w1");
+      const workerWorktree = join(runPaths(runDirectory).workers, "w1");
       expect(existsSync(workerWorktree)).toBe(true);
       expect(existsSync(mainWorktree(runDirectory))).toBe(true);
       expect(worktreePaths(repo)).toHaveLength(3);
@@ -449,7 +450,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       expect(containersOfRun(runId)).toEqual([]);
       expect(hostProcesses(WORKER_SLEEP)).toEqual([]);
       expect(existsSync(mainWorktree(runDirectory))).toBe(false);
-      const workers = join(runDirectory, "workers");
+      const workers = runPaths(runDirectory).workers;
       expect(existsSync(workers) ? readdirSync(workers) : []).toEqual([]);
       onlyMainCheckout(repo);
       const swept = readReport(runDirectory);

@@ -144,11 +144,14 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     const gitEntries = ["HEAD", "objects", "refs", "info", "config"].map((entry) => `${commonGitDirectory}/${entry} ro`);
     const worktreeAdmin = ours.find((mount) => mount.mountPoint.startsWith(`${commonGitDirectory}/worktrees/`));
     expect(worktreeAdmin, "the worktree's own admin directory").toBeDefined();
-    expect(summary).toEqual([`/workspace rw`, ...gitEntries, `${worktreeAdmin!.mountPoint} ro`].sort());
+    // The writable places outside /workspace are the run's own (sandbox.limits.disk); the image itself is read-only.
+    const scratch = ["/tmp rw", "/var/tmp rw", "/run/lock rw"];
+    expect(summary).toEqual([`/workspace rw`, ...scratch, ...gitEntries, `${worktreeAdmin!.mountPoint} ro`].sort());
+    expect(mounts.find((mount) => mount.mountPoint === "/")!.options).toContain("ro");
     const byTarget = new Map(ours.map((mount) => [mount.mountPoint, mount]));
-    // The sources are the run's worktree and the sanitized config file in the run directory.
-    expect(byTarget.get("/workspace")!.root).toMatch(new RegExp(`/runs/${run.runId}/worktree$`));
-    expect(byTarget.get(`${commonGitDirectory}/config`)!.root).toMatch(new RegExp(`/runs/${run.runId}/container-git-config$`));
+    // The sources are the run's worktree and the sanitized config file, on the run's own filesystem.
+    expect(byTarget.get("/workspace")!.root).toBe("/worktree");
+    expect(byTarget.get(`${commonGitDirectory}/config`)!.root).toBe("/git-view/container-git-config");
     // No Docker socket and no home directory (the host's or any) arrive through any mount, virtual or not.
     for (const mount of mounts) {
       expect(mount.mountPoint).not.toMatch(/docker\.sock|containerd|^\/root|^\/home/);
