@@ -34,6 +34,7 @@ import { RecoveringSandbox } from "../sandbox/recovering-sandbox.js";
 import { workspaceTools } from "../tools/builtin/index.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import {
+  CONTAINER_GIT_DIRECTORY,
   checkoutBytes,
   commitRunWorktree,
   containerGitMounts,
@@ -363,7 +364,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
     const skills = await loadSkills({
       userDirectory: userSkillsDirectory(hostEnvironment),
-      workspace: { sandbox: activeSandbox, baseCommit: worktree.baseCommit, gitDirectory: worktree.commonGitDirectory, signal },
+      workspace: { sandbox: activeSandbox, baseCommit: worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal },
     });
     events.emit({
       type: "skills.loaded",

@@ -33,7 +33,7 @@ export function runPaths(runDirectory: string) {
     workers: join(disk, "workers"),
     /** Each container's writable directories outside /workspace (/tmp, /var/tmp, /run/lock), one directory per container. */
     sandboxes: join(disk, "sandboxes"),
-    /** Small read-only files the containers' git view is made of (a sanitized config). */
+    /** Small read-only files the containers' git view is made of (a sanitized config, the worktree's `.git` file). */
     gitView: join(disk, "git-view"),
   };
 }
