@@ -7,8 +7,9 @@
 import { performance } from "node:perf_hooks";
 import type Docker from "dockerode";
 import { sandboxContainerOptions } from "../src/sandbox/docker/docker-sandbox-provider.js";
-import { benchSpec, createWorkspace, nextContainerName, requireDocker, sweepBenchContainers, sweepOnSignals } from "./lib/docker-env.js";
+import { benchScratch, benchSpec, createWorkspace, nextContainerName, requireDocker, sweepBenchContainers, sweepOnSignals } from "./lib/docker-env.js";
 import { printTable, type Row } from "./lib/stats.js";
+import { SCRATCH_MOUNTS } from "../src/sandbox/docker/disk-watch.js";
 
 const roundsArgument = process.argv.slice(2).find((argument) => argument.startsWith("--rounds="));
 const rounds = roundsArgument ? Number(roundsArgument.slice("--rounds=".length)) : 15;
@@ -19,7 +20,7 @@ const workspace = createWorkspace({ "README.md": "x\n" });
 
 /** The runner's exact create options (src's sandboxContainerOptions) running `sleep 60` instead of the daemon. */
 function runnerOptions(): Docker.ContainerCreateOptions {
-  return { ...sandboxContainerOptions(benchSpec(workspace.path), ""), Cmd: ["sleep", "60"] };
+  return { ...sandboxContainerOptions(benchSpec(workspace.path), "", benchScratch()), Cmd: ["sleep", "60"] };
 }
 
 const knobs: Record<string, (options: Docker.ContainerCreateOptions) => void> = {
@@ -32,7 +33,11 @@ const knobs: Record<string, (options: Docker.ContainerCreateOptions) => void> = 
   "- cgroup limits (mem/cpu/pids)": (options) => {
     for (const key of ["PidsLimit", "Memory", "MemorySwap", "NanoCpus"] as const) delete options.HostConfig![key];
   },
-  "- workspace bind mount": (options) => void (options.HostConfig!.Mounts = []),
+  "- workspace bind mount": (options) => void (options.HostConfig!.Mounts = options.HostConfig!.Mounts!.filter((mount) => mount.Target !== "/workspace")),
+  "- disk limit: read-only image + scratch mounts": (options) => {
+    options.HostConfig!.ReadonlyRootfs = false;
+    options.HostConfig!.Mounts = options.HostConfig!.Mounts!.filter((mount) => !SCRATCH_MOUNTS.some((scratch) => scratch.target === mount.Target));
+  },
   "- AutoRemove": (options) => void (options.HostConfig!.AutoRemove = false),
   "+ default bridge network": (options) => void (options.HostConfig!.NetworkMode = "bridge"),
 };

@@ -14,6 +14,7 @@ import { promisify } from "node:util";
 import Docker from "dockerode";
 import type { SandboxSpec } from "../../src/sandbox/sandbox.js";
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
+import { createScratchDirectory } from "../../src/sandbox/docker/disk-watch.js";
 import { requireDocker as requireDockerAndImage } from "../../tests/helpers/docker.js";
 
 export const execFileAsync = promisify(execFile);
@@ -78,6 +79,21 @@ export function textOfSize(bytes: number): string {
   return parts.join("").slice(0, bytes);
 }
 
+/** Parent of the bench containers' writable directories outside /workspace. */
+export const BENCH_SCRATCH_DIRECTORY = join(tmpdir(), `agent-runner-bench-scratch-${process.pid}`);
+
+let benchScratchPath: string | null = null;
+
+/**
+ * One scratch directory (the container's /tmp, /var/tmp, /run/lock) for the
+ * containers a bench creates itself from `sandboxContainerOptions`; removed by
+ * {@link sweepBenchContainers}.
+ */
+export function benchScratch(): string {
+  benchScratchPath ??= createScratchDirectory(BENCH_SCRATCH_DIRECTORY);
+  return benchScratchPath;
+}
+
 export function benchSpec(workspace: string, runId = nextRunId()): SandboxSpec {
   return {
     runId,
@@ -89,6 +105,7 @@ export function benchSpec(workspace: string, runId = nextRunId()): SandboxSpec {
     user: { uid: SANDBOX_UID, gid: SANDBOX_UID },
     network: null,
     limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256, fileSizeBytes: 1024 ** 3 },
+    disk: { limitBytes: 10 * 1024 ** 3, enforcement: "monitor", scratchDirectory: BENCH_SCRATCH_DIRECTORY },
   };
 }
 
@@ -102,6 +119,9 @@ export async function sweepBenchContainers(docker: Docker): Promise<string[]> {
     return containers.map((info) => `${info.Names[0]?.replace(/^\//, "") ?? info.Id.slice(0, 12)} (${info.Status})`);
   } catch {
     return [];
+  } finally {
+    rmSync(BENCH_SCRATCH_DIRECTORY, { recursive: true, force: true });
+    benchScratchPath = null;
   }
 }
 

@@ -13,7 +13,7 @@ import { performance } from "node:perf_hooks";
 import type Docker from "dockerode";
 import { DockerSandboxProvider, sandboxContainerOptions } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
-import { BENCH_IMAGE, benchSpec, execFileAsync, nextContainerName } from "../lib/docker-env.js";
+import { BENCH_IMAGE, benchScratch, benchSpec, execFileAsync, nextContainerName } from "../lib/docker-env.js";
 import { instrument, phaseEnd, phaseMs, traced } from "../lib/phase-trace.js";
 import { fmt, median, type Row } from "../lib/stats.js";
 
@@ -43,7 +43,7 @@ export interface ReadyResult {
  */
 function floorOptions(spec: ReturnType<typeof benchSpec>): Docker.ContainerCreateOptions {
   return {
-    ...sandboxContainerOptions(spec, ""),
+    ...sandboxContainerOptions(spec, "", benchScratch()),
     Cmd: ["sleep", "60"],
     AttachStdin: false,
     AttachStdout: false,

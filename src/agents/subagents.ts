@@ -48,6 +48,8 @@ export interface SubagentReport {
 export interface SubagentHost {
   runId: string;
   runDirectory: string;
+  /** Where worker worktrees and their verification checkouts go (the run's disk, so `sandbox.limits.disk` counts them). */
+  workersDirectory: string;
   model: ModelClient;
   provider: SandboxProvider;
   /** Sandbox spec for an agent on a worktree (`readOnly`: the workspace mounted read-only). */
@@ -184,7 +186,7 @@ async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promi
     }),
   );
   if (snapshot.timedOut) throw new Error(`committing your worktree as the worker's starting point ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); remove large or numerous generated files first`);
-  return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.runDirectory, "workers", agentId), snapshot.head);
+  return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.workersDirectory, agentId), snapshot.head);
 }
 
 interface SubagentRequest {
@@ -337,7 +339,7 @@ async function finishWorker(
   const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] }, worktree, committed.head, {
     provider: host.provider,
     specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
-    directory: join(host.runDirectory, "workers", `${agentId}-verify`),
+    directory: join(host.workersDirectory, `${agentId}-verify`),
     // The parent is the main agent: its worktree's base is the run's base commit, never a snapshot of agent work.
     baseCommit: host.parent.worktree.baseCommit,
     events: host.events,

@@ -11,6 +11,7 @@ import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunResult } f
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
+import type { DiskEnforcementChoice } from "../workspace/run-disk.js";
 import { openAIClient, openModel } from "./open-model.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
@@ -50,16 +51,28 @@ export function runnerHome(environment: NodeJS.ProcessEnv = process.env): string
   return home;
 }
 
+/**
+ * `$RUNNER_DISK_ENFORCEMENT`: `monitor` makes every run measure its disk limit
+ * instead of giving it a filesystem of its own (README "Security model");
+ * unset or `auto`: a filesystem when the runner can make one. Throws ConfigError otherwise.
+ */
+export function diskEnforcementChoice(environment: NodeJS.ProcessEnv = process.env): DiskEnforcementChoice {
+  const value = environment.RUNNER_DISK_ENFORCEMENT || "auto";
+  if (value !== "auto" && value !== "monitor") throw new ConfigError(`RUNNER_DISK_ENFORCEMENT: expected "auto" or "monitor", got ${JSON.stringify(value)}`);
+  return value;
+}
+
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
   const loaded = loadTask(taskFile, options);
   const task: Task = options.merge ? { ...loaded, on_success: "merge" } : loaded;
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const home = runnerHome();
+  const diskEnforcement = diskEnforcementChoice();
   await resolveRepository(task.workspacePath);
   const provider = await prepareRun(task, home, signal);
   const view = options.json ? undefined : new ProgressView();
-  const result = await runTask(task, { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home }, runOptions(options, view, signal));
+  const result = await runTask(task, { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home, diskEnforcement }, runOptions(options, view, signal));
   if (!options.json) printOutcome(task, result);
   return result.exitCode;
 }
@@ -70,6 +83,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
  */
 export async function resumeCommand(idOrPrefix: string, options: { json?: boolean; maxSteps?: string }, signal: AbortSignal): Promise<number> {
   const home = runnerHome();
+  const diskEnforcement = diskEnforcementChoice();
   // Sweep first: a run whose runner died gets its worktree committed before we look at it.
   const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
   await sweep(provider, home);
@@ -85,7 +99,7 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
   if (!options.json) process.stdout.write(`resuming run ${run.runId} at model call ${run.restored.nextStep + 1}\n`);
   const result = await resumeRun(
     run,
-    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home },
+    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home, diskEnforcement },
     { ...runOptions(options, view, signal), ...(maxSteps ? { maxSteps } : {}) },
   );
   if (!options.json) printOutcome(run.task, result);
@@ -154,7 +168,10 @@ function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
     Object.keys(report.denials).length
       ? `denied: ${Object.entries(report.denials).map(([rule, count]) => `${rule} ×${count}`).join(", ")} (rules of the agents' policies; see events.jsonl tool_call.denied)`
       : "",
-    report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${report.merge.detail}` : "",
+    report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${terminalSafe(report.merge.detail)}` : "",
+    report.disk?.limit_reached
+      ? `disk: the limit (${Math.round(report.disk.limit_bytes / 1024 ** 2)} MiB) was reached; ${report.disk.enforcement === "filesystem" ? "writes past it were refused" : "the sandbox's processes were stopped"}`
+      : "",
     report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
     (report.status === "cancelled" || report.status === "error") && report.steps > 0 ? `continue it: runner resume ${report.run_id}` : "",
   ];

@@ -37,6 +37,14 @@ export class ProgressView implements EventSink {
         return `${c.bold("run")} ${event.data.run_id}  task ${event.data.task}  branch ${event.data.branch}`;
       case "sandbox.created":
         return `sandbox ${event.data.sandbox_id} ready in ${event.data.ready_ms} ms (uid ${event.data.uid})`;
+      case "disk.prepared":
+        return event.data.enforcement === "monitor"
+          ? c.yellow(`disk limit ${mebibytes(event.data.limit_bytes)} is only measured, every few seconds: ${event.data.detail} (README "Security model")`)
+          : null;
+      case "disk.limit_reached":
+        return event.data.action === "stopped"
+          ? c.red(`${event.data.agent_id}'s sandbox holds more than the disk limit (${mebibytes(event.data.used_bytes)} of ${mebibytes(event.data.limit_bytes)}): its processes were stopped and the run ends`)
+          : c.yellow(`the run's disk (${mebibytes(event.data.limit_bytes)}) is full: writes past it fail with "No space left on device"`);
       case "sandbox.restarted":
         return c.yellow(`sandbox restarted as ${event.data.sandbox_id} (its control process was killed)`);
       case "model_call.finished":
@@ -105,6 +113,10 @@ export function describeLeftOut(leftOut: readonly { path: string; reason: string
 
 function leftOutSuffix(leftOut: readonly { path: string; reason: string }[], count: number): string {
   return count ? `; left out: ${describeLeftOut(leftOut, count)}` : "";
+}
+
+function mebibytes(bytes: number): string {
+  return `${Math.round(bytes / 1024 ** 2)} MiB`;
 }
 
 /** `step 3`, or `w2 step 3` for a subagent, so parallel agents' lines can be told apart. */

@@ -12,16 +12,24 @@ export function parseMemory(value: string | number): number | null {
   return Math.floor(Number(match[1]) * scale);
 }
 
-const memory = z
-  .union([z.string(), z.number()])
-  .transform((value, context) => {
+/** A size in the syntax of {@link parseMemory}, in bytes, of at least `minimum` (same syntax). */
+function sizeOfAtLeast(minimum: string) {
+  const minimumBytes = parseMemory(minimum)!;
+  return z.union([z.string(), z.number()]).transform((value, context) => {
     const bytes = parseMemory(value);
-    if (bytes === null || bytes < 16 * 1024 * 1024) {
-      context.addIssue({ code: "custom", message: `expected a size of at least 16m such as "512m" or "2g", got ${JSON.stringify(value)}` });
+    if (bytes === null || bytes < minimumBytes) {
+      context.addIssue({ code: "custom", message: `expected a size of at least ${minimum} such as "512m" or "2g", got ${JSON.stringify(value)}` });
       return z.NEVER;
     }
     return bytes;
   });
+}
+
+const memory = sizeOfAtLeast("16m");
+
+/** Bytes a task may write, by default (10 GiB): room for a large checkout, its dependencies and build output. */
+export const DEFAULT_DISK_BYTES = 10 * 1024 ** 3;
+const DEFAULT_LIMITS = { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3, disk: DEFAULT_DISK_BYTES };
 
 const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
 
@@ -92,10 +100,16 @@ export const sandboxSchema = z.strictObject({
       cpus: z.number().positive().max(64).default(1),
       memory: memory.default(1024 ** 3),
       pids: z.number().int().min(16).max(32768).default(256),
-      /** Largest file a sandbox process may write (RLIMIT_FSIZE); there is no total disk quota. */
+      /** Largest file a sandbox process may write (RLIMIT_FSIZE). */
       file_size: memory.default(1024 ** 3),
+      /**
+       * Bytes the task may occupy on disk: its worktrees and every sandbox's writable directories
+       * (/tmp, /var/tmp, /run/lock; the image is read-only), allocated blocks counted (README "Security model").
+       * The minimum leaves room for a small checkout next to the filesystem's own metadata.
+       */
+      disk: sizeOfAtLeast("64m").default(DEFAULT_DISK_BYTES),
     })
-    .default({ cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3 }),
+    .default(DEFAULT_LIMITS),
   /** Literal variables set in the container. */
   env: z.record(environmentName, z.string()).default({}),
   /** Host variables passed through by name (the only way host environment reaches the container). */
@@ -152,7 +166,7 @@ export const taskSchema = z.strictObject({
   sandbox: sandboxSchema.default({
     image: "agent-runner/sandbox:bookworm",
     network: { allow: [], allow_cidrs: [] },
-    limits: { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3 },
+    limits: DEFAULT_LIMITS,
     env: {},
     pass_env: [],
     secret_env: [],

@@ -29,6 +29,13 @@ export type RunEvent =
   | { type: "tool_call.denied"; data: { agent_id: string; tool_call_id: string; name: string; rule: string; reason: string } }
   | { type: "skills.loaded"; data: { skills: string[]; shadowed: string[]; problems: string[] } }
   | { type: "sandbox.restarted"; data: { sandbox_id: string } }
+  /** How the run's `sandbox.limits.disk` is held; `detail` says why it is only monitored. */
+  | { type: "disk.prepared"; data: { limit_bytes: number; enforcement: "filesystem" | "monitor"; detail: string | null } }
+  /** Once per run: a sandbox found the disk limit reached (`refused`: writes past it fail; `stopped`: its processes were killed and the run ends). */
+  | {
+      type: "disk.limit_reached";
+      data: { agent_id: string; sandbox_id: string; used_bytes: number; limit_bytes: number; enforcement: "filesystem" | "monitor"; action: "refused" | "stopped" };
+    }
   | { type: "run.resumed"; data: { run_id: string; resumes: number; next_step: number; worktree: "reused" | "recreated" } }
   | {
       type: "model_call.started";

@@ -5,6 +5,7 @@ import { errorMessage } from "../errors.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { commitLimitsOf } from "../workspace/commit-selection.js";
 import { commitRunWorktree, removeWorktreeDirectory, reopenRunWorktree, type RecordedWorktree } from "../workspace/run-worktree.js";
+import { closeRunDisk, mountRunDiskIfPresent, runPaths } from "../workspace/run-disk.js";
 
 /**
  * `run.json` in a run directory: which runner process owns the run and which
@@ -44,31 +45,42 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
  * gone (crash, `kill -9`): commits what their worktree holds on the run
  * branch (safe host git, as at the end of a run), removes the worktree
  * directory and writes a report.json with status `error`, reason
- * `runner_died`, naming `runner resume`. Call it after the containers of dead
- * runs are gone: a run whose worktree `sandboxes` cannot confirm idle (a
- * container still mounts it) is left for a later start, untouched. Returns
- * the swept run ids.
+ * `runner_died`, naming `runner resume`, and removes the run's disk. Call it
+ * after the containers of dead runs are gone: a run whose worktrees
+ * `sandboxes` cannot confirm idle (a container still mounts one) is left for
+ * a later start, untouched. Returns the swept run ids.
  */
 export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxProvider, "ensureWorkspaceIdle">): Promise<string[]> {
   const runs = join(runnerHome, "runs");
   if (!existsSync(runs)) return [];
-  const swept: string[] = [];
+  const dead: { runId: string; directory: string; lock: RunLock }[] = [];
   for (const runId of readdirSync(runs)) {
     const directory = join(runs, runId);
     if (existsSync(join(directory, "report.json"))) continue;
     const lock = readRunLock(directory);
-    if (!lock || isOwnerAlive(lock.owner)) continue;
-    const workers = join(directory, "workers");
-    const worktrees = [lock.worktree, join(directory, "verify"), ...(existsSync(workers) ? readdirSync(workers).map((name) => join(workers, name)) : [])];
+    if (lock && !isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock });
+  }
+  // Every dead run's disk is mounted before any `git worktree prune` runs: prune
+  // would take the worktree of a disk not mounted (after a reboot) for a deleted one.
+  const unmountable = new Map<string, string>();
+  for (const { directory } of dead) {
+    await mountRunDiskIfPresent(directory).catch((error: unknown) => unmountable.set(directory, errorMessage(error)));
+  }
+  const swept: string[] = [];
+  for (const { runId, directory, lock } of dead) {
+    const paths = runPaths(directory);
+    const workers = paths.workers;
+    const worktrees = [lock.worktree, paths.verify, ...(existsSync(workers) ? readdirSync(workers).map((name) => join(workers, name)) : [])];
     const idle = await Promise.all(worktrees.map((path) => sandboxes.ensureWorkspaceIdle(path).then(() => true, () => false)));
     if (idle.includes(false)) continue;
     // The verification checkout, if the runner died during verification, and the subagents' worktrees
     // (their branches keep what they committed; a subagent's uncommitted work is not kept).
-    await removeWorktreeDirectory(lock.repository, join(directory, "verify"));
+    await removeWorktreeDirectory(lock.repository, paths.verify);
     for (const name of existsSync(workers) ? readdirSync(workers) : []) await removeWorktreeDirectory(lock.repository, join(workers, name));
     let saved = "its worktree had nothing to save";
     let keepWorktree = false;
     try {
+      if (unmountable.has(directory)) throw new Error(unmountable.get(directory));
       const reopened = await reopenRunWorktree(lock, { create: false });
       if (reopened) {
         // The task's own commit limits (task.json, written before the run started).
@@ -85,7 +97,10 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
       saved = `its worktree could not be committed (${errorMessage(error)}) and is kept at ${lock.worktree}`;
       keepWorktree = true;
     }
-    if (!keepWorktree) await removeWorktreeDirectory(lock.repository, lock.worktree);
+    if (!keepWorktree) {
+      await removeWorktreeDirectory(lock.repository, lock.worktree);
+      await closeRunDisk(directory);
+    }
     const report = {
       run_id: lock.run_id,
       status: "error",

@@ -44,6 +44,13 @@ export interface RunReport {
   merge: UserMergeOutcome | null;
   /** Egress proxy decisions per `host:port` (empty without an allow-list). */
   network: Record<string, { allowed: number; denied: number }>;
+  /**
+   * `sandbox.limits.disk` and how it was held (README "Security model"): `filesystem`
+   * (writes past it were refused) or `monitor` (`detail` says why; over the limit the
+   * run stopped, reason `disk_limit_exceeded`); `used_bytes` when the limit was reached.
+   * Null when the run ended before its disk was made.
+   */
+  disk: { limit_bytes: number; enforcement: "filesystem" | "monitor"; detail: string | null; limit_reached: boolean; used_bytes: number | null } | null;
   duration_ms: number;
 }
 

@@ -29,12 +29,23 @@ import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
 import { installLogRedactor } from "../logging/logger.js";
 import { redactorFor } from "../redaction/redactor.js";
 import type { ModelClient } from "../model/model-client.js";
-import type { NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
+import type { DiskLimitReached, NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
 import { RecoveringSandbox } from "../sandbox/recovering-sandbox.js";
 import { workspaceTools } from "../tools/builtin/index.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { commitLimitsOf, type CommitLimits } from "../workspace/commit-selection.js";
-import { commitRunWorktree, containerGitMounts, createRunWorktree, removeRunWorktree, reopenRunWorktree, writeRunBranchDiff, type RunWorktree } from "../workspace/run-worktree.js";
+import {
+  CONTAINER_GIT_DIRECTORY,
+  checkoutBytes,
+  commitRunWorktree,
+  containerGitMounts,
+  createRunWorktree,
+  removeRunWorktree,
+  reopenRunWorktree,
+  writeRunBranchDiff,
+  type RunWorktree,
+} from "../workspace/run-worktree.js";
+import { closeRunDisk, filesystemUsage, openRunDisk, runPaths, type DiskEnforcementChoice, type RunDisk } from "../workspace/run-disk.js";
 import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import { newRunId } from "./run-id.js";
 import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
@@ -47,6 +58,8 @@ export interface RunDependencies {
   openModel(task: Task): Promise<{ client: ModelClient; close(): Promise<void> }>;
   /** `$RUNNER_HOME`; runs go to `<home>/runs/<run-id>/`. */
   runnerHome: string;
+  /** How `sandbox.limits.disk` is held: `auto` (default; a filesystem of the run's own when the runner can make one) or `monitor` ($RUNNER_DISK_ENFORCEMENT). */
+  diskEnforcement?: DiskEnforcementChoice;
 }
 
 export interface RunOptions {
@@ -244,6 +257,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     policy: policy.name,
     denials: {},
     network: {},
+    disk: null,
     duration_ms: 0,
   };
   const counter = reportCounter(report);
@@ -264,15 +278,32 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     if (worktree) await dependencies.sandboxProvider.ensureWorkspaceIdle(worktree.path);
     workspaceIdle = true;
   };
+  let disk: RunDisk | null = null;
+  // A sandbox over a monitored disk limit stops the run: the agent's doing, so `failed`, not cancelled.
+  const diskStop = new AbortController();
+  const signal = AbortSignal.any([options.signal, diskStop.signal]);
+  const paths = runPaths(runDirectory);
 
   try {
+    disk = await openRunDisk(runDirectory, task.sandbox.limits.disk, dependencies.diskEnforcement);
+    report.disk = { limit_bytes: disk.limitBytes, enforcement: disk.enforcement, detail: disk.detail, limit_reached: false, used_bytes: null };
     let reused = false;
     if (resume) {
       const reopened = (await reopenRunWorktree(resume.lock, { create: true }))!;
       worktree = reopened.worktree;
       reused = reopened.reused;
     } else {
-      worktree = await createRunWorktree(task.workspacePath, runId, join(runDirectory, "worktree"));
+      const runDisk = disk;
+      worktree = await createRunWorktree(task.workspacePath, runId, paths.worktree).catch(async (error: unknown) => {
+        // git says only "unable to write file": a checkout larger than the run's empty filesystem is the task's limit.
+        if (runDisk.enforcement === "filesystem") {
+          const needed = await checkoutBytes(task.workspacePath).catch(() => 0);
+          if (needed >= (await filesystemUsage(runDisk.root)).availableBytes) {
+            throw new ConfigError(`sandbox.limits.disk (${mebibytes(runDisk.limitBytes)}) cannot hold the repository's checkout (${mebibytes(needed)} or more); raise it`, { cause: error });
+          }
+        }
+        throw error;
+      });
     }
     report.branch = worktree.branch;
     report.base_commit = worktree.baseCommit;
@@ -295,10 +326,21 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit },
       });
     }
-    throwIfAborted(options.signal);
+    events.emit({ type: "disk.prepared", data: { limit_bytes: disk.limitBytes, enforcement: disk.enforcement, detail: disk.detail } });
+    throwIfAborted(signal);
     // The model (a local server for scripted tasks) and the container start side by side.
     const sandboxStarted = Date.now();
-    const specFor = sandboxSpecFactory(task, runId, runDirectory, events, hostEnvironment);
+    const onDiskLimit = (agentId: string) => (reached: DiskLimitReached) => {
+      // Once per run: the sandboxes of a filesystem-held limit share one disk.
+      if (report.disk!.limit_reached) return;
+      report.disk = { ...report.disk!, limit_reached: true, used_bytes: reached.usedBytes };
+      events.emit({
+        type: "disk.limit_reached",
+        data: { agent_id: agentId, sandbox_id: reached.sandboxId, used_bytes: reached.usedBytes, limit_bytes: reached.limitBytes, enforcement: reached.enforcement, action: reached.action },
+      });
+      if (reached.action === "stopped") diskStop.abort();
+    };
+    const specFor = sandboxSpecFactory(task, runId, disk, paths, events, hostEnvironment, onDiskLimit);
     const current = worktree;
     const [openedModel, createdSandbox] = await Promise.allSettled([
       dependencies.openModel(task),
@@ -319,7 +361,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         checker: await PermissionChecker.create(agentPolicy),
         hooks: hooks.isEmpty ? null : hooks,
         events,
-        signal: options.signal,
+        signal,
         ask: options.askApproval ?? null,
         remembered: new Set(),
         denials: report.denials,
@@ -333,7 +375,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
     const skills = await loadSkills({
       userDirectory: userSkillsDirectory(hostEnvironment),
-      workspace: { sandbox: activeSandbox, baseCommit: worktree.baseCommit, gitDirectory: worktree.commonGitDirectory, signal: options.signal },
+      workspace: { sandbox: activeSandbox, baseCommit: worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal },
     });
     events.emit({
       type: "skills.loaded",
@@ -346,7 +388,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     // MCP servers: stdio ones inside the sandbox (same files, user, limits and network), unless trusted.
     mcp = await connectMcpServers(task.mcp_servers, {
       sandbox: activeSandbox,
-      signal: options.signal,
+      signal,
       events,
       hostCwd: task.file ? dirname(task.file) : process.cwd(),
       workspaceHostPath: task.workspacePath,
@@ -370,6 +412,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       const host: SubagentHost = {
         runId,
         runDirectory,
+        workersDirectory: paths.workers,
         model: modelClient,
         provider: dependencies.sandboxProvider,
         specFor: async (agentId, agentWorktree, specOptions) => {
@@ -405,14 +448,14 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         guard: mainGuard,
         toolTimeoutMs: task.tool_timeout_ms,
         events,
-        signal: options.signal,
+        signal,
         context,
         journal,
         results,
         onTurnEnd: () => log.sync(),
         redact: (text) => redactor.redact(text),
         background: {
-          start: (description, body) => tasks.start({ kind: "shell", description, background: true, parentSignal: options.signal }, body).record.id,
+          start: (description, body) => tasks.start({ kind: "shell", description, background: true, parentSignal: signal }, body).record.id,
           drain: () => tasks.drainNotifications(),
           running: () => tasks.hasRunningBackground(),
           wait: () => tasks.waitForBackground(),
@@ -434,18 +477,18 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     // nothing it left running or planted outside /workspace may influence the verdict.
     await closeSandbox();
     await commitAndWritePatch(worktree, redactor.redact(`agent-runner: ${task.name} (run ${runId})\n\n${firstLine(outcome.finalMessage)}`), runDirectory, report, events, commitLimits);
-    throwIfAborted(options.signal);
+    throwIfAborted(signal);
     // A commit cut short by its time limit holds none of the final work: there is nothing to verify.
     if (task.verify && !report.commit?.timed_out) {
       report.verify = await verifyCommit(task.verify, worktree, report.head_commit!, {
         provider: dependencies.sandboxProvider,
         specFor,
-        directory: join(runDirectory, "verify"),
+        directory: paths.verify,
         baseCommit: worktree.baseCommit,
         events,
-        signal: options.signal,
+        signal,
       });
-      throwIfAborted(options.signal);
+      throwIfAborted(signal);
     }
     const verified = report.verify === null || report.verify.passed;
     if (report.commit?.timed_out) {
@@ -466,7 +509,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       }
     }
   } catch (error) {
-    if (error instanceof CancelledError || options.signal.aborted) {
+    if (diskStop.signal.aborted && !options.signal.aborted) {
+      setOutcome(report, "failed", "disk_limit_exceeded");
+    } else if (error instanceof CancelledError || options.signal.aborted) {
       setOutcome(report, "cancelled", "interrupted");
     } else {
       setOutcome(report, "error", error instanceof ModelError ? error.reason : error instanceof RunnerError ? error.name : "internal_error");
@@ -494,6 +539,10 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     if (worktree && workspaceIdle) {
       const failure = await removeRunWorktree(worktree);
       if (failure) events.emit({ type: "cleanup.failed", data: { what: "worktree", error: failure.message } });
+    }
+    if (disk && workspaceIdle) {
+      const failure = await closeRunDisk(runDirectory);
+      if (failure) events.emit({ type: "cleanup.failed", data: { what: "the run's disk", error: failure.message } });
     }
     // The conversation as the journal holds it (already redacted), for readers that want one JSON document.
     const agents = Object.fromEntries([...restoreSession(join(runDirectory, SESSION_JOURNAL))].map(([id, agent]) => [id, { messages: agent.messages }]));
@@ -650,15 +699,18 @@ function reportCounter(report: RunReport): EventSink {
 
 /**
  * Builds sandbox specs for this run: the task's image, limits, environment
- * and network, the given worktree at /workspace and its git metadata read-only.
- * Network decisions are emitted as events (the report counts them).
+ * and network, the given worktree at /workspace and its git metadata read-only,
+ * writable directories on the run's disk. Network decisions are emitted as
+ * events (the report counts them); a reached disk limit goes to `onDiskLimit`.
  */
 function sandboxSpecFactory(
   task: Task,
   runId: string,
-  runDirectory: string,
+  disk: RunDisk,
+  paths: ReturnType<typeof runPaths>,
   events: EventSink,
   hostEnvironment: NodeJS.ProcessEnv,
+  onDiskLimit: (agentId: string) => (reached: DiskLimitReached) => void,
 ): (agentId: string, worktree: RunWorktree) => Promise<SandboxSpec> {
   const onNetworkEvent = (event: NetworkEvent) => {
     if (event.decision === "allowed") {
@@ -672,7 +724,7 @@ function sandboxSpecFactory(
     agentId,
     image: task.sandbox.image,
     workspace: { hostPath: worktree.path },
-    readOnlyMounts: await containerGitMounts(worktree, runDirectory),
+    readOnlyMounts: await containerGitMounts(worktree, paths.gitView),
     env: containerEnvironment(task.sandbox, hostEnvironment),
     user: worktree.sandboxUser,
     network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
@@ -684,6 +736,8 @@ function sandboxSpecFactory(
       pids: task.sandbox.limits.pids,
       fileSizeBytes: task.sandbox.limits.file_size,
     },
+    disk: { limitBytes: disk.limitBytes, enforcement: disk.enforcement, scratchDirectory: paths.sandboxes },
+    onDiskLimit: onDiskLimit(agentId),
   });
 }
 
@@ -768,6 +822,10 @@ function readJsonFile(path: string): unknown {
   } catch {
     return null;
   }
+}
+
+function mebibytes(bytes: number): string {
+  return `${Math.round(bytes / 1024 ** 2)} MiB`;
 }
 
 function firstLine(text: string | null): string {

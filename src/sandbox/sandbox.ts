@@ -207,6 +207,30 @@ export interface SandboxSpec {
     /** Largest file a process may write, bytes (RLIMIT_FSIZE). */
     fileSizeBytes: number;
   };
+  /**
+   * What the task may write besides /workspace, and how much in all. The
+   * image's own file system is read-only; each container gets fresh writable
+   * directories for /tmp, /var/tmp and /run/lock under `scratchDirectory`,
+   * removed with it. `limitBytes` bounds the workspace and those directories
+   * together (allocated blocks): `filesystem` when `scratchDirectory` and the
+   * workspace sit on a filesystem of exactly that size (a write past it fails
+   * with ENOSPC), `monitor` when the sandbox must measure them itself and stop
+   * its processes once they hold more.
+   */
+  disk: { limitBytes: number; enforcement: "filesystem" | "monitor"; scratchDirectory: string };
+  /** Called once when a sandbox finds its disk limit reached (after stopping its processes, for `monitor`). */
+  onDiskLimit?: (reached: DiskLimitReached) => void;
+}
+
+/** A sandbox reached `SandboxSpec.disk.limitBytes`. */
+export interface DiskLimitReached {
+  sandboxId: string;
+  /** Bytes in use when it was seen: the whole filesystem's (`filesystem`) or the sandbox's directories' (`monitor`). */
+  usedBytes: number;
+  limitBytes: number;
+  enforcement: "filesystem" | "monitor";
+  /** `refused`: writes past the limit fail with ENOSPC and the processes go on; `stopped`: every process of the sandbox was killed. */
+  action: "refused" | "stopped";
 }
 
 /** One decision of the egress proxy. */

@@ -1,9 +1,10 @@
-import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError, SandboxError, errorMessage } from "../errors.js";
 import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath, LEFT_OUT_LISTED } from "./commit-selection.js";
 import { driverOverrides, GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 import { checkStagedContent } from "./staged-content-check.js";
+import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
 export const FALLBACK_SANDBOX_UID = 1000;
@@ -82,6 +83,22 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
     sandboxUser,
     gitConfig,
   };
+}
+
+/**
+ * Bytes a checkout of the repository's HEAD takes at least: each blob's size
+ * rounded up to whole 4 KiB blocks (ext4's), from `git ls-tree -r -l` of the
+ * user's repository (host git, no worktree read). For telling a disk limit too
+ * small for the checkout from another failure of `git worktree add`.
+ */
+export async function checkoutBytes(repositoryDirectory: string): Promise<number> {
+  const listing = await rawSafeGit({ baseDirectory: repositoryDirectory }, ["ls-tree", "-r", "-l", "--full-tree", "HEAD"]);
+  let bytes = 0;
+  for (const line of listing.split("\n")) {
+    const size = Number(/^\S+ blob \S+\s+(\d+)\t/.exec(line)?.[1] ?? 0);
+    bytes += Math.ceil(size / 4096) * 4096;
+  }
+  return bytes;
 }
 
 /** Who the sandbox runs as: the runner's own uid, else the repository's owner, else {@link FALLBACK_SANDBOX_UID} when that is root. */
@@ -311,15 +328,30 @@ export async function removeWorktreeDirectory(repositoryRoot: string, worktreePa
 const CONTAINER_GIT_ENTRIES = ["HEAD", "objects", "refs", "packed-refs", "shallow", "info"];
 
 /**
+ * Where a container sees the repository's git directory: a fixed path that
+ * names nothing of the host's (not the repository's real git directory).
+ */
+export const CONTAINER_GIT_DIRECTORY = "/run/agent-runner/git";
+/** The worktree's admin directory in the container, `<common>/worktrees/<name>` as git expects it. */
+const CONTAINER_WORKTREE_ADMIN = `${CONTAINER_GIT_DIRECTORY}/worktrees/workspace`;
+
+/**
  * The read-only git metadata a container needs for `git status/diff/log`, as
  * an allow-list: the object store, refs and HEAD of the common git directory,
  * the worktree's own admin directory, and a config holding only the repository
  * format. Not mounted: the real config (remotes, credentials, helpers),
  * `config.worktree`, `modules/` (submodule configs), hooks, logs, anything else.
- * Paths inside the container equal the host paths, so the worktree's `.git`
- * file resolves there too.
+ *
+ * All of it is mounted under {@link CONTAINER_GIT_DIRECTORY}, and the two
+ * files that hold host paths are covered in the container: the worktree's
+ * `.git` file (git wrote the host path of the admin directory there) by one
+ * naming the container's, and the admin directory's `gitdir` (the host path
+ * of the worktree) by `/workspace/.git`. The host's own files stay as git wrote
+ * them: host-side git never reads the worktree's `.git` file (explicit
+ * `--git-dir`), and a person can still use the worktree on the host.
+ * The small files are written to `viewDirectory` (the run's disk).
  */
-export async function containerGitMounts(worktree: RunWorktree, runDirectory: string): Promise<{ hostPath: string; containerPath: string }[]> {
+export async function containerGitMounts(worktree: RunWorktree, viewDirectory: string): Promise<{ hostPath: string; containerPath: string }[]> {
   const read = async (key: string) => {
     try {
       return (await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, ["config", "--get", key])).trim();
@@ -330,21 +362,31 @@ export async function containerGitMounts(worktree: RunWorktree, runDirectory: st
   const lines = ["[core]", `\trepositoryformatversion = ${(await read("core.repositoryformatversion")) || "0"}`, "\tbare = false"];
   const objectFormat = await read("extensions.objectformat");
   if (objectFormat) lines.push("[extensions]", `\tobjectformat = ${objectFormat}`);
-  mkdirSync(runDirectory, { recursive: true });
-  const sanitized = join(runDirectory, "container-git-config");
-  writeFileSync(sanitized, `${lines.join("\n")}\n`, { mode: 0o644 });
-  const empty = join(runDirectory, "container-empty-file");
-  writeFileSync(empty, "", { mode: 0o644 });
+  mkdirSync(viewDirectory, { recursive: true });
+  // A new inode renamed into place: a running container has the old one bind-mounted
+  // and must never see it truncated half-way (the content is the same).
+  const view = (name: string, content: string) => {
+    const path = join(viewDirectory, name);
+    writeFileSync(`${path}.new`, content, { mode: 0o644 });
+    renameSync(`${path}.new`, path);
+    return path;
+  };
+  const sanitized = view("config", `${lines.join("\n")}\n`);
+  const dotGit = view("dot-git", `gitdir: ${CONTAINER_WORKTREE_ADMIN}\n`);
+  const adminGitdir = view("worktree-gitdir", `${WORKSPACE_ROOT}/.git\n`);
+  const empty = view("empty", "");
   const common = worktree.commonGitDirectory;
   const mounts = CONTAINER_GIT_ENTRIES.filter((entry) => existsSync(join(common, entry))).map((entry) => ({
     hostPath: join(common, entry),
-    containerPath: join(common, entry),
+    containerPath: `${CONTAINER_GIT_DIRECTORY}/${entry}`,
   }));
-  mounts.push({ hostPath: sanitized, containerPath: join(common, "config") });
-  mounts.push({ hostPath: worktree.gitDirectory, containerPath: worktree.gitDirectory });
+  mounts.push({ hostPath: sanitized, containerPath: `${CONTAINER_GIT_DIRECTORY}/config` });
+  mounts.push({ hostPath: worktree.gitDirectory, containerPath: CONTAINER_WORKTREE_ADMIN });
+  mounts.push({ hostPath: adminGitdir, containerPath: `${CONTAINER_WORKTREE_ADMIN}/gitdir` });
+  mounts.push({ hostPath: dotGit, containerPath: `${WORKSPACE_ROOT}/.git` });
   // git copies the user's config.worktree into a new worktree when worktreeConfig is on.
   if (existsSync(join(worktree.gitDirectory, "config.worktree"))) {
-    mounts.push({ hostPath: empty, containerPath: join(worktree.gitDirectory, "config.worktree") });
+    mounts.push({ hostPath: empty, containerPath: `${CONTAINER_WORKTREE_ADMIN}/config.worktree` });
   }
   return mounts;
 }

@@ -24,6 +24,7 @@ import {
   worktreePaths,
   writeScriptedTask,
 } from "../helpers/runner-cli.js";
+import { closeRunDisk, runPaths } from "../../src/workspace/run-disk.js";
 
 /**
  * Turn 0 finishes a call with a visible side effect; turn 1 makes two calls,
@@ -101,7 +102,8 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
 
       // Nothing of either attempt is left: containers, the worktree directory, its git registration.
       expect(containersOfRun(runId)).toEqual([]);
-      expect(existsSync(join(runDirectory, "worktree"))).toBe(false);
+      expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
+      expect(existsSync(runPaths(runDirectory).disk)).toBe(false);
       expect(worktreePaths(repo)).toHaveLength(1);
 
       // The branch holds the final commit, on top of the partial work the sweep saved.
@@ -147,7 +149,8 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "cancelled", reason: "interrupted", steps: 2, tool_calls: 2 });
       // The partial work is on the branch; the worktree and the container are gone.
       expect(git("show", `runner/${runId}:a.txt`)).toBe("alpha\n");
-      expect(existsSync(join(runDirectory, "worktree"))).toBe(false);
+      expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
+      expect(existsSync(runPaths(runDirectory).disk)).toBe(false);
       expect(containersOfRun(runId)).toEqual([]);
 
       const resumed = await runCli(["resume", runId.slice(0, 20)], environment);
@@ -182,7 +185,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     try {
       const { runDirectory } = await waitForRunEvent(home, "verify.started", () => true, { process: first });
       const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
-      await waitFor("the verify command to run", () => existsSync(join(runDirectory, "verify", "verify-hanging")), { process: first });
+      await waitFor("the verify command to run", () => existsSync(join(runPaths(runDirectory).verify, "verify-hanging")), { process: first });
       return { runId, runDirectory, git };
     } finally {
       first.child.kill("SIGKILL");
@@ -203,7 +206,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       expect(eventsOfType(events, "model_call.started")).toHaveLength(2);
       expect(eventsOfType(events, "verify.finished")).toEqual([expect.objectContaining({ data: expect.objectContaining({ passed: true }) })]);
       expect(git("show", `runner/${runId}:done.txt`)).toBe("done\n");
-      expect(existsSync(join(runDirectory, "verify"))).toBe(false);
+      expect(existsSync(runPaths(runDirectory).verify)).toBe(false);
       expect(containersOfRun(runId)).toEqual([]);
     } finally {
       removeContainersOfRun(runId);
@@ -342,6 +345,8 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     } finally {
       if (!first.exited) first.child.kill("SIGKILL");
       removeContainersOfRun(runId);
+      // No later start sweeps this RUNNER_HOME: release the dead run's disk here.
+      await closeRunDisk(runDirectory);
     }
   });
 });

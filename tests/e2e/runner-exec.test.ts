@@ -7,6 +7,7 @@ import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { createFakeInternet } from "../helpers/fake-internet.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { execFileSync } from "node:child_process";
+import { runPaths } from "../../src/workspace/run-disk.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CLI = join(ROOT, "dist/cli/main.js");
@@ -77,7 +78,8 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8"));
     expect(session.agents.main.messages.at(-1)).toMatchObject({ role: "assistant", content: expect.stringContaining("All 5 tests pass") });
     // The worktree directory is removed; the branch stays.
-    expect(existsSync(join(runDirectory, "worktree"))).toBe(false);
+    expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
+    expect(existsSync(runPaths(runDirectory).disk)).toBe(false);
     // runner runs / runner show find it.
     const runs = await runCli(["runs", "--json"], { RUNNER_HOME: home.path });
     expect(runs.code).toBe(0);

@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import { requireDocker } from "../helpers/docker.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { onlyRunDirectory, readJson, runCli, toolCall, writeScriptedTask } from "../helpers/runner-cli.js";
+import { runPaths } from "../../src/workspace/run-disk.js";
 
 const ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -89,7 +90,7 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
     expect(report).toMatchObject({ status: "succeeded", tool_calls: 3 });
 
     // Everything the run wrote down, except the agent's own work (patch.diff); the worktree is gone by now.
-    expect(existsSync(join(runDirectory, "worktree"))).toBe(false);
+    expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
     const records = recordFiles(runDirectory, (path) => path === "patch.diff");
     for (const name of ["events.jsonl", "session.jsonl", "session.json", "report.json"]) expect([...records.keys()]).toContain(name);
     const kept = [...records.keys()].filter((path) => path.startsWith("tool-results/"));

@@ -42,6 +42,8 @@ import {
   runDirectoryOf,
   waitForRelease,
 } from "../helpers/subagent-e2e.js";
+import { runPaths } from "../../src/workspace/run-disk.js";
+import { CONTAINER_GIT_DIRECTORY } from "../../src/workspace/run-worktree.js";
 
 /** Three small modules with one bug each and a test file each (as examples/parallel-workers). */
 const THREE_MODULES: Record<string, string> = {
@@ -209,9 +211,10 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(inspectGit(repo, ["show", `runner/${runId}-w2:calc.py`])).toContain("return x * 4");
     expect(inspectGit(repo, ["show", `${report.head_commit}:calc.py`])).toContain("return x * 3");
     expect(inspectGitStatus(repo, ["grep", "-n", "-e", "<<<<<<<", "-e", ">>>>>>>", report.head_commit])).toMatchObject({ code: 1, stdout: "" });
-    // The directory the parent's container found without MERGE_HEAD (turn 2's expect) is the run's worktree admin directory.
+    // The directory the parent's container found without MERGE_HEAD (turn 2's expect) is where the container
+    // sees the run's worktree admin directory (security-mounts-env.test.ts checks what is mounted there).
     const admin = /admin=(\S+)/.exec(mainToolResults(runDirectory).at(-1)!)![1]!;
-    expect(admin).toBe(readJson<{ git_directory: string }>(join(runDirectory, "run.json")).git_directory);
+    expect(admin).toBe(`${CONTAINER_GIT_DIRECTORY}/worktrees/workspace`);
     expect(containersOfRun(runId)).toEqual([]);
     onlyMainCheckout(repo);
   });
@@ -322,7 +325,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       expect(containersOfAgent(runId, "w1")).toEqual([]);
       expect(containersNamed(`agent-runner-${runId}-w1`)).toEqual([]);
       expect(hostProcesses(WORKER_SLEEP)).toEqual([]);
-      expect(existsSync(join(runDirectory, "workers", "w1"))).toBe(false);
+      expect(existsSync(join(runPaths(runDirectory).workers, "w1"))).toBe(false);
       release(mainWorktree(runDirectory), "worker-stopped");
 
       const result = await running.result;
@@ -431,7 +434,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
       await waitFor("the worker's sleep on the host", () => hostProcesses(WORKER_SLEEP).length === 1, { process: running });
       // What there is to sweep: the parent's and the worker's worktrees (registered with git) and containers.
-      const workerWorktree = join(runDirectory, "workers", "w1");
+      const workerWorktree = join(runPaths(runDirectory).workers, "w1");
       expect(existsSync(workerWorktree)).toBe(true);
       expect(existsSync(mainWorktree(runDirectory))).toBe(true);
       expect(worktreePaths(repo)).toHaveLength(3);
@@ -449,7 +452,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       expect(containersOfRun(runId)).toEqual([]);
       expect(hostProcesses(WORKER_SLEEP)).toEqual([]);
       expect(existsSync(mainWorktree(runDirectory))).toBe(false);
-      const workers = join(runDirectory, "workers");
+      const workers = runPaths(runDirectory).workers;
       expect(existsSync(workers) ? readdirSync(workers) : []).toEqual([]);
       onlyMainCheckout(repo);
       const swept = readReport(runDirectory);
@@ -463,7 +466,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     }
   });
 
-  it("invariant 3 for worker branches: a worker's planted .git directory, hooks, fsmonitor and .gitattributes never run on the host (commit, verification checkout, merge, --merge)", async () => {
+  it("invariant 3 for worker branches: a worker's planted hooks, fsmonitor and .gitattributes never run on the host (commit, verification checkout, merge, --merge); its .git cannot be swapped", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const markers = join(directory.path, "markers");
@@ -481,7 +484,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
           "plant traps": {
             turns: [
               { tool_calls: [toolCall("run_shell", { command: plantTraps(markers) })] },
-              { expect: { tool_result_matches: "stdout:\\n[\\s\\S]*planted\\n" }, content: "Planted." },
+              { expect: { tool_result_matches: "stdout:\\ndot-git-refused\\nplanted\\n" }, content: "Planted." },
             ],
           },
         },
@@ -651,8 +654,9 @@ function plantTraps(markers: string): string {
     // The policy refuses literal writes under .git; a path computed at run time gets past it
     // (README "Policies": the sandbox and host-side git are the boundary), as a hostile agent's would.
     "G=$(printf %s .git)",
-    "rm -f .git",
-    "git init -q .",
+    // In a container /workspace/.git is the runner's read-only file: the worker cannot swap it for a git
+    // directory of its own (in a host directory it can: the control does), so its traps go elsewhere.
+    'if rm -f "$G" 2>/dev/null; then git init -q .; else echo dot-git-refused; G=/tmp/planted-git; git init -q --bare "$G"; fi',
     ...hooks.map((hook) => `printf '#!/bin/sh\\ntouch %s/PWNED-planted-hook-${hook}\\n' "$M" > "$G/hooks/${hook}" && chmod +x "$G/hooks/${hook}"`),
     `printf '#!/bin/sh\\ntouch %s/PWNED-planted-fsmonitor\\nexit 1\\n' "$M" > "$G/fsmonitor-hook" && chmod +x "$G/fsmonitor-hook"`,
     'git config -f "$G/config" core.fsmonitor .git/fsmonitor-hook',

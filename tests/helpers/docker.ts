@@ -30,7 +30,13 @@ export async function requireDocker(image = SANDBOX_IMAGE): Promise<Docker> {
 
 let counter = 0;
 
-/** The spec tests use: `workspace` at /workspace, uid 1000, no network, modest limits; override any part. */
+/** Parent of the test sandboxes' writable directories outside /workspace (each container's own is removed with it). */
+export const TEST_SCRATCH_DIRECTORY = join(tmpdir(), "agent-runner-test-scratch");
+
+/**
+ * The spec tests use: `workspace` at /workspace, uid 1000, no network, modest
+ * limits, a monitored 10 GiB disk limit; override any part.
+ */
 export function testSandboxSpec(workspace: string, overrides: Partial<SandboxSpec> = {}): SandboxSpec {
   counter += 1;
   return {
@@ -43,6 +49,7 @@ export function testSandboxSpec(workspace: string, overrides: Partial<SandboxSpe
     user: { uid: 1000, gid: 1000 },
     network: null,
     limits: { cpus: 1, memoryBytes: 512 * 1024 * 1024, pids: 256, fileSizeBytes: 1024 ** 3 },
+    disk: { limitBytes: 10 * 1024 ** 3, enforcement: "monitor", scratchDirectory: TEST_SCRATCH_DIRECTORY },
     ...overrides,
   };
 }

@@ -11,6 +11,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { containersOfRun, readJson, type CliResult } from "./runner-cli.js";
+import { runPaths } from "../../src/workspace/run-disk.js";
 
 /**
  * A bash command that waits (up to `timeoutSeconds`) until the file
@@ -29,7 +30,7 @@ export function release(worktree: string, name: string): void {
 
 /** The main agent's worktree of a run (exists while the run is active). */
 export function mainWorktree(runDirectory: string): string {
-  return join(runDirectory, "worktree");
+  return runPaths(runDirectory).worktree;
 }
 
 /** The environment host-side inspection git gets: no user or system config, no inherited GIT_* variables. */

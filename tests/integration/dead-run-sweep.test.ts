@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { sweepDeadRuns, writeRunLock } from "../../src/run/run-lock.js";
 import { createRunWorktree } from "../../src/workspace/run-worktree.js";
+import { openRunDisk, runPaths } from "../../src/workspace/run-disk.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 import { currentOwner } from "../../src/process/process-owner.js";
 
@@ -59,5 +60,31 @@ describe("sweepDeadRuns (real git)", () => {
     expect(report.error).toContain("runner resume dead-run");
     // A second sweep finds nothing more.
     expect(await sweepDeadRuns(home.path, sandboxes)).toEqual([]);
+  });
+
+  it("mounts again the disks of dead runs that were unmounted (a reboot) before anything prunes worktrees, commits their work and removes the disks", async () => {
+    if (process.getuid?.() !== 0) throw new Error("a run's own filesystem needs a root runner (loop mounts); run this test as root, as CI does");
+    await using repository = createGitRepository({ "a.txt": "a\n" });
+    await using home = temporaryDirectory();
+    const exited = spawnSync("true").pid!;
+    const runs = ["dead-a", "dead-b"].map((runId) => ({ runId, directory: join(home.path, "runs", runId) }));
+    for (const { runId, directory } of runs) {
+      mkdirSync(directory, { recursive: true });
+      expect((await openRunDisk(directory, 64 * 1024 * 1024)).enforcement).toBe("filesystem");
+      const worktree = await createRunWorktree(repository.root, runId, runPaths(directory).worktree);
+      writeRunLock(directory, { run_id: runId, owner: `${hostname()}:${exited}:1`, repository: repository.root, worktree: worktree.path, git_directory: worktree.gitDirectory, branch: worktree.branch });
+      writeFileSync(join(worktree.path, "unsaved.txt"), `work of ${runId}\n`);
+      execFileSync("umount", [runPaths(directory).disk]);
+    }
+
+    expect((await sweepDeadRuns(home.path, { ensureWorkspaceIdle: async () => undefined })).sort()).toEqual(["dead-a", "dead-b"]);
+
+    for (const { runId, directory } of runs) {
+      expect(repository.git("show", `runner/${runId}:unsaved.txt`)).toBe(`work of ${runId}\n`);
+      expect(JSON.parse(readFileSync(join(directory, "report.json"), "utf8")).error).toContain(`committed on runner/${runId}`);
+      expect(existsSync(runPaths(directory).image)).toBe(false);
+      expect(existsSync(runPaths(directory).disk)).toBe(false);
+    }
+    expect(readFileSync("/proc/self/mounts", "utf8")).not.toContain(home.path);
   });
 });

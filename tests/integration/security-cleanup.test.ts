@@ -16,10 +16,13 @@ import { fileURLToPath } from "node:url";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_OWNER, LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
+import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { sweepLeftovers } from "../../src/sandbox/docker/sweep-leftovers.js";
 import { createGitRepository } from "../helpers/git-repository.js";
 import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { containersOfRun, describeRun, networksOfRun, runScriptedTask, shellTurn, waitFor, writeTurn } from "./security-harness.js";
+import { runPaths } from "../../src/workspace/run-disk.js";
+import { sweepDeadRuns } from "../../src/run/run-lock.js";
 
 const PROJECT_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -86,7 +89,7 @@ function startCli(repository: string): CliRun {
     if (!existsSync(runs)) return null;
     for (const runId of readdirSync(runs)) {
       const runDirectory = join(runs, runId);
-      if (existsSync(join(runDirectory, "worktree", ".started"))) return { runId, runDirectory };
+      if (existsSync(join(runPaths(runDirectory).worktree, ".started"))) return { runId, runDirectory };
     }
     return null;
   });
@@ -159,6 +162,10 @@ describe("security invariant 5: no container outlives its run", () => {
       await waitFor(`no container of run ${runId} (after the sweep)`, 15_000, async () => (await containersOfRun(docker, runId)).length === 0);
       expect(await containersOfRun(docker, runId)).toEqual([]);
       expect(await networksOfRun(docker, runId)).toEqual([]);
+      // The rest of the next start's sweep: the dead run's work is committed and its disk released (unmounted, removed).
+      expect(await sweepDeadRuns(cli.runnerHome, new DockerSandboxProvider({ docker }))).toEqual([runId]);
+      expect(readFileSync("/proc/self/mounts", "utf8")).not.toContain(cli.runnerHome);
+      expect(existsSync(runPaths(join(cli.runnerHome, "runs", runId)).disk)).toBe(false);
     } finally {
       cli.dispose();
     }

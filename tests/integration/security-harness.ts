@@ -14,7 +14,7 @@ import Docker from "dockerode";
 import { openModel } from "../../src/cli/open-model.js";
 import { validateTask, type Task } from "../../src/config/load-task.js";
 import type { EventSink, RunEvent } from "../../src/events/run-events.js";
-import { runTask, type RunResult } from "../../src/run/run-task.js";
+import { runTask, type RunDependencies, type RunResult } from "../../src/run/run-task.js";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
 import type { Sandbox, SandboxProvider, SandboxSpec } from "../../src/sandbox/sandbox.js";
@@ -72,6 +72,8 @@ export interface ScriptedRunOptions {
   /** Called with every sandbox right after creation (e.g. to look at the container while it runs). */
   onSandboxCreated?: (spec: SandboxSpec, sandbox: Sandbox) => Promise<void>;
   events?: EventSink;
+  /** `monitor` forces the measured disk limit (what a runner that is not root gets). */
+  diskEnforcement?: RunDependencies["diskEnforcement"];
 }
 
 export interface ScriptedRun extends RunResult {
@@ -128,7 +130,7 @@ export async function runScriptedTask(options: ScriptedRunOptions): Promise<Scri
   let runId = "";
   const result = await runTask(
     task,
-    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome },
+    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome, diskEnforcement: options.diskEnforcement },
     {
       signal: new AbortController().signal,
       hostEnvironment: options.hostEnvironment,

@@ -91,8 +91,9 @@ function plantScript(markers: string): string {
     "for h in pre-commit post-commit reference-transaction post-checkout post-index-change; do " +
       "printf '#!/bin/sh\\ntouch %s/PWNED-gitfile-hook-%s\\n' \"$M\" \"$h\" > evilgit/hooks/$h; chmod +x evilgit/hooks/$h; done",
     // The policy refuses a literal write to .git; a path computed at run time gets past it, as a hostile
-    // agent's would: what is tested here is the host-side git, not the policy.
-    "G=$(printf %s .git); printf 'gitdir: evilgit\\n' > \"$G\"",
+    // agent's would. The container's /workspace/.git is the runner's own read-only file, so the redirect
+    // is refused there too (host-side git would ignore it anyway: explicit --git-dir).
+    "G=$(printf %s .git); if printf 'gitdir: evilgit\\n' 2>/dev/null > \"$G\"; then echo gitfile-planted; else echo gitfile-refused; fi",
     "git status >/dev/null 2>&1 || true",
     // 4. Symlinks to host files and directories outside the workspace.
     "ln -s $M/canary.txt leak-canary",
@@ -212,8 +213,8 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
       await repository?.[Symbol.asyncDispose]();
     });
 
-    it("plants everything in the container, and the run still succeeds", () => {
-      expect(parseShellResult(run.toolResults[1]).stdout, describeRun(run)).toContain("planted");
+    it("plants everything in the container but the .git redirect, and the run still succeeds", () => {
+      expect(parseShellResult(run.toolResults[1]).stdout, describeRun(run)).toMatch(/^gitfile-refused\nplanted$/m);
       expect(parseShellResult(run.toolResults[2]).stdout).not.toContain(canaryContent);
       expect(run.report.status, describeRun(run)).toBe("succeeded");
     });

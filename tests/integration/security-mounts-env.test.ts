@@ -40,6 +40,8 @@ function parseMountInfo(text: string): Mount[] {
 
 /** File systems that are not host directories (the container's own root, kernel views, Docker's tmpfs). */
 const VIRTUAL_FILESYSTEMS = new Set(["overlay", "proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "shm", "securityfs", "devtmpfs"]);
+/** Where the container sees the repository's read-only git metadata: a fixed path that names nothing of the host's. */
+const CONTAINER_GIT = "/run/agent-runner/git";
 /** Files Docker itself bind-mounts into every container, from its own per-container directory. */
 const DOCKER_MANAGED = /\/containers\/[0-9a-f]{64}\/(resolv\.conf|hostname|hosts)$/;
 
@@ -114,6 +116,12 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
               'echo x >> "$COMMON/config"; echo "append-rc=$?"; ' +
               'git -c user.name=a -c user.email=a@b commit -q -am agent-commit; echo "commit-rc=$?"',
           ),
+          /* 7: every place git keeps a path, and the kernel's two mount tables */
+          shellTurn(
+            'echo "--- dotgit"; cat /workspace/.git; GD=$(git rev-parse --git-dir); echo "--- gitdir"; cat "$GD/gitdir"; ' +
+              'echo "--- rev-parse"; git rev-parse --git-dir --git-common-dir --show-toplevel; echo "--- worktrees"; git worktree list --porcelain; ' +
+              'echo "--- mounts"; cat /proc/self/mounts; echo "--- end"',
+          ),
         ],
       });
     } finally {
@@ -123,7 +131,7 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
       }
     }
     result = (index) => parseShellResult(run.toolResults[index]);
-    expect(run.toolResults.length, describeRun(run)).toBe(7);
+    expect(run.toolResults.length, describeRun(run)).toBe(8);
   });
 
   afterAll(async () => {
@@ -141,20 +149,53 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     );
     const ours = hostMounts.filter((mount) => !dockerOwn.includes(mount));
     const summary = ours.map((mount) => `${mount.mountPoint} ${mount.options.includes("ro") ? "ro" : "rw"}`).sort();
-    const gitEntries = ["HEAD", "objects", "refs", "info", "config"].map((entry) => `${commonGitDirectory}/${entry} ro`);
-    const worktreeAdmin = ours.find((mount) => mount.mountPoint.startsWith(`${commonGitDirectory}/worktrees/`));
-    expect(worktreeAdmin, "the worktree's own admin directory").toBeDefined();
-    expect(summary).toEqual([`/workspace rw`, ...gitEntries, `${worktreeAdmin!.mountPoint} ro`].sort());
+    const gitEntries = ["HEAD", "objects", "refs", "info", "config", "worktrees/workspace", "worktrees/workspace/gitdir"].map((entry) => `${CONTAINER_GIT}/${entry} ro`);
+    // The writable places outside /workspace are the run's own (sandbox.limits.disk); the image itself is read-only.
+    const scratch = ["/tmp rw", "/var/tmp rw", "/run/lock rw"];
+    expect(summary).toEqual([`/workspace rw`, "/workspace/.git ro", ...scratch, ...gitEntries].sort());
+    expect(mounts.find((mount) => mount.mountPoint === "/")!.options).toContain("ro");
     const byTarget = new Map(ours.map((mount) => [mount.mountPoint, mount]));
-    // The sources are the run's worktree and the sanitized config file in the run directory.
-    expect(byTarget.get("/workspace")!.root).toMatch(new RegExp(`/runs/${run.runId}/worktree$`));
-    expect(byTarget.get(`${commonGitDirectory}/config`)!.root).toMatch(new RegExp(`/runs/${run.runId}/container-git-config$`));
+    // The run's own files (worktree, scratch directories, the sanitized config) come from the run's own
+    // filesystem: their roots are paths inside it, which name neither the run directory nor RUNNER_HOME.
+    expect(byTarget.get("/workspace")!.root).toBe("/worktree");
+    expect(byTarget.get(`${CONTAINER_GIT}/config`)!.root).toMatch(/^\/git-view\/config$/);
+    expect(byTarget.get(`${CONTAINER_GIT}/worktrees/workspace`)!.root).toMatch(new RegExp(`^${commonGitDirectory}/worktrees/[^/]+$`));
     // No Docker socket and no home directory (the host's or any) arrive through any mount, virtual or not.
     for (const mount of mounts) {
       expect(mount.mountPoint).not.toMatch(/docker\.sock|containerd|^\/root|^\/home/);
       expect(mount.mountPoint).not.toBe(homedir());
       expect(mount.root).not.toMatch(/docker\.sock|containerd\.sock/);
     }
+  });
+
+  it("names no host path of the run, RUNNER_HOME or the home directory anywhere, and of the repository only the git metadata mounts' roots", () => {
+    const text = result(7).stdout;
+    const section = (name: string) => text.slice(text.indexOf(`--- ${name}\n`) + name.length + 5, text.indexOf("\n---", text.indexOf(`--- ${name}\n`) + 1));
+    expect(section("dotgit")).toBe(`gitdir: ${CONTAINER_GIT}/worktrees/workspace`);
+    expect(section("gitdir")).toBe("/workspace/.git");
+    expect(section("rev-parse")).toBe(`${CONTAINER_GIT}/worktrees/workspace\n${CONTAINER_GIT}\n/workspace`);
+    expect(section("worktrees")).not.toContain(repository.root);
+    const mountTable = section("mounts");
+    const mountInfo = result(0).stdout;
+    for (const hostPath of [repository.root, realpathSync(repository.root), run.runnerHome, realpathSync(run.runnerHome), `${homedir()}/`]) {
+      expect(text, `the probe's output names ${hostPath}`).not.toContain(hostPath);
+      expect(mountTable).not.toContain(hostPath);
+    }
+    for (const hostPath of [run.runnerHome, realpathSync(run.runnerHome), `/runs/${run.runId}`, `${homedir()}/`]) expect(mountInfo).not.toContain(hostPath);
+    // What cannot be masked: a bind mount's root is its source's path within the source's filesystem, so the
+    // read-only git metadata mounts name the repository's git directory (README "Security model"). Exactly those.
+    const naming = parseMountInfo(mountInfo).filter((mount) => `${mount.root} ${mount.mountPoint}`.includes(realpathSync(repository.root)));
+    const gitDirectory = realpathSync(join(repository.root, ".git"));
+    expect(naming.map((mount) => `${mount.root} -> ${mount.mountPoint}`).sort()).toEqual(
+      [
+        `${gitDirectory}/HEAD -> ${CONTAINER_GIT}/HEAD`,
+        `${gitDirectory}/objects -> ${CONTAINER_GIT}/objects`,
+        `${gitDirectory}/refs -> ${CONTAINER_GIT}/refs`,
+        `${gitDirectory}/info -> ${CONTAINER_GIT}/info`,
+        `${naming.find((mount) => mount.mountPoint === `${CONTAINER_GIT}/worktrees/workspace`)?.root} -> ${CONTAINER_GIT}/worktrees/workspace`,
+      ].sort(),
+    );
+    expect(naming.every((mount) => mount.root.startsWith(`${gitDirectory}/`))).toBe(true);
   });
 
   it("has no Docker (or containerd) socket, nor any other Unix socket", () => {
@@ -203,7 +244,7 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     expect(stdout).toMatch(/-hello\n\+changed/);
     expect(stdout).toContain("diff-rc=0");
     expect(stdout).toMatch(/initial\nlog-rc=0/);
-    expect(stdout.trim().split("\n").at(-1)).toBe(commonGitDirectory);
+    expect(stdout.trim().split("\n").at(-1)).toBe(CONTAINER_GIT);
   });
 
   it("hides the repository's credentials from the container (git config, cat, grep)", () => {

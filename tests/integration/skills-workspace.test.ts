@@ -3,15 +3,15 @@
  * only from the task's base commit. A real run worktree and its real
  * read-only git mounts; the "agent" (files written through the sandbox, as
  * its tools do) changes skills/x, adds skills/y, and in the second test also
- * points /workspace/.git at a repository it forged (alternates to the real
- * objects plus a replace ref for the base commit). The loader still returns
- * the base commit's x and no y.
+ * forges a repository (alternates to the real objects plus a replace ref for
+ * the base commit) and tries to point /workspace/.git at it (read-only in the
+ * container). The loader still returns the base commit's x and no y.
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { SkillSet, loadSkillTool, loadSkills, type Skill } from "../../src/skills/index.js";
-import { containerGitMounts, createRunWorktree, removeRunWorktree, type RunWorktree } from "../../src/workspace/run-worktree.js";
+import { CONTAINER_GIT_DIRECTORY, containerGitMounts, createRunWorktree, removeRunWorktree, type RunWorktree } from "../../src/workspace/run-worktree.js";
 import { createTestSandbox, requireDocker } from "../helpers/docker.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 import { containerEnvironment } from "../../src/run/run-task.js";
@@ -54,7 +54,7 @@ async function shell(command: string): Promise<string> {
 }
 
 function workspaceSkills(): Promise<SkillSet> {
-  return loadSkills({ builtinDirectory: null, workspace: { sandbox, baseCommit: worktree.baseCommit, gitDirectory: worktree.commonGitDirectory } });
+  return loadSkills({ builtinDirectory: null, workspace: { sandbox, baseCommit: worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY } });
 }
 
 async function expectOnlyBaseX(skills: SkillSet): Promise<void> {
@@ -86,12 +86,12 @@ describe("workspace skills come from the base commit only", () => {
     await expectOnlyBaseX(await workspaceSkills());
   });
 
-  it("the agent points /workspace/.git at a forged repository that replaces the base commit: the loader is not fooled", async () => {
+  it("the agent forges a repository that replaces the base commit and tries to point /workspace/.git at it: the loader is not fooled", async () => {
     const forged = [
       "set -e",
       "rm -rf /tmp/forged && git init -q /tmp/forged && cd /tmp/forged",
       "git config user.name agent && git config user.email agent@localhost",
-      `echo '${worktree.commonGitDirectory}/objects' > .git/objects/info/alternates`,
+      `echo '${CONTAINER_GIT_DIRECTORY}/objects' > .git/objects/info/alternates`,
       "mkdir -p skills/x skills/y",
       `printf '%s' '${AGENT_X}' > skills/x/SKILL.md`,
       `printf '%s' '${AGENT_Y}' > skills/y/SKILL.md`,
@@ -99,9 +99,10 @@ describe("workspace skills come from the base commit only", () => {
       `git replace -f ${worktree.baseCommit} HEAD`,
     ].join("\n");
     await shell(forged);
-    await sandbox.writeFile(".git", Buffer.from("gitdir: /tmp/forged/.git\n"));
-    // Control: a reader that lets git find the repository through /workspace sees the forged skills.
-    expect(await shell(`git -C /workspace ls-tree -r --name-only ${worktree.baseCommit} -- skills/`)).toBe("skills/x/SKILL.md\nskills/y/SKILL.md\n");
+    // The container's /workspace/.git is a read-only file of the runner's.
+    await expect(sandbox.writeFile(".git", Buffer.from("gitdir: /tmp/forged/.git\n"))).rejects.toThrow();
+    // Control: a reader that lets the agent choose the repository sees the forged skills.
+    expect(await shell(`git --git-dir=/tmp/forged/.git ls-tree -r --name-only ${worktree.baseCommit} -- skills/`)).toBe("skills/x/SKILL.md\nskills/y/SKILL.md\n");
 
     await expectOnlyBaseX(await workspaceSkills());
   });

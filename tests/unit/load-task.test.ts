@@ -32,7 +32,15 @@ describe("loadTaskFile", () => {
     expect(task.workspacePath).toBe(join(directory.path, "repo"));
     expect(task.scriptPath).toBe(join(directory.path, "script.yaml"));
     expect(task.max_steps).toBe(50);
-    expect(task.sandbox).toMatchObject({ image: "agent-runner/sandbox:bookworm", network: { allow: [] }, limits: { cpus: 1, memory: 1024 ** 3, pids: 256 } });
+    expect(task.sandbox).toMatchObject({ image: "agent-runner/sandbox:bookworm", network: { allow: [] }, limits: { cpus: 1, memory: 1024 ** 3, pids: 256, disk: 10 * 1024 ** 3 } });
+  });
+
+  it("reads sandbox.limits.disk in the size syntax of the other limits and refuses one too small for a checkout", async () => {
+    await using directory = temporaryDirectory();
+    const task = loadTaskFile(writeTask(directory.path, "name: t\ninstruction: x\nsandbox: { limits: { disk: 1.5g } }\n"));
+    expect(task.sandbox.limits.disk).toBe(1.5 * 1024 ** 3);
+    const problems = problemsOf(writeTask(directory.path, "name: t\ninstruction: x\nsandbox: { limits: { disk: 10m } }\n"));
+    expect(problems).toEqual([{ path: "sandbox.limits.disk", message: 'expected a size of at least 64m such as "512m" or "2g", got "10m"' }]);
   });
 
   it("lists every problem with its field path, not just the first", async () => {

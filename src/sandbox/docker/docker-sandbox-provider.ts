@@ -1,10 +1,12 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import { WORKSPACE_ROOT, type Sandbox, type SandboxProvider, type SandboxSpec } from "../sandbox.js";
 import { DockerSandbox } from "./docker-sandbox.js";
+import { createScratchDirectory, SCRATCH_MOUNTS } from "./disk-watch.js";
 import { ATTACHED_STDIO, LABEL_RUN_ID, resourceLabels } from "./labels.js";
 import { OPERATION_DEADLINE_MS, SandboxChannel } from "./sandbox-channel.js";
 import { INLINE_SCRIPT_VARIABLE, SANDBOX_GID_VARIABLE, SANDBOX_UID_VARIABLE, inlineScriptCommand } from "./inline-script.js";
@@ -31,9 +33,14 @@ function daemonSource(): string {
  * capability dropped but the daemon's SETUID/SETGID, no-new-privileges, cgroup limits, commands as an unprivileged user,
  * only the workspace (and read-only git metadata) mounted, `--init` so orphans
  * are reaped, and stdin-once so the container ends itself when the runner's
- * attach connection drops. Exported so benchmarks start exactly this container.
+ * attach connection drops. The image's file system is read-only: what the
+ * task can write outside /workspace is the `scratch` directory's
+ * {@link SCRATCH_MOUNTS} (from {@link createScratchDirectory}), on the run's
+ * disk like the workspace, so `sandbox.limits.disk` bounds both (a writable
+ * layer would sit on Docker's own disk, where overlay2 on ext4 has no quota).
+ * Exported so benchmarks start exactly this container.
  */
-export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, network: TaskNetwork | null = null): Docker.ContainerCreateOptions {
+export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scratch: string, network: TaskNetwork | null = null): Docker.ContainerCreateOptions {
   const proxyEnvironment = network
     ? Object.fromEntries(
         ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"].map((name) => [name, network.proxyUrl]).concat([
@@ -69,6 +76,7 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, netwo
       // connection fail in ~50 ms instead of ~3 s.
       ...(network ? { Sysctls: { "net.ipv4.neigh.eth0.mcast_solicit": "1", "net.ipv4.neigh.eth0.retrans_time_ms": "50" } } : {}),
 
+      ReadonlyRootfs: true,
       CapDrop: ["ALL"],
       // Only for the daemon to hand its commands to spec.user; a process that
       // runs as spec.user has none (setuid to a non-zero uid clears them, and
@@ -87,6 +95,7 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, netwo
       IpcMode: "private",
       Mounts: [
         { Type: "bind", Source: spec.workspace.hostPath, Target: WORKSPACE_ROOT, ReadOnly: spec.workspace.readOnly ?? false },
+        ...SCRATCH_MOUNTS.map(({ name, target }) => ({ Type: "bind" as const, Source: join(scratch, name), Target: target, ReadOnly: false })),
         // No name resolution in the sandbox at all (the proxy resolves allowed
         // names): a resolv.conf naming a resolver that is not there fails at
         // once, instead of Docker's embedded DNS, which may forward queries out.
@@ -131,8 +140,10 @@ export class DockerSandboxProvider implements SandboxProvider {
     const proxyStarting = network ? network.startProxy(spec, this.egressNetwork) : Promise.resolve();
     proxyStarting.catch(() => undefined);
     let container: Docker.Container | null = null;
+    let scratch: string | null = null;
     try {
-      container = await this.docker.createContainer(sandboxContainerOptions(spec, daemonSource(), network)).catch((error: unknown) => {
+      scratch = createScratchDirectory(spec.disk.scratchDirectory);
+      container = await this.docker.createContainer(sandboxContainerOptions(spec, daemonSource(), scratch, network)).catch((error: unknown) => {
         throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error });
       });
       const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
@@ -147,7 +158,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         throw new SandboxError(`${errorMessage(error)}\n(the image must provide node >= 18 on PATH, bash and a root user; ${spec.image} is built by \`runner image build\`)`);
       });
       await proxyStarting;
-      return new DockerSandbox(container.id.slice(0, 12), container, channel, spec.user, network);
+      return new DockerSandbox(container.id.slice(0, 12), container, channel, spec.user, network, { spec, scratch });
     } catch (error) {
       // Let an in-flight proxy creation land first, or its container would outlive the cleanup.
       await proxyStarting.catch(() => undefined);
@@ -155,6 +166,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       else await this.removeByName(`agent-runner-${spec.runId}-${spec.agentId}`);
       await container?.wait({ condition: "removed" }).catch(() => undefined);
       await network?.close().catch(() => undefined);
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
       throw error instanceof SandboxError ? error : new SandboxError(`could not start the sandbox container: ${errorMessage(error)}`, { cause: error });
     }
   }

@@ -1,3 +1,4 @@
+import { rmSync } from "node:fs";
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import {
@@ -9,8 +10,12 @@ import {
   type PathInfo,
   type Sandbox,
   type SandboxProcess,
+  type SandboxSpec,
   type SpawnRequest,
+  WORKSPACE_ROOT,
 } from "../sandbox.js";
+import { DiskWatch, SCRATCH_MOUNTS, type DiskUsage } from "./disk-watch.js";
+import { filesystemUsage } from "../../workspace/run-disk.js";
 import { startDockerSandboxProcess, type DockerSandboxProcess } from "./docker-sandbox-process.js";
 import type { SandboxChannel } from "./sandbox-channel.js";
 import type { TaskNetwork } from "./task-network.js";
@@ -31,6 +36,7 @@ export class DockerSandbox implements Sandbox {
   private closed = false;
   /** Processes started by spawn() that have not ended yet. */
   private readonly processes = new Set<DockerSandboxProcess>();
+  private readonly diskWatch: DiskWatch;
 
   constructor(
     readonly id: string,
@@ -39,8 +45,33 @@ export class DockerSandbox implements Sandbox {
     /** Who the sandbox's processes run as (Docker execs too). */
     private readonly user: { uid: number; gid: number },
     /** The task network and its egress proxy, when the task has an allow-list. */
-    private readonly network: TaskNetwork | null = null,
-  ) {}
+    private readonly network: TaskNetwork | null,
+    /** What the sandbox was made of, and its directory of writable places outside the workspace (removed on close). */
+    private readonly made: { spec: SandboxSpec; scratch: string },
+  ) {
+    this.diskWatch = new DiskWatch(made.spec.disk, {
+      measure: () => this.measureDisk(),
+      stopProcesses: () => this.stopAllProcesses(),
+      onReached: (reached) => made.spec.onDiskLimit?.({ sandboxId: id, ...reached }),
+    });
+    this.diskWatch.start();
+  }
+
+  /**
+   * What counts against `SandboxSpec.disk.limitBytes` now. `filesystem`: the
+   * run's whole filesystem (statfs on the host, no file read). `monitor`: the
+   * allocated blocks of the files under the writable workspace and this
+   * container's scratch directories, each inode once, measured by the daemon
+   * inside the container; a file the sandbox user cannot read into, or a
+   * deleted one still held open, is not counted.
+   */
+  async measureDisk(): Promise<DiskUsage> {
+    const { disk, workspace } = this.made.spec;
+    if (disk.enforcement === "filesystem") return filesystemUsage(this.made.scratch);
+    const roots = [...(workspace.readOnly ? [] : [WORKSPACE_ROOT]), ...SCRATCH_MOUNTS.map((mount) => mount.target)];
+    const { bytes } = await this.channel.request<{ bytes: number }>({ op: "disk_usage", roots });
+    return { usedBytes: bytes, full: bytes > disk.limitBytes };
+  }
 
   async exec(request: ExecRequest): Promise<ExecResult> {
     if (request.signal?.aborted) {
@@ -68,6 +99,7 @@ export class DockerSandbox implements Sandbox {
       );
       return this.withProxyNotice(answer);
     } finally {
+      await this.diskWatch.afterCommand();
       request.signal?.removeEventListener("abort", onAbort);
     }
   }
@@ -164,12 +196,15 @@ export class DockerSandbox implements Sandbox {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.diskWatch.close();
     for (const started of this.processes) started.markSandboxClosing();
     this.channel.close();
     // The proxy goes at the same time as the sandbox; the network once both are gone.
     await Promise.all([this.removeContainer(), this.network?.removeProxy()]);
     // Their processes went with the container; do not wait for Docker to drop the connections.
     for (const started of this.processes) started.abandon();
+    // Only now that no process of the container can run: it wrote there, and rm does not follow links.
+    rmSync(this.made.scratch, { recursive: true, force: true });
     await this.network?.removeNetwork().catch((error: unknown) => {
       throw new SandboxError(`could not remove the task network: ${(error as Error).message}`, { cause: error });
     });

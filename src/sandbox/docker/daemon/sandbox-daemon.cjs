@@ -427,6 +427,64 @@ function killSpawnedOp(request) {
   return { stopped: killMatching(request.marker, null) };
 }
 
+// What the files under `roots` occupy: allocated blocks (st_blocks, so a
+// sparse file costs only what it really holds), each inode once, never
+// following a link or crossing into another mount (the git metadata, the
+// workspace's .git file). Asynchronous, a directory's entries a batch at a
+// time, so the channel keeps answering during a walk of a large tree. A
+// directory the sandbox user cannot read into is not counted.
+const DISK_WALK_BATCH = 64;
+
+async function diskUsageOp(request) {
+  if (!Array.isArray(request.roots) || !request.roots.every((root) => typeof root === "string" && path.isAbsolute(root))) {
+    throw new RequestError("BAD_REQUEST", "roots must be absolute paths");
+  }
+  const counted = new Set();
+  let bytes = 0;
+  for (const root of request.roots) {
+    let rootStats;
+    try {
+      rootStats = await fs.promises.lstat(root);
+    } catch {
+      continue;
+    }
+    bytes += rootStats.blocks * 512;
+    const pending = rootStats.isDirectory() ? [root] : [];
+    while (pending.length > 0) {
+      const directory = pending.pop();
+      let names;
+      try {
+        names = await fs.promises.readdir(directory);
+      } catch {
+        continue; // unreadable, or removed meanwhile
+      }
+      for (let start = 0; start < names.length; start += DISK_WALK_BATCH) {
+        const batch = names.slice(start, start + DISK_WALK_BATCH).map((name) => path.join(directory, name));
+        const stats = await Promise.all(batch.map((entry) => fs.promises.lstat(entry).catch(() => null)));
+        stats.forEach((entryStats, index) => {
+          if (entryStats === null || entryStats.dev !== rootStats.dev) return;
+          if (entryStats.nlink > 1 && !entryStats.isDirectory()) {
+            const key = `${entryStats.dev}:${entryStats.ino}`;
+            if (counted.has(key)) return;
+            counted.add(key);
+          }
+          bytes += entryStats.blocks * 512;
+          if (entryStats.isDirectory()) pending.push(batch[index]);
+        });
+      }
+    }
+  }
+  return { bytes };
+}
+
+function fail(request, error) {
+  send({
+    id: request.id,
+    ok: false,
+    error: { code: error.code || "ERROR", message: error.message, ...(error.extra || {}) },
+  });
+}
+
 function handle(line) {
   let request;
   try {
@@ -456,15 +514,13 @@ function handle(line) {
         return respond(stopAllOp());
       case "kill_spawned":
         return respond(killSpawnedOp(request));
+      case "disk_usage":
+        return void diskUsageOp(request).then(respond, (error) => fail(request, error));
       default:
         throw new RequestError("BAD_REQUEST", `unknown op ${request.op}`);
     }
   } catch (error) {
-    send({
-      id: request.id,
-      ok: false,
-      error: { code: error.code || "ERROR", message: error.message, ...(error.extra || {}) },
-    });
+    fail(request, error);
   }
 }
 
