@@ -29,6 +29,7 @@ import tls from "node:tls";
 import { fileURLToPath } from "node:url";
 import { option, positiveOption } from "./lib/options.js";
 import { fmt, interleave, median, p90, printTable } from "./lib/stats.js";
+import { captureClientHello } from "../tests/helpers/client-hello.js";
 
 const ROUNDS = positiveOption("rounds", 300);
 const BASELINE = option("baseline") ?? "e3bceb4";
@@ -137,7 +138,7 @@ async function main(): Promise<void> {
 
     // The check alone, in this process, on a ClientHello of this Node's.
     const proxy = createRequire(import.meta.url)(join(REPOSITORY, PROXY_PATH)) as { judgeTunnelStart(bytes: Buffer, host: string): { verdict: string } };
-    const hello = await captureHello();
+    const hello = await captureClientHello({ servername: "localhost" });
     const iterations = 20_000;
     const perCall: number[] = [];
     for (let batch = 0; batch < 20; batch += 1) {
@@ -154,32 +155,6 @@ async function main(): Promise<void> {
     }
     server?.close();
     rmSync(directory, { recursive: true, force: true });
-  }
-}
-
-/** The first TLS record a Node client sends to the local server (its ClientHello), read by a plain TCP listener. */
-async function captureHello(): Promise<Buffer> {
-  const listener = net.createServer();
-  await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
-  const received = new Promise<Buffer>((resolve) =>
-    listener.once("connection", (socket) => {
-      let bytes = Buffer.alloc(0);
-      socket.on("data", (chunk: Buffer) => {
-        bytes = Buffer.concat([bytes, chunk]);
-        if (bytes.length >= 5 && bytes.length >= 5 + bytes.readUInt16BE(3)) {
-          resolve(bytes);
-          socket.destroy();
-        }
-      });
-    }),
-  );
-  const client = tls.connect({ host: "127.0.0.1", port: (listener.address() as net.AddressInfo).port, servername: "localhost" });
-  client.on("error", () => undefined);
-  try {
-    return await received;
-  } finally {
-    client.destroy();
-    listener.close();
   }
 }
 

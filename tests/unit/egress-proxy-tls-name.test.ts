@@ -6,9 +6,8 @@
  * section 4.1.2 and RFC 6066 section 3.
  */
 import { createRequire } from "node:module";
-import net from "node:net";
-import tls from "node:tls";
 import { beforeAll, describe, expect, it } from "vitest";
+import { captureClientHello } from "../helpers/client-hello.js";
 
 const require = createRequire(import.meta.url);
 // The proxy is plain CommonJS that runs inside its container; required here, it only exports its decisions.
@@ -21,33 +20,6 @@ const proxy = require("../../src/sandbox/docker/egress-proxy/egress-proxy.cjs") 
 const UNRECOGNIZED_NAME = Buffer.from([21, 3, 3, 0, 2, 2, 112]);
 const ACCESS_DENIED = Buffer.from([21, 3, 3, 0, 2, 2, 49]);
 const DECODE_ERROR = Buffer.from([21, 3, 3, 0, 2, 2, 50]);
-
-/** The first flight of a Node TLS client: what a TCP server on 127.0.0.1 receives until the first record is whole. */
-async function captureClientHello(options: tls.ConnectionOptions): Promise<Buffer> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  const received = new Promise<Buffer>((resolve) =>
-    server.once("connection", (socket) => {
-      let bytes = Buffer.alloc(0);
-      socket.on("data", (chunk: Buffer) => {
-        bytes = Buffer.concat([bytes, chunk]);
-        if (bytes.length >= 5 && bytes.length >= 5 + bytes.readUInt16BE(3)) {
-          resolve(bytes);
-          socket.destroy();
-        }
-      });
-    }),
-  );
-  const client = tls.connect({ host: "127.0.0.1", port, ...options });
-  client.on("error", () => undefined); // the capture server hangs up mid-handshake
-  try {
-    return await received;
-  } finally {
-    client.destroy();
-    server.close();
-  }
-}
 
 // ---------------------------------------------------------------- hand-built messages
 

@@ -12,6 +12,7 @@ import net from "node:net";
 import { createInterface } from "node:readline";
 import tls from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { captureClientHello } from "../helpers/client-hello.js";
 
 const PROXY = new URL("../../src/sandbox/docker/egress-proxy/egress-proxy.cjs", import.meta.url).pathname;
 
@@ -110,32 +111,6 @@ async function writeInPieces(socket: net.Socket, bytes: Buffer, cuts: number[]):
   }
 }
 
-/** The first TLS record a Node client sends for `servername` (its ClientHello), read by a plain TCP listener. */
-async function captureClientHello(servername: string): Promise<Buffer> {
-  const listener = net.createServer();
-  await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
-  const received = new Promise<Buffer>((resolve) =>
-    listener.once("connection", (socket) => {
-      let bytes = Buffer.alloc(0);
-      socket.on("data", (chunk: Buffer) => {
-        bytes = Buffer.concat([bytes, chunk]);
-        if (bytes.length >= 5 && bytes.length >= 5 + bytes.readUInt16BE(3)) {
-          resolve(bytes);
-          socket.destroy();
-        }
-      });
-    }),
-  );
-  const client = tls.connect({ host: "127.0.0.1", port: (listener.address() as net.AddressInfo).port, servername });
-  client.on("error", () => undefined);
-  try {
-    return await received;
-  } finally {
-    client.destroy();
-    listener.close();
-  }
-}
-
 /** The proxy's decision event for the CONNECT to `port`, once its line arrives. */
 function eventFor(port: number): Promise<ProxyEvent> {
   const found = events.find((event) => event.port === port && event.method === "CONNECT");
@@ -178,7 +153,7 @@ const upstream = (index: number) => upstreams[index]!;
 // Each test waits for sockets to close; a proxy that forwards what it should hold keeps them open.
 describe("a CONNECT tunnel through the proxy process", { timeout: 10_000 }, () => {
   it("holds a ClientHello that arrives one byte per segment, then refuses its other name: an alert, and the server gets nothing", async () => {
-    const hello = await captureClientHello("other.example.com");
+    const hello = await captureClientHello({ servername: "other.example.com" });
     const target = upstream(0);
     const tunnel = await openTunnel(target.port);
     expect(tunnel.status).toBe("HTTP/1.1 200 Connection Established");
@@ -196,7 +171,7 @@ describe("a CONNECT tunnel through the proxy process", { timeout: 10_000 }, () =
   });
 
   it("forwards a matching ClientHello cut inside the record and handshake headers byte for byte, and what follows it", async () => {
-    const hello = await captureClientHello("LOCALHOST.");
+    const hello = await captureClientHello({ servername: "LOCALHOST." });
     const target = upstream(1);
     const tunnel = await openTunnel(target.port);
     await writeInPieces(tunnel.socket, Buffer.concat([hello, Buffer.from("after the hello")]), [1, 4, 5, 7, 9, 60, hello.length]);
@@ -248,7 +223,7 @@ describe("a CONNECT tunnel through the proxy process", { timeout: 10_000 }, () =
   });
 
   it("a client that gives up in the middle of a ClientHello: the part never reaches the server", async () => {
-    const hello = await captureClientHello("localhost");
+    const hello = await captureClientHello({ servername: "localhost" });
     const target = upstream(5);
     const tunnel = await openTunnel(target.port);
     await writeInPieces(tunnel.socket, hello.subarray(0, 100), []);
