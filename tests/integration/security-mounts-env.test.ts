@@ -69,6 +69,7 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
   let commonGitDirectory: string;
   let run: ScriptedRun;
   let hostEnvironment: NodeJS.ProcessEnv;
+  let containerEnvironment: string[] = [];
   const saved: Record<string, string | undefined> = {};
   let result: (index: number) => ReturnType<typeof parseShellResult>;
 
@@ -90,9 +91,13 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
         repository: repository.root,
         sandbox: { pass_env: ["PASSED_VAR", "NOT_SET_ANYWHERE"], env: { TASK_LITERAL: "literal-value" } },
         hostEnvironment,
+        // The container's environment as Docker holds it (what init and every process start from).
+        onSandboxCreated: async (spec, sandbox) => {
+          if (spec.agentId === "main") containerEnvironment = (await (await requireDocker()).getContainer(sandbox.id).inspect()).Config.Env ?? [];
+        },
         turns: [
           /* 0 */ shellTurn("cat /proc/self/mountinfo"),
-          /* 1 */ shellTurn("echo '--- self'; tr '\\0' '\\n' < /proc/$$/environ; echo '--- init'; tr '\\0' '\\n' < /proc/1/environ"),
+          /* 1 */ shellTurn("echo '--- self'; tr '\\0' '\\n' < /proc/$$/environ; echo '--- init'; cat /proc/1/environ >/dev/null 2>&1; echo \"init-environ-rc=$?\""),
           /* 2 */ shellTurn(
             "for p in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock /var/run/docker /run/docker; do " +
               "if [ -e \"$p\" ]; then echo \"present $p\"; fi; done; " +
@@ -209,7 +214,9 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
   it("passes host variables only when named in sandbox.pass_env", async () => {
     const dump = result(1).stdout;
     const [selfDump, initDump] = dump.split("--- init");
-    const containerEnvironments = [environmentOf(selfDump!), environmentOf(initDump!)];
+    // init runs as root (with the daemon): the agent cannot read its environment at all.
+    expect(initDump).toContain("init-environ-rc=1");
+    const containerEnvironments = [environmentOf(selfDump!), environmentOf(containerEnvironment.join("\n"))];
     for (const environment of containerEnvironments) {
       expect(environment.get("PASSED_VAR")).toBe(passedValue);
       expect(environment.get("TASK_LITERAL")).toBe("literal-value");
