@@ -273,6 +273,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   // True once no process of the agent's can touch the worktree: the sandbox is closed (or never
   // was) and the backend confirms nothing that mounts the worktree writable can run.
   let workspaceIdle = false;
+  let written: RunReport | null = null;
   const closeSandbox = async () => {
     await sandbox?.close();
     if (worktree) await dependencies.sandboxProvider.ensureWorkspaceIdle(worktree.path);
@@ -550,7 +551,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     report.duration_ms = Date.now() - started;
     report.error = report.error === null ? null : redactor.redact(report.error);
     report.final_message = report.final_message === null ? null : redactor.redact(report.final_message);
-    writeAtomically(join(runDirectory, "report.json"), `${JSON.stringify(redactDeep(report), null, 2)}\n`);
+    // What callers get is what report.json holds: redacted (a summary printed from it must not show a secret).
+    written = redactDeep(report);
+    writeAtomically(join(runDirectory, "report.json"), `${JSON.stringify(written, null, 2)}\n`);
     events.emit({
       type: "run.finished",
       data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
@@ -558,7 +561,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     log.close();
     if (resume) rmSync(join(runDirectory, "resume.lock"), { force: true });
   }
-  return { report, exitCode: exitCodeFor(report.status), runDirectory };
+  return { report: written ?? redactDeep(report), exitCode: exitCodeFor(report.status), runDirectory };
 }
 
 /** The events an earlier attempt of this run wrote (for a resumed run's totals); unreadable lines are skipped. */

@@ -28,7 +28,7 @@ export function commitLimitsOf(section: { max_file_size?: number; max_total_size
 }
 
 /** Why a path of the worktree is not in the commit. */
-export type LeftOutReason = RefusedGitPathReason | "unreadable" | "file_too_large" | "over_total_size";
+export type LeftOutReason = RefusedGitPathReason | "nested_repository" | "unreadable" | "file_too_large" | "over_total_size";
 
 /** A path left out of a commit, as report.json `commit.left_out` shows it. */
 export interface LeftOutPath {
@@ -59,7 +59,9 @@ export interface CommitSelection {
  * would add (untracked and not ignored, or tracked and modified; listed by
  * `git ls-files -z --others --modified --exclude-standard`, streamed) is
  * checked by name ({@link refusedGitPath}: names git refuses, which would fail
- * the whole `git add`), for being readable (likewise), and by apparent size against `limits` (a sparse file
+ * the whole `git add`), for being a nested repository (left out, with
+ * everything below it: host git must never start in a repository the agent
+ * configured), for being readable (likewise), and by apparent size against `limits` (a sparse file
  * costs the agent no disk but host git its full size in hashing). Sizes come
  * from `lstat` below directories that are real directories, never through
  * a symlink. No sandbox process may run meanwhile.
@@ -100,6 +102,17 @@ export async function selectCommittablePaths(options: SafeGitOptions, root: stri
       excludedPrefixes.add(prefix.toString("latin1"));
       selection.excluded.push(prefix);
       leaveOut({ path: prefix.toString("utf8"), reason: refused.reason });
+      return;
+    }
+    // A nested repository (a directory holding a `.git` entry: a repository, or a gitfile naming any
+    // repository on the host) is never given to `git add`: adding or refreshing a gitlink makes git read
+    // that repository, and run `git status` in it with its own config, whose filters and drivers are the agent's.
+    if (stats.isDirectory()) {
+      if (lstatOrNull(Buffer.concat([rootBytes, path, Buffer.from("/.git")]))) {
+        excludedPrefixes.add(path.toString("latin1"));
+        selection.excluded.push(Buffer.from(path));
+        leaveOut({ path: path.toString("utf8"), reason: "nested_repository" });
+      }
       return;
     }
     if (!stats.isFile()) return;

@@ -1,4 +1,4 @@
-import { existsSync, lchownSync } from "node:fs";
+import { lchownSync, lstatSync } from "node:fs";
 import { SandboxError } from "../errors.js";
 import { rawSafeGit, safeGitResult, streamSafeGit } from "./safe-git.js";
 import type { RunWorktree } from "./run-worktree.js";
@@ -94,19 +94,36 @@ async function conflictRegionsOf(options: Parameters<typeof rawSafeGit>[0], tree
   return `--- ${file}\n${regions.join("\n") || "(conflict without text markers: e.g. modified on one side, deleted on the other)"}`;
 }
 
-/** lchown merged files (and directories the merge created) to the sandbox user when we run as root; paths are bytes. */
+/**
+ * lchown merged files (and directories the merge created) to the sandbox
+ * user when we run as root; paths are bytes. Every directory on a path must
+ * be a real directory (lstat): a symlink there, e.g. where the merge put a
+ * link in place of a deleted directory, would carry lchown to a host path,
+ * so such a path is skipped; a path that no longer exists is skipped too.
+ */
 function handToSandboxUser(target: RunWorktree, files: Buffer[]): void {
   if ((process.getuid?.() ?? 0) !== 0) return;
   const { uid, gid } = target.sandboxUser;
   const done = new Set<string>();
   const root = Buffer.from(`${target.path}/`);
   for (const file of files) {
-    for (let end = file.length; end > 0; end = file.lastIndexOf(0x2f, end - 1)) {
-      const key = file.subarray(0, end).toString("latin1");
-      if (done.has(key)) break;
+    const parts: Buffer[] = [];
+    let inside = true;
+    for (let slash = file.indexOf(0x2f); slash !== -1; slash = file.indexOf(0x2f, slash + 1)) {
+      const directory = file.subarray(0, slash);
+      if (!lstatSync(Buffer.concat([root, directory]), { throwIfNoEntry: false })?.isDirectory()) {
+        inside = false;
+        break;
+      }
+      parts.push(directory);
+    }
+    if (!inside) continue;
+    for (const part of [...parts, file]) {
+      const key = part.toString("latin1");
+      if (done.has(key)) continue;
       done.add(key);
-      const path = Buffer.concat([root, file.subarray(0, end)]);
-      if (existsSync(path)) lchownSync(path, uid, gid);
+      const path = Buffer.concat([root, part]);
+      if (lstatSync(path, { throwIfNoEntry: false })) lchownSync(path, uid, gid);
     }
   }
 }
