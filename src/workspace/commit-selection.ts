@@ -61,7 +61,8 @@ export interface CommitSelection {
  * checked by name ({@link refusedGitPath}: names git refuses, which would fail
  * the whole `git add`), for being a nested repository (left out, with
  * everything below it: host git must never start in a repository the agent
- * configured), for being readable (likewise), and by apparent size against `limits` (a sparse file
+ * configured; every gitlink of the index is left out of `git add` as well,
+ * reported when a repository now sits at its path), for being readable (likewise), and by apparent size against `limits` (a sparse file
  * costs the agent no disk but host git its full size in hashing). Sizes come
  * from `lstat` below directories that are real directories, never through
  * a symlink. No sandbox process may run meanwhile.
@@ -130,11 +131,32 @@ export async function selectCommittablePaths(options: SafeGitOptions, root: stri
     selection.excluded.push(Buffer.from(path));
     leaveOut({ path: path.toString("utf8"), reason: tooLarge ? "file_too_large" : "over_total_size", size: stats.size, sparse: stats.blocks * 512 < stats.size });
   };
+  // Every gitlink of the index (a submodule of the base commit) is kept out of `git add` too, changed or not:
+  // for an unchanged one git still runs `git status` inside whatever repository now sits at its path.
+  const gitlinks = await streamSafeGit(
+    options,
+    ["ls-files", "-z", "--stage"],
+    {
+      records: (record) => {
+        if (!record.subarray(0, 7).equals(GITLINK_MODE)) return;
+        const path = record.subarray(record.indexOf(0x09) + 1);
+        excludedPrefixes.add(path.toString("latin1"));
+        selection.excluded.push(Buffer.from(path));
+        if (lstatInside(Buffer.concat([path, Buffer.from("/.git")]))) leaveOut({ path: path.toString("utf8"), reason: "nested_repository" });
+      },
+    },
+    { timeoutMs: deadline - Date.now() },
+  );
+  if (gitlinks.timedOut) return { ...selection, timedOut: true };
+  if (gitlinks.exitCode !== 0) throw new Error(`git ls-files --stage failed: ${gitlinks.stderr.trim()}`);
   const listed = await streamSafeGit(options, ["ls-files", "-z", "--others", "--modified", "--exclude-standard"], { records: consider }, { timeoutMs: deadline - Date.now() });
   if (listed.timedOut) return { ...selection, timedOut: true };
   if (listed.exitCode !== 0) throw new Error(`git ls-files failed: ${listed.stderr.trim()}`);
   return selection;
 }
+
+/** `git ls-files --stage` mode of a gitlink (a submodule's commit), followed by its space. */
+const GITLINK_MODE = Buffer.from("160000 ");
 
 /**
  * The pathspecs for `git add --all --pathspec-from-file=- --pathspec-file-nul`:

@@ -233,7 +233,9 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
       // The clean filter did not run: the blob is the worktree's bytes.
       expect(inspectGit(repository.root, ["cat-file", "-p", `${branch}:data.txt`])).toBe("hello\n");
       const tree = inspectGit(repository.root, ["ls-tree", branch]);
-      expect(tree).toMatch(/^160000 commit [0-9a-f]{40}\tsub$/m);
+      // The nested repository is left out (host git never starts in a repository the agent configured), and says so.
+      expect(tree).not.toMatch(/\tsub$/m);
+      expect(run.report.commit?.left_out).toContainEqual({ path: "sub", reason: "nested_repository" });
       expect(tree).toMatch(/^100644 blob [0-9a-f]{40}\t\.gitattributes$/m);
       // The run's worktree is gone and pruned; the user's repository lists only its own checkout.
       expect(inspectGit(repository.root, ["worktree", "list", "--porcelain"]).match(/^worktree /gm)).toHaveLength(1);

@@ -64,6 +64,47 @@ describe("findings of the review, end to end", () => {
     }
   });
 
+  it("a submodule of the base commit, turned into a repository of the agent's at the recorded commit, is kept out of git add: its filter never runs", async () => {
+    await using repository = createGitRepository({ "README.md": "probe\n" }, { prefix: "agent-runner-gitlink-" });
+    const recorded = repository.git("rev-parse", "HEAD").trim();
+    repository.git("update-index", "--add", "--cacheinfo", `160000,${recorded},sub`);
+    repository.git("commit", "-qm", "a submodule");
+    const marker = join(hostScratch, randomToken("pwned-"));
+    // At the gitlink's path: a repository whose HEAD is the recorded commit (so git sees the submodule as
+    // unchanged and would still run `git status` in it), with a filter of its own on a stat-dirty file.
+    const plant = [
+      "import os, subprocess",
+      "os.chdir('sub')",
+      "subprocess.run(['git', 'init', '-q'], check=True)",
+      "open('g', 'w').write('hi\\n')",
+      "subprocess.run(['git', 'add', 'g'], check=True)",
+      "subprocess.run(['git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-q', '-m', 's'], check=True)",
+      "open('.git/HEAD', 'w').write('ref: refs/heads/master\\n')",
+      `open('.git/refs/heads/master', 'w').write('${recorded}\\n')`,
+      `open('.git/config', 'a').write('[filter \"evil\"]\\n\\tclean = \"id > ${marker}; cat\"\\n')`,
+      "open('.gitattributes', 'w').write('g filter=evil\\n')",
+      "os.utime('g', (978307200, 978307200))",
+      `commit = subprocess.run(['git', '-C', '/workspace', 'cat-file', 'commit', '${recorded}'], capture_output=True, check=True).stdout`,
+      "subprocess.run(['git', 'hash-object', '-t', 'commit', '-w', '--stdin'], input=commit, check=True)",
+      "subprocess.run(['git', 'hash-object', '-t', 'tree', '-w', '--stdin'], input=b'', check=True)",
+      "print('planted')",
+    ].join("\n");
+    const run = await runScriptedTask({
+      repository: repository.root,
+      turns: [writeTurn("plant.py", `${plant}\n`), shellTurn("python3 plant.py && rm plant.py")],
+    });
+    try {
+      expect(parseShellResult(run.toolResults[1]).stdout, describeRun(run)).toContain("planted");
+      expect(run.report.status, describeRun(run)).toBe("succeeded");
+      expect(existsSync(marker)).toBe(false);
+      expect(run.report.commit?.left_out).toEqual([{ path: "sub", reason: "nested_repository" }]);
+      // The submodule stays as the base recorded it.
+      expect(inspectGit(repository.root, ["ls-tree", run.report.branch!, "sub"])).toContain(`160000 commit ${recorded}\tsub`);
+    } finally {
+      run.dispose();
+    }
+  });
+
   it("a worker merge that replaces a directory with a symlink to a host directory hands no host path to the sandbox user", async () => {
     if (process.getuid?.() !== 0) throw new Error("the ownership hand-over runs only for a root runner; run this test as root, as CI does");
     await using repository = createGitRepository({ "README.md": "probe\n" }, { prefix: "agent-runner-chown-" });
