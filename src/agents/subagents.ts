@@ -375,6 +375,17 @@ async function finishWorker(
         `Resolve it yourself or ask another worker to.\nConflicts (yours between <<<<<<< and =======, the worker's after):\n${merged.hunks}\n${said}`,
     });
   }
+  if (merged.status === "blocked") {
+    report.status = "not_merged";
+    report.merge = { status: "blocked", files: [], detail: merged.detail };
+    return finish(host, report, started, {
+      status: "failed",
+      output:
+        `Worker ${agentId}'s work passed verification but was NOT merged: files of yours that git does not track stand in the way ` +
+        `(git: ${merged.detail}). Your files are unchanged; its branch ${worktree.branch} is kept. Move or delete those files and ask again, ` +
+        `or take its changes with \`git show ${worktree.branch}:<path>\`.\n${said}`,
+    });
+  }
   report.status = "merged";
   report.merge = merged.status === "merged" ? { status: "merged", files: merged.files, detail: merged.commit } : { status: "up_to_date", files: [], detail: "already merged" };
   return finish(host, report, started, {

@@ -10,6 +10,8 @@ const HUNKS_CHARACTERS = 6000;
 export type MergeOutcome =
   | { status: "merged"; commit: string; files: string[] }
   | { status: "conflict"; files: string[]; hunks: string }
+  /** The trees merge cleanly, but files of the target's outside git (untracked, ignored) stand in the way; nothing changed. */
+  | { status: "blocked"; detail: string }
   | { status: "up_to_date" };
 
 /**
@@ -19,8 +21,11 @@ export type MergeOutcome =
  * which touches no file: on a conflict nothing in the worktree changes and
  * the outcome names the conflicting files with their conflict hunks. The
  * worktree must be clean (commit it first) and no sandbox process may write
- * it meanwhile; an ignored file in the way makes the merge fail (SandboxError)
- * rather than be overwritten. Files the merge creates are handed to the sandbox user.
+ * it meanwhile. When files of the target that git does not track stand in the
+ * way, git refuses and the outcome is `blocked` (nothing changed). git 2.39's
+ * merge (ort) replaces *ignored* files despite `--no-overwrite-ignore`, and
+ * replaces an ignored symlink by unlinking it, never writing through it.
+ * Files the merge creates are handed to the sandbox user.
  * Throws SandboxError when git fails otherwise.
  */
 export async function mergeBranchInto(target: RunWorktree, branch: string, message: string): Promise<MergeOutcome> {
@@ -37,11 +42,14 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
     return { status: "conflict", files, hunks: await conflictHunks(options, tree!.trim(), files) };
   }
   if (trial.exitCode !== 0) throw new SandboxError(`git merge-tree failed for ${branch}: ${trial.stderr.trim()}`);
-  // --no-overwrite-ignore: an ignored file of the parent's is never replaced by the merge.
+  // --no-overwrite-ignore: asked for, though merge-ort in git 2.39 does not honour it (see above).
   const merged = await safeGitResult(options, ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-overwrite-ignore", "-m", message, theirs]);
   if (merged.exitCode !== 0) {
     await safeGitResult(options, ["merge", "--abort"]);
-    throw new SandboxError(`git merge of ${branch} failed after a clean trial merge: ${(merged.stderr || merged.stdout).trim()}`);
+    const detail = (merged.stderr || merged.stdout).trim();
+    // The trees merged cleanly, so what git refuses now is the worktree's own files in the way.
+    if (/would (be overwritten|lose)|untracked working tree files/i.test(detail)) return { status: "blocked", detail: detail.slice(0, 2000) };
+    throw new SandboxError(`git merge of ${branch} failed after a clean trial merge: ${detail}`);
   }
   const commit = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
   // Streamed, as bytes: the worker decides how many files there are and what they are called.

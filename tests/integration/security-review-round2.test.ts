@@ -127,6 +127,27 @@ describe("findings of the review, end to end", () => {
     }
   });
 
+  it("a worker merge that the parent's untracked files stand in the way of is 'not merged' (blocked), not an infrastructure error", async () => {
+    await using repository = createGitRepository({ "README.md": "probe\n" }, { prefix: "agent-runner-blocked-" });
+    const run = await runScriptedTask({
+      repository: repository.root,
+      turns: [
+        // A nested repository is left out of the parent's snapshot, so it stays untracked in the parent.
+        shellTurn("git init -q sub && echo x > sub/f"),
+        { tool_calls: [{ name: "agent", arguments: { mode: "worker", description: "w", prompt: "go", verify: "true" } }] },
+      ],
+      subagents: { w: { turns: [shellTurn("echo worker > sub"), { content: "Done." }] } },
+    });
+    try {
+      expect(run.report.status, describeRun(run)).toBe("succeeded");
+      const worker = (run.report.agents as { id: string; status: string; merge: { status: string } }[]).find((agent) => agent.id === "w1");
+      expect(worker, JSON.stringify(worker) + describeRun(run)).toMatchObject({ status: "not_merged", merge: { status: "blocked" } });
+      expect(run.toolResults[1]).toContain("NOT merged: files of yours that git does not track stand in the way");
+    } finally {
+      run.dispose();
+    }
+  });
+
   it("the report a caller gets back is redacted like report.json (the summary is printed from it)", async () => {
     await using repository = createGitRepository({ "README.md": "probe\n" }, { prefix: "agent-runner-summary-" });
     const secret = randomToken("SuperSecret");
