@@ -29,7 +29,7 @@ import tls from "node:tls";
 import { fileURLToPath } from "node:url";
 import { option, positiveOption } from "./lib/options.js";
 import { fmt, interleave, median, p90, printTable } from "./lib/stats.js";
-import { captureClientHello } from "../tests/helpers/client-hello.js";
+import { captureClientHello, freePort } from "../tests/helpers/loopback-tls.js";
 
 const ROUNDS = positiveOption("rounds", 300);
 const BASELINE = option("baseline") ?? "e3bceb4";
@@ -51,14 +51,6 @@ async function startProxy(source: string, tlsPort: number): Promise<{ port: numb
     });
   });
   return { port, child };
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** CONNECT through the proxy, then a TLS handshake with the local server; resolves at secureConnect. */

@@ -7,7 +7,7 @@
  */
 import { createRequire } from "node:module";
 import { beforeAll, describe, expect, it } from "vitest";
-import { captureClientHello } from "../helpers/client-hello.js";
+import { captureClientHello } from "../helpers/loopback-tls.js";
 
 const require = createRequire(import.meta.url);
 // The proxy is plain CommonJS that runs inside its container; required here, it only exports its decisions.

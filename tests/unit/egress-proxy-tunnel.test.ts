@@ -12,7 +12,7 @@ import net from "node:net";
 import { createInterface } from "node:readline";
 import tls from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { captureClientHello } from "../helpers/client-hello.js";
+import { captureClientHello, freePort } from "../helpers/loopback-tls.js";
 
 const PROXY = new URL("../../src/sandbox/docker/egress-proxy/egress-proxy.cjs", import.meta.url).pathname;
 
@@ -57,14 +57,6 @@ async function startUpstream(greeting?: string): Promise<Upstream> {
   });
   await new Promise<void>((resolve) => server.listen(0, address, resolve));
   return { port: (server.address() as net.AddressInfo).port, received, server };
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** Sends `CONNECT localhost:<port>`; resolves with the socket (paused, holding what came after the answer's head) and the status line. */

@@ -31,3 +31,12 @@ export async function captureClientHello(options: tls.ConnectionOptions): Promis
     listener.close();
   }
 }
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (for a process that must be told its port up front). */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
