@@ -3,7 +3,7 @@ import type { Redactor } from "../redaction/redactor.js";
 import { terminalSafeJson } from "../terminal-text.js";
 
 export interface LoggerOptions {
-  /** Redacts this logger's lines (in addition to the one installed with {@link installLogRedactor}). */
+  /** Redacts this logger's lines (in addition to the runs' ones added with {@link addLogRedactor}). */
   redactor?: Redactor | null;
   /** Where lines go (default: fd 2). */
   destination?: pino.DestinationStream;
@@ -11,20 +11,21 @@ export interface LoggerOptions {
   level?: string;
 }
 
-let installed: Redactor | null = null;
+/** The redactors of the runs active in this process; every log line gets all of them. */
+const active = new Set<Redactor>();
 
 /**
- * Installs the redactor every logger made by {@link createLogger} applies to
- * each line from now on, loggers created earlier included (`null` removes it).
- * The run installs its secrets' redactor once it knows the task.
+ * Adds a run's redactor to every logger made by {@link createLogger}, loggers
+ * created earlier included, until the returned function removes it. Runs that
+ * share the process each add their own, and a line is redacted with all of
+ * them: one run's secrets never reach the shared log in clear because another
+ * run started or ended.
  */
-export function installLogRedactor(redactor: Redactor | null): void {
-  installed = redactor;
-}
-
-/** The redactor installed with {@link installLogRedactor}, if any. */
-export function installedLogRedactor(): Redactor | null {
-  return installed;
+export function addLogRedactor(redactor: Redactor): () => void {
+  active.add(redactor);
+  return () => {
+    active.delete(redactor);
+  };
 }
 
 /**
@@ -48,8 +49,8 @@ function redactLine(line: string, redactors: Redactor[]): string {
  * The runner's diagnostic log: JSON lines on stderr (fd 2), so stdout stays
  * for the human view or `--json` events. Level from RUNNER_LOG_LEVEL
  * (default `warn`). Secrets are redacted by key wherever they appear, and by
- * value (every string of every line) through the redactor installed with
- * {@link installLogRedactor} or given in `options.redactor`.
+ * value (every string of every line) through the redactors of the active
+ * runs ({@link addLogRedactor}) and `options.redactor`.
  */
 export function createLogger(bindings: Record<string, string> = {}, options: LoggerOptions = {}) {
   const own = options.redactor ?? null;
@@ -62,7 +63,7 @@ export function createLogger(bindings: Record<string, string> = {}, options: Log
         streamWrite(line: string): string {
           const redactors: Redactor[] = [];
           if (own && !own.isEmpty) redactors.push(own);
-          if (installed && !installed.isEmpty && installed !== own) redactors.push(installed);
+          for (const redactor of active) if (!redactor.isEmpty && redactor !== own) redactors.push(redactor);
           // stderr is a terminal: characters JSON leaves raw (C1, DEL, bidi overrides) are written as \u escapes.
           return terminalSafeJson(redactors.length === 0 ? line : redactLine(line, redactors));
         },

@@ -26,7 +26,7 @@ import { CancelledError, ConfigError, ModelError, RunnerError, errorMessage } fr
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink, type RunEvent } from "../events/run-events.js";
 import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
-import { installLogRedactor } from "../logging/logger.js";
+import { addLogRedactor } from "../logging/logger.js";
 import { redactorFor } from "../redaction/redactor.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { DiskLimitReached, NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
@@ -222,7 +222,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
   options.onRunCreated?.(runId, runDirectory);
   const hostEnvironment = options.hostEnvironment ?? process.env;
   const redactor = redactorFor(task, hostEnvironment);
-  installLogRedactor(redactor);
+  const removeLogRedactor = addLogRedactor(redactor);
   const redactDeep = <T>(value: T): T => redactor.redactDeep(value);
   const log = new CloudEventLog(join(runDirectory, "events.jsonl"), runId, traceId);
   log.onEnvelope = options.onEnvelope ?? null;
@@ -559,6 +559,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
     });
     log.close();
+    removeLogRedactor();
     if (resume) rmSync(join(runDirectory, "resume.lock"), { force: true });
   }
   return { report: written ?? redactDeep(report), exitCode: exitCodeFor(report.status), runDirectory };

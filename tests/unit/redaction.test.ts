@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { CloudEventLog } from "../../src/events/cloud-event-log.js";
-import { createLogger, installLogRedactor } from "../../src/logging/logger.js";
+import { addLogRedactor, createLogger } from "../../src/logging/logger.js";
 import { MIN_SECRET_LENGTH, REDACTED, Redactor, redactorFor } from "../../src/redaction/redactor.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 
@@ -242,7 +242,10 @@ describe("CloudEventLog with a redactor", () => {
 });
 
 describe("logger redaction", () => {
-  afterEach(() => installLogRedactor(null));
+  const removals: (() => void)[] = [];
+  afterEach(() => {
+    for (const remove of removals.splice(0)) remove();
+  });
 
   function capture() {
     const lines: string[] = [];
@@ -271,14 +274,31 @@ describe("logger redaction", () => {
     for (const line of lines) expect(line.endsWith("\n")).toBe(true);
   });
 
-  it("applies an installed redactor to loggers created before it was installed", () => {
+  it("applies an added run redactor to loggers created before it was added, until it is removed", () => {
     const { lines, destination } = capture();
     const logger = createLogger({}, { destination, level: "info" }).child({ part: "child" });
     logger.info("before install-secret-2");
-    installLogRedactor(new Redactor(["install-secret-2"]));
+    const remove = addLogRedactor(new Redactor(["install-secret-2"]));
+    removals.push(remove);
     logger.info("after install-secret-2");
+    remove();
+    logger.info("removed install-secret-2");
     expect(lines[0]).toContain("install-secret-2");
     expect(lines[1]).not.toContain("install-secret-2");
     expect(JSON.parse(lines[1]!)).toMatchObject({ msg: `after ${REDACTED}`, part: "child" });
+    expect(lines[2]).toContain("install-secret-2");
+  });
+
+  it("redacts every active run's secrets in every line: two runs in one process never undo each other", () => {
+    const { lines, destination } = capture();
+    const logger = createLogger({}, { destination, level: "info" });
+    const first = addLogRedactor(new Redactor(["first-run-secret"]));
+    const second = addLogRedactor(new Redactor(["second-run-secret"]));
+    removals.push(first, second);
+    logger.info("first-run-secret and second-run-secret");
+    first();
+    logger.info("second-run-secret still, first gone");
+    expect(lines[0]).not.toMatch(/first-run-secret|second-run-secret/);
+    expect(lines[1]).not.toContain("second-run-secret");
   });
 });
