@@ -1,18 +1,12 @@
-import { accessSync, constants, existsSync, mkdirSync, statSync } from "node:fs";
-import { setMaxListeners } from "node:events";
-import { homedir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
-import { ConfigError, errorMessage } from "../errors.js";
-import { loadScript } from "../model/scripted-model-server.js";
-import { createLogger } from "../logging/logger.js";
-import { sweepDeadRuns } from "../run/run-lock.js";
+import { ConfigError } from "../errors.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
-import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
-import type { DiskEnforcementChoice } from "../workspace/run-disk.js";
-import { openAIClient, openModel } from "./open-model.js";
+import { openModel } from "../model/open-model.js";
+import { diskEnforcementChoice, runnerHome } from "../runner/runner-home.js";
+import { prepareRun, sweepDeadRunLeftovers } from "../runner/prepare-run.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
 import { promptForApproval } from "../policy/approval-prompt.js";
@@ -28,40 +22,6 @@ export interface ExecOptions {
   image?: string;
 }
 
-/**
- * `$RUNNER_HOME` (default `~/.runner`), created if missing. Throws ConfigError
- * naming RUNNER_HOME when it cannot be a writable directory.
- */
-export function runnerHome(environment: NodeJS.ProcessEnv = process.env): string {
-  const home = resolve(environment.RUNNER_HOME || join(homedir(), ".runner"));
-  // One level at a time: a recursive mkdir under /proc or /sys can spin forever (Node 20).
-  const missing: string[] = [];
-  let existing = home;
-  while (!existsSync(existing)) {
-    missing.unshift(existing);
-    existing = dirname(existing);
-  }
-  try {
-    if (!statSync(existing).isDirectory()) throw new Error(`${existing} is not a directory`);
-    for (const directory of missing) mkdirSync(directory, { mode: 0o700 });
-    accessSync(home, constants.W_OK);
-  } catch (error) {
-    throw new ConfigError(`RUNNER_HOME: cannot use ${home} for run records (${errorMessage(error)}); point RUNNER_HOME at a writable directory`);
-  }
-  return home;
-}
-
-/**
- * `$RUNNER_DISK_ENFORCEMENT`: `monitor` makes every run measure its disk limit
- * instead of giving it a filesystem of its own (README "Security model");
- * unset or `auto`: a filesystem when the runner can make one. Throws ConfigError otherwise.
- */
-export function diskEnforcementChoice(environment: NodeJS.ProcessEnv = process.env): DiskEnforcementChoice {
-  const value = environment.RUNNER_DISK_ENFORCEMENT || "auto";
-  if (value !== "auto" && value !== "monitor") throw new ConfigError(`RUNNER_DISK_ENFORCEMENT: expected "auto" or "monitor", got ${JSON.stringify(value)}`);
-  return value;
-}
-
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
   const loaded = loadTask(taskFile, options);
@@ -70,7 +30,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   const home = runnerHome();
   const diskEnforcement = diskEnforcementChoice();
   await resolveRepository(task.workspacePath);
-  const provider = await prepareRun(task, home, signal);
+  const provider = await prepareCliRun(task, home, signal);
   const view = options.json ? undefined : new ProgressView();
   const result = await runTask(task, { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home, diskEnforcement }, runOptions(options, view, signal));
   if (!options.json) printOutcome(task, result);
@@ -86,7 +46,7 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
   const diskEnforcement = diskEnforcementChoice();
   // Sweep first: a run whose runner died gets its worktree committed before we look at it.
   const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
-  await sweep(provider, home);
+  await sweepDeadRunLeftovers(provider, home);
   const run = findResumableRun(home, idOrPrefix);
   const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
   // A run that already has its final answer needs no model call, only commit and verification.
@@ -94,7 +54,7 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
     throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
   }
   await resolveRepository(run.task.workspacePath);
-  await prepareRun(run.task, home, signal, provider);
+  await prepareCliRun(run.task, home, signal, provider);
   const view = options.json ? undefined : new ProgressView();
   if (!options.json) process.stdout.write(`resuming run ${run.runId} at model call ${run.restored.nextStep + 1}\n`);
   const result = await resumeRun(
@@ -107,27 +67,11 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
 }
 
 /** Checks the model settings and Docker, and sweeps what dead runs left; returns the sandbox provider. */
-async function prepareRun(task: Task, home: string, signal: AbortSignal, existing?: DockerSandboxProvider): Promise<DockerSandboxProvider> {
-  if (task.model.provider === "openai") openAIClient(task, process.env);
-  else loadScript(task.scriptPath!);
-  setMaxListeners(0, signal); // one abort listener per concurrent tool call and model call
+async function prepareCliRun(task: Task, home: string, signal: AbortSignal, existing?: DockerSandboxProvider): Promise<DockerSandboxProvider> {
   const provider = existing ?? new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
-  await provider.checkReady(task.sandbox.image, { egress: task.sandbox.network.allow.length > 0 });
-  if (!existing) await sweep(provider, home);
+  await prepareRun(task, provider, signal);
+  if (!existing) await sweepDeadRunLeftovers(provider, home);
   return provider;
-}
-
-/** Leftovers of runs whose runner died (kill -9, crash): containers and networks first, then their worktrees. */
-async function sweep(provider: DockerSandboxProvider, home: string): Promise<void> {
-  const logger = createLogger({ component: "cli" });
-  await sweepLeftovers(provider.docker).then(
-    (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
-    (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
-  );
-  await sweepDeadRuns(home, provider).then(
-    (runs) => runs.length && logger.info({ runs }, "committed and removed the worktrees of runs whose runner died (continue them with runner resume)"),
-    (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),
-  );
 }
 
 /** How long an approval question waits for an answer; no answer is a no. */

@@ -5,7 +5,8 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
-import { execCommand, resumeCommand, runnerHome } from "./exec-command.js";
+import { execCommand, resumeCommand } from "./exec-command.js";
+import { runnerHome } from "../runner/runner-home.js";
 import { policyCheckCommand } from "./policy-command.js";
 import { runsCommand, showCommand } from "./runs-command.js";
 

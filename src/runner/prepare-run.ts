@@ -1,0 +1,38 @@
+import { setMaxListeners } from "node:events";
+import type { Task } from "../config/load-task.js";
+import { createLogger } from "../logging/logger.js";
+import { loadScript } from "../model/scripted-model-server.js";
+import { openAIClient } from "../model/open-model.js";
+import { sweepDeadRuns } from "../run/run-lock.js";
+import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
+import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
+
+/**
+ * Checks what a task needs before anything of a run is created: the model
+ * settings (a missing key or script is ConfigError, exit 2) and Docker with
+ * the task's image (SandboxError, exit 3). `signal` may get one listener per
+ * concurrent tool and model call, so its listener limit is lifted.
+ */
+export async function prepareRun(task: Task, provider: DockerSandboxProvider, signal: AbortSignal, environment: NodeJS.ProcessEnv = process.env): Promise<void> {
+  if (task.model.provider === "openai") openAIClient(task, environment);
+  else loadScript(task.scriptPath!);
+  setMaxListeners(0, signal);
+  await provider.checkReady(task.sandbox.image, { egress: task.sandbox.network.allow.length > 0 });
+}
+
+/**
+ * Leftovers of runs whose runner died (kill -9, crash): containers and
+ * networks first, then the runs' worktrees (committed on their branches) and
+ * disks. Failures are logged, never thrown: one stuck leftover must not stop a start.
+ */
+export async function sweepDeadRunLeftovers(provider: DockerSandboxProvider, home: string): Promise<void> {
+  const logger = createLogger({ component: "sweep" });
+  await sweepLeftovers(provider.docker).then(
+    (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
+    (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
+  );
+  await sweepDeadRuns(home, provider).then(
+    (runs) => runs.length && logger.info({ runs }, "committed and removed the worktrees of runs whose runner died (continue them with runner resume)"),
+    (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),
+  );
+}
