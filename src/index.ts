@@ -1,0 +1,9 @@
+/**
+ * agent-runner as a library (package entry, README "Library"): the Runner
+ * and its handles, and the types a caller needs to read what they return.
+ */
+export { createRunner, Runner, type ApprovalBroker, type ApprovalRequest, type RunHandle, type RunnerOptions, type StartOptions } from "./runner/runner.js";
+export type { RunEnvelope } from "./runner/event-replay.js";
+export type { RunReport, RunStatus } from "./run/run-report.js";
+export type { ApprovalAnswer } from "./policy/approval.js";
+export { ConfigError, SandboxError, CancelledError, RunnerError } from "./errors.js";

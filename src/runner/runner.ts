@@ -1,0 +1,213 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
+import { CancelledError } from "../errors.js";
+import type { ModelClient } from "../model/model-client.js";
+import { openModel as openTaskModel } from "../model/open-model.js";
+import type { ApprovalAnswer } from "../policy/approval.js";
+import type { RunReport } from "../run/run-report.js";
+import { findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
+import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
+import type { SandboxProvider } from "../sandbox/sandbox.js";
+import { EventReplay, type RunEnvelope } from "./event-replay.js";
+import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
+import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
+
+/** A question the policy asks before a call it rates `confirm` (README "Policies"). */
+export interface ApprovalRequest {
+  runId: string;
+  /** The call in words, as the terminal prompt shows it (agent, tool, arguments, the rule's reason). */
+  question: string;
+  /** True when an "always" answer is allowed (the policy's remember list). */
+  canRemember: boolean;
+}
+
+/**
+ * Decides approval questions of a run: the terminal prompt, a programmatic
+ * answerer (tests, a server), or nobody (absent: the policy's `confirmations`
+ * decides). `signal` aborts when the run stops waiting (cancelled, or the
+ * call's deadline); an answer after that is ignored.
+ */
+export interface ApprovalBroker {
+  request(approval: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer>;
+}
+
+export interface RunnerOptions {
+  /** RUNNER_HOME: runs go to `<home>/runs/<run-id>/`. Default `$RUNNER_HOME`, else `~/.runner`. */
+  home?: string;
+  /** Where sandboxes come from. Default: Docker (checked, and leftovers of dead runs swept, at the first start). */
+  sandboxProvider?: SandboxProvider;
+  /** Opens a task's model. Default: the task's provider (a scripted server, or the openai client). */
+  openModel?: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>;
+  /** Host environment for `sandbox.pass_env`/`secret_env` and the model's keys. Default `process.env`. */
+  environment?: NodeJS.ProcessEnv;
+}
+
+export interface StartOptions {
+  /** Aborting it cancels the run (as Ctrl-C does). */
+  signal?: AbortSignal;
+  /** Who answers approval questions; absent: the policy's `confirmations` decides. */
+  approvals?: ApprovalBroker;
+  /** Fast-forward the user's branch after a verified success (`on_success: merge`). */
+  merge?: boolean;
+}
+
+/** One run started or resumed by a {@link Runner}. */
+export interface RunHandle {
+  /** The run id (`<date>-<time>-<random>`), known once `start` resolves. */
+  readonly id: string;
+  /** `<home>/runs/<id>/`: report.json, events.jsonl, patch.diff, ... */
+  readonly directory: string;
+  /**
+   * The run's CloudEvents, exactly the lines of events.jsonl, from sequence
+   * number `from` (the line index, default 0): what happened, then live;
+   * ends when the run ends. Any number of subscribers, each at any time.
+   */
+  events(options?: { from?: number }): AsyncIterable<RunEnvelope>;
+  /** The report.json object; resolves for every outcome the run reports (failed and error included). */
+  readonly result: Promise<RunReport>;
+  /** Cancels the run the way Ctrl-C does (status `cancelled`, partial work committed); resolves when it has ended. */
+  cancel(reason?: string): Promise<void>;
+}
+
+/**
+ * The run core as a library (README "Library"): start tasks, follow their
+ * events, cancel and resume them, from one process, concurrently. Each run
+ * has its own event stream, redaction (its secrets never reach another
+ * run's records or the shared log in clear) and clean-up.
+ *
+ * Not built yet (issue "The run core as a library"): `approval.requested` /
+ * `approval.resolved` events, the phase split of the run itself, the event
+ * catalogue module and the CLI driving a Runner (the CLI calls the same run
+ * function directly).
+ */
+export class Runner {
+  private readonly active = new Set<{ handle: RunHandle; controller: AbortController }>();
+  private prepared = false;
+  private closed = false;
+
+  private constructor(
+    readonly home: string,
+    private readonly provider: SandboxProvider,
+    private readonly openModel: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>,
+    private readonly environment: NodeJS.ProcessEnv,
+  ) {}
+
+  /** See {@link createRunner}. */
+  static create(options: RunnerOptions = {}): Runner {
+    const environment = options.environment ?? process.env;
+    const home = runnerHome(options.home ? { ...environment, RUNNER_HOME: options.home } : environment);
+    const provider = options.sandboxProvider ?? new DockerSandboxProvider({ egressNetwork: environment.RUNNER_EGRESS_NETWORK });
+    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), environment);
+  }
+
+  /**
+   * Starts a task: a task.yaml path, or a task object of the same schema
+   * (relative paths against the current directory). Resolves once the run
+   * exists (its id and directory). Rejects with ConfigError (bad task, exit 2)
+   * or SandboxError (Docker or the image unusable, exit 3) before anything of
+   * a run is created.
+   */
+  async start(task: string | Record<string, unknown>, options: StartOptions = {}): Promise<RunHandle> {
+    const loaded = typeof task === "string" ? loadTaskFile(task) : validateTask(task, null, process.cwd());
+    const validated: Task = options.merge ? { ...loaded, on_success: "merge" } : loaded;
+    return this.launch(validated, options, null, (dependencies, runOptions) => runTask(validated, dependencies, runOptions));
+  }
+
+  /** Continues an interrupted, crashed or errored run (as `runner resume`); its earlier events replay from events.jsonl. */
+  async resume(runId: string, options: StartOptions & { maxSteps?: number } = {}): Promise<RunHandle> {
+    await this.prepareOnce(null);
+    const run = findResumableRun(this.home, runId);
+    const earlier = readEnvelopes(join(run.runDirectory, "events.jsonl"));
+    return this.launch(run.task, options, earlier, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(options.maxSteps ? { maxSteps: options.maxSteps } : {}) }));
+  }
+
+  /** Cancels every run this runner started that is still going and waits until each has ended. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.active].map(({ handle }) => handle.cancel("the runner was closed")));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  private async prepareOnce(task: Task | null): Promise<void> {
+    if (!(this.provider instanceof DockerSandboxProvider)) return;
+    if (task) await prepareRun(task, this.provider, new AbortController().signal, this.environment);
+    if (this.prepared) return;
+    this.prepared = true;
+    await sweepDeadRunLeftovers(this.provider, this.home);
+  }
+
+  private async launch(
+    task: Task,
+    options: StartOptions,
+    earlier: RunEnvelope[] | null,
+    run: (dependencies: RunDependencies, runOptions: RunOptions) => Promise<RunResult>,
+  ): Promise<RunHandle> {
+    if (this.closed) throw new Error("this Runner is closed; create another one");
+    await this.prepareOnce(task);
+    const controller = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+    const replay = new EventReplay();
+    for (const envelope of earlier ?? []) replay.push(envelope);
+    let created: (value: { id: string; directory: string }) => void;
+    const identified = new Promise<{ id: string; directory: string }>((resolve) => (created = resolve));
+    const broker = options.approvals;
+    let runId = "";
+    const finished = run(
+      { sandboxProvider: this.provider, openModel: this.openModel, runnerHome: this.home, diskEnforcement: diskEnforcementChoice(this.environment) },
+      {
+        signal,
+        hostEnvironment: this.environment,
+        onRunCreated: (id, directory) => {
+          runId = id;
+          created({ id, directory });
+        },
+        onEnvelope: (line) => replay.push(JSON.parse(line) as RunEnvelope),
+        ...(broker ? { askApproval: (question: string, canRemember: boolean, askSignal: AbortSignal) => broker.request({ runId, question, canRemember }, askSignal) } : {}),
+      },
+    ).finally(() => replay.end());
+    // A failure before the run exists (a bad workspace, a policy that will not load) rejects start().
+    const { id, directory } = await Promise.race([identified, finished.then(() => identified)]);
+    const entry = { handle: null as unknown as RunHandle, controller };
+    const result = finished.then((outcome) => outcome.report);
+    result.catch(() => undefined).finally(() => this.active.delete(entry));
+    entry.handle = {
+      id,
+      directory,
+      events: (subscription = {}) => replay.subscribe(subscription.from ?? 0),
+      result,
+      async cancel(reason = "cancelled") {
+        controller.abort(new CancelledError(reason));
+        await result.catch(() => undefined);
+      },
+    };
+    this.active.add(entry);
+    return entry.handle;
+  }
+}
+
+/**
+ * A {@link Runner}: `home` is RUNNER_HOME (created if missing; ConfigError
+ * when it cannot be a writable directory); the sandbox provider, the model
+ * opener and the host environment are injectable (tests, other backends).
+ */
+export async function createRunner(options: RunnerOptions = {}): Promise<Runner> {
+  return Runner.create(options);
+}
+
+function readEnvelopes(path: string): RunEnvelope[] {
+  if (!existsSync(path)) return [];
+  const envelopes: RunEnvelope[] = [];
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (!line) continue;
+    try {
+      envelopes.push(JSON.parse(line) as RunEnvelope);
+    } catch {
+      // a line cut by a crash: the run's next attempt starts a new one
+    }
+  }
+  return envelopes;
+}

@@ -1,0 +1,132 @@
+/**
+ * The run core as a library (README "Library"): `createRunner` / `start` /
+ * `RunHandle`, with real Docker, real git and the scripted model over HTTP.
+ * The example examples/library/two-runs.mjs runs two tasks concurrently in
+ * one process, through the package's own export, with different secrets.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { createRunner } from "../../src/runner/runner.js";
+import type { RunEnvelope } from "../../src/runner/event-replay.js";
+import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
+import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
+import { randomToken } from "../integration/security-harness.js";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+/** Every file below `directory` (no symlinks followed). */
+function filesBelow(directory: string): string[] {
+  const files: string[] = [];
+  for (const entry of readdirSync(directory, { withFileTypes: true })) {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) files.push(...filesBelow(path));
+    else if (entry.isFile()) files.push(path);
+  }
+  return files;
+}
+
+async function collect(events: AsyncIterable<RunEnvelope>): Promise<RunEnvelope[]> {
+  const all: RunEnvelope[] = [];
+  for await (const envelope of events) all.push(envelope);
+  return all;
+}
+
+function fileEnvelopes(directory: string): RunEnvelope[] {
+  return readFileSync(join(directory, "events.jsonl"), "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as RunEnvelope);
+}
+
+describe("the Runner library", () => {
+  it("examples/library/two-runs.mjs: two runs at once in one process, neither secret in clear in any record or log line", async () => {
+    await requireDocker();
+    await using home = temporaryDirectory("agent-runner-library-home-");
+    const first = randomToken("first-secret-");
+    const second = randomToken("second-secret-");
+    const child = spawn(process.execPath, [join(ROOT, "examples/library/two-runs.mjs")], {
+      cwd: ROOT,
+      env: { ...process.env, RUNNER_HOME: home.path, FIRST_SECRET: first, SECOND_SECRET: second, RUNNER_LOG_LEVEL: "debug" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect(code, stderr).toBe(0);
+    const reports = stdout.trim().split("\n").map((line) => JSON.parse(line) as { run_id: string; directory: string; status: string });
+    expect(reports.map((report) => report.status)).toEqual(["succeeded", "succeeded"]);
+    expect(new Set(reports.map((report) => report.run_id)).size).toBe(2);
+    // Both ran at once: each run's span overlaps the other's.
+    const spans = reports.map((report) => {
+      const lines = fileEnvelopes(report.directory);
+      return [Date.parse(lines[0]!.time!), Date.parse(lines.at(-1)!.time!)] as const;
+    });
+    expect(spans[0]![0] < spans[1]![1] && spans[1]![0] < spans[0]![1]).toBe(true);
+    for (const report of reports) {
+      // The secret was printed inside the sandbox, and recorded redacted.
+      expect(readFileSync(join(report.directory, "events.jsonl"), "utf8")).toContain("my secret is [REDACTED]");
+    }
+    const records = filesBelow(home.path).filter((path) => !path.endsWith(".img") && statSync(path).size < 64 * 1024 * 1024);
+    expect(records.length).toBeGreaterThan(8);
+    for (const path of records) {
+      const text = readFileSync(path, "latin1");
+      expect(text.includes(first) || text.includes(second), path).toBe(false);
+    }
+    expect(stdout + stderr).not.toContain(first);
+    expect(stdout + stderr).not.toContain(second);
+  });
+
+  it("events(): a subscriber joining mid-run and one after the end see exactly events.jsonl, in order, no gap, no duplicate", async () => {
+    await requireDocker();
+    await using home = temporaryDirectory("agent-runner-library-home-");
+    await using repository = createGitRepository({ "a.txt": "a\n" }, { prefix: "agent-runner-library-repo-" });
+    await using scripts = temporaryDirectory("agent-runner-library-script-");
+    const script = join(scripts.path, "script.yaml");
+    const turns = [1, 2, 3].map((index) => ({ tool_calls: [{ name: "run_shell", arguments: { command: `echo step-${index}` } }] }));
+    writeFileSync(script, JSON.stringify({ turns: [...turns, { content: "Done." }] }));
+    await using runner = await createRunner({ home: home.path });
+    const run = await runner.start({ name: "replay", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE } });
+    expect(run.id).toMatch(/^\d{8}-\d{6}-[0-9a-f]{4}$/);
+    const fromStart = collect(run.events({ from: 0 }));
+    // Joins mid-run: once the first tool call has finished.
+    let midRun: Promise<RunEnvelope[]> | null = null;
+    for await (const envelope of run.events()) {
+      if (envelope.type === "dev.agent-runner.tool_call.finished.v1") {
+        midRun = collect(run.events({ from: 0 }));
+        break;
+      }
+    }
+    const report = await run.result;
+    expect(report.status).toBe("succeeded");
+    const written = fileEnvelopes(run.directory);
+    expect(written.at(-1)!.type).toBe("dev.agent-runner.run.finished.v1");
+    expect(await fromStart).toEqual(written);
+    expect(await midRun).toEqual(written);
+    expect(await collect(run.events({ from: 0 }))).toEqual(written);
+    expect(await collect(run.events({ from: 5 }))).toEqual(written.slice(5));
+    expect(new Set(written.map((envelope) => envelope.id)).size).toBe(written.length);
+  });
+
+  it("cancel(): the run ends cancelled (as Ctrl-C), its partial work committed, and start() refuses a bad task before anything exists", async () => {
+    await requireDocker();
+    await using home = temporaryDirectory("agent-runner-library-home-");
+    await using repository = createGitRepository({ "a.txt": "a\n" }, { prefix: "agent-runner-library-repo-" });
+    await using scripts = temporaryDirectory("agent-runner-library-script-");
+    const script = join(scripts.path, "script.yaml");
+    writeFileSync(script, JSON.stringify({ turns: [{ tool_calls: [{ name: "run_shell", arguments: { command: "echo partial > work.txt; sleep 600" } }] }] }));
+    await using runner = await createRunner({ home: home.path });
+    await expect(runner.start({ name: "Bad Name", instruction: "x", workspace: repository.root })).rejects.toThrow(/name/);
+    const run = await runner.start({ name: "cancel-me", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE }, tool_timeout_ms: 600_000 });
+    for await (const envelope of run.events()) if (envelope.type === "dev.agent-runner.tool_call.started.v1") break;
+    await run.cancel("test");
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "cancelled", reason: "interrupted" });
+    expect(execFileSync("git", ["show", `${report.branch}:work.txt`], { cwd: repository.root, encoding: "utf8" })).toBe("partial\n");
+    expect(readdirSync(join(home.path, "runs"))).toEqual([run.id]);
+  });
+});
