@@ -27,6 +27,10 @@ export type RunEvent =
       };
     }
   | { type: "tool_call.denied"; data: { agent_id: string; tool_call_id: string; name: string; rule: string; reason: string } }
+  /** A call the policy rates `confirm` waits for an answer (a terminal, or the library's ApprovalBroker). */
+  | { type: "approval.requested"; data: { agent_id: string; tool_call_id: string; name: string; question: string; can_remember: boolean } }
+  /** The answer arrived (`no` with `timed_out` when nobody answered in time); the call then goes on or is denied. */
+  | { type: "approval.resolved"; data: { agent_id: string; tool_call_id: string; answer: "yes" | "always" | "no"; reason: string | null; timed_out: boolean } }
   | { type: "skills.loaded"; data: { skills: string[]; shadowed: string[]; problems: string[] } }
   | { type: "sandbox.restarted"; data: { sandbox_id: string } }
   /** How the run's `sandbox.limits.disk` is held; `detail` says why it is only monitored. */

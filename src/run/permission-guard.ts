@@ -53,7 +53,15 @@ export class PermissionGuard implements ToolGuard {
       const ask = this.options.ask!;
       const question = step.question;
       const canRemember = step.canRemember;
-      const answer = await this.questions.runExclusive(() => ask(question, canRemember, this.options.signal));
+      const answer = await this.questions.runExclusive(async () => {
+        this.options.events.emit({ type: "approval.requested", data: { agent_id: call.agentId, tool_call_id: call.toolCallId, name: call.name, question, can_remember: canRemember } });
+        const given = await ask(question, canRemember, this.options.signal);
+        this.options.events.emit({
+          type: "approval.resolved",
+          data: { agent_id: call.agentId, tool_call_id: call.toolCallId, answer: given.answer, reason: given.answer === "no" ? (given.reason ?? null) : null, timed_out: given.answer === "no" && Boolean(given.timedOut) },
+        });
+        return given;
+      });
       if (this.options.signal.aborted) throw new CancelledError();
       const resolution = resolveApprovalAnswer({ toolName: call.name, decision, interactive: true, policy, remembered: this.options.remembered }, answer);
       for (const key of resolution.remember) this.options.remembered.add(key);

@@ -5,7 +5,7 @@
  * one process, through the package's own export, with different secrets.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -13,7 +13,8 @@ import { createRunner } from "../../src/runner/runner.js";
 import type { RunEnvelope } from "../../src/runner/event-replay.js";
 import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
-import { randomToken } from "../integration/security-harness.js";
+import { randomToken, waitFor } from "../integration/security-harness.js";
+import { runPaths } from "../../src/workspace/run-disk.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -112,6 +113,35 @@ describe("the Runner library", () => {
     expect(new Set(written.map((envelope) => envelope.id)).size).toBe(written.length);
   });
 
+  it("approvals: an ApprovalBroker answers the policy's questions, and each question and answer is an event", async () => {
+    await requireDocker();
+    await using home = temporaryDirectory("agent-runner-library-home-");
+    await using repository = createGitRepository({ "a.txt": "a\n" }, { prefix: "agent-runner-library-repo-" });
+    await using files = temporaryDirectory("agent-runner-library-script-");
+    const script = join(files.path, "script.yaml");
+    const shell = (command: string) => ({ tool_calls: [{ name: "run_shell", arguments: { command } }] });
+    writeFileSync(script, JSON.stringify({ turns: [shell("echo first"), shell("echo second"), { content: "Done." }] }));
+    const policy = join(files.path, "ask.yaml");
+    writeFileSync(policy, "name: ask\ndescription: asks before every command\ntools: { allow: ['*'] }\ndefault_command_risk: confirm\nconfirmations: prompt\n");
+    const questions: { runId: string; question: string }[] = [];
+    const approvals = {
+      async request(approval: { runId: string; question: string; canRemember: boolean }) {
+        questions.push(approval);
+        return questions.length === 1 ? { answer: "yes" as const } : { answer: "no" as const, reason: "not today" };
+      },
+    };
+    await using runner = await createRunner({ home: home.path });
+    const run = await runner.start({ name: "ask", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE }, policy }, { approvals });
+    const report = await run.result;
+    expect(questions.map((question) => question.runId)).toEqual([run.id, run.id]);
+    expect(questions[0]!.question).toContain("echo first");
+    expect(report.denials).toEqual({ default_command_risk: 1 });
+    const types = fileEnvelopes(run.directory).map((envelope) => envelope.type.replace(/^dev\.agent-runner\.|\.v1$/g, ""));
+    expect(types.filter((type) => type.startsWith("approval."))).toEqual(["approval.requested", "approval.resolved", "approval.requested", "approval.resolved"]);
+    const resolved = fileEnvelopes(run.directory).filter((envelope) => envelope.type === "dev.agent-runner.approval.resolved.v1").map((envelope) => envelope.data);
+    expect(resolved).toMatchObject([{ answer: "yes", reason: null }, { answer: "no", reason: "not today", timed_out: false }]);
+  });
+
   it("cancel(): the run ends cancelled (as Ctrl-C), its partial work committed, and start() refuses a bad task before anything exists", async () => {
     await requireDocker();
     await using home = temporaryDirectory("agent-runner-library-home-");
@@ -122,7 +152,8 @@ describe("the Runner library", () => {
     await using runner = await createRunner({ home: home.path });
     await expect(runner.start({ name: "Bad Name", instruction: "x", workspace: repository.root })).rejects.toThrow(/name/);
     const run = await runner.start({ name: "cancel-me", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE }, tool_timeout_ms: 600_000 });
-    for await (const envelope of run.events()) if (envelope.type === "dev.agent-runner.tool_call.started.v1") break;
+    // The command has written its file (seen from the host) and sleeps: cancel now.
+    await waitFor("the agent's partial work", 60_000, () => existsSync(join(runPaths(run.directory).worktree, "work.txt")));
     await run.cancel("test");
     const report = await run.result;
     expect(report).toMatchObject({ status: "cancelled", reason: "interrupted" });
