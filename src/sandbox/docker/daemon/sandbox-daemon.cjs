@@ -313,10 +313,17 @@ function killAll(pids) {
   }
 }
 
+// How long a kill keeps at it before it reports failure, ms. SIGKILL is
+// delivered asynchronously: a process stays visible (not yet a zombie) until
+// the kernel has run it once more, which on a loaded machine takes a while.
+const KILL_DEADLINE_MS = 5000;
+const pauseCell = new Int32Array(new SharedArrayBuffer(4));
+
 // marker null: every process but init and this daemon.
 function killMatching(marker, groupLeader) {
-  // Repeat: a process may fork while we scan.
-  for (let round = 0; round < 50; round += 1) {
+  const deadline = Date.now() + KILL_DEADLINE_MS;
+  // Repeat: a process may fork while we scan, and a killed one takes a moment to go.
+  for (let round = 0; ; round += 1) {
     if (groupLeader) {
       try {
         process.kill(-groupLeader, "SIGKILL");
@@ -326,9 +333,11 @@ function killMatching(marker, groupLeader) {
     }
     const left = processesMatching(marker);
     if (left.length === 0) return true;
+    if (Date.now() > deadline) return false;
     killAll(left);
+    // The first rounds back to back (a forking tree is caught fastest), then short waits.
+    if (round >= 5) Atomics.wait(pauseCell, 0, 0, Math.min(20, round));
   }
-  return processesMatching(marker).length === 0;
 }
 
 function killTree(entry) {
