@@ -1,12 +1,14 @@
 import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
-import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunResult } from "../run/run-task.js";
+import { exitCodeFor, type RunReport } from "../run/run-report.js";
+import { finalAnswerOf, findResumableRun } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
-import { openModel } from "../model/open-model.js";
-import { diskEnforcementChoice, runnerHome } from "../runner/runner-home.js";
-import { prepareRun, sweepDeadRunLeftovers } from "../runner/prepare-run.js";
+import { runnerHome } from "../runner/runner-home.js";
+import { sweepDeadRunLeftovers } from "../runner/prepare-run.js";
+import { readEnvelopes, runEventOf } from "../runner/event-replay.js";
+import { Runner, type ApprovalBroker, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
 import { promptForApproval } from "../policy/approval-prompt.js";
@@ -24,17 +26,12 @@ export interface ExecOptions {
 
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
-  const loaded = loadTask(taskFile, options);
-  const task: Task = options.merge ? { ...loaded, on_success: "merge" } : loaded;
+  const task = loadTask(taskFile, options);
   // Fail on what the user can fix before anything starts (no branch, no container yet).
-  const home = runnerHome();
-  const diskEnforcement = diskEnforcementChoice();
+  const runner = Runner.create({ home: runnerHome() });
   await resolveRepository(task.workspacePath);
-  const provider = await prepareCliRun(task, home, signal);
-  const view = options.json ? undefined : new ProgressView();
-  const result = await runTask(task, { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home, diskEnforcement }, runOptions(options, view, signal));
-  if (!options.json) printOutcome(task, result);
-  return result.exitCode;
+  const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals() });
+  return follow(run, task, options);
 }
 
 /**
@@ -43,57 +40,60 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
  */
 export async function resumeCommand(idOrPrefix: string, options: { json?: boolean; maxSteps?: string }, signal: AbortSignal): Promise<number> {
   const home = runnerHome();
-  const diskEnforcement = diskEnforcementChoice();
   // Sweep first: a run whose runner died gets its worktree committed before we look at it.
-  const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
-  await sweepDeadRunLeftovers(provider, home);
-  const run = findResumableRun(home, idOrPrefix);
+  await sweepDeadRunLeftovers(new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK }), home);
+  const found = findResumableRun(home, idOrPrefix);
   const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
   // A run that already has its final answer needs no model call, only commit and verification.
-  if (finalAnswerOf(run.restored) === undefined && (maxSteps ?? run.task.max_steps) <= run.restored.nextStep) {
-    throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
+  if (finalAnswerOf(found.restored) === undefined && (maxSteps ?? found.task.max_steps) <= found.restored.nextStep) {
+    throw new ConfigError(`run ${found.runId} already made ${found.restored.nextStep} of its ${found.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
   }
-  await resolveRepository(run.task.workspacePath);
-  await prepareCliRun(run.task, home, signal, provider);
-  const view = options.json ? undefined : new ProgressView();
-  if (!options.json) process.stdout.write(`resuming run ${run.runId} at model call ${run.restored.nextStep + 1}\n`);
-  const result = await resumeRun(
-    run,
-    { sandboxProvider: provider, openModel: (current) => openModel(current), runnerHome: home, diskEnforcement },
-    { ...runOptions(options, view, signal), ...(maxSteps ? { maxSteps } : {}) },
-  );
-  if (!options.json) printOutcome(run.task, result);
-  return result.exitCode;
+  await resolveRepository(found.task.workspacePath);
+  const runner = Runner.create({ home });
+  // The earlier attempts' events replay to a library subscriber; the terminal shows this attempt's.
+  const earlierEvents = readEnvelopes(join(found.runDirectory, "events.jsonl")).length;
+  const run = await runner.resume(found.runId, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals() });
+  if (!options.json) process.stdout.write(`resuming run ${found.runId} at model call ${found.restored.nextStep + 1}\n`);
+  return follow(run, found.task, options, earlierEvents);
 }
 
-/** Checks the model settings and Docker, and sweeps what dead runs left; returns the sandbox provider. */
-async function prepareCliRun(task: Task, home: string, signal: AbortSignal, existing?: DockerSandboxProvider): Promise<DockerSandboxProvider> {
-  const provider = existing ?? new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
-  await prepareRun(task, provider, signal);
-  if (!existing) await sweepDeadRunLeftovers(provider, home);
-  return provider;
+/**
+ * Shows a run as it happens (the progress view on stderr, or with `--json`
+ * the CloudEvents lines on stdout, from sequence number `from`), then the
+ * outcome; returns the exit code.
+ */
+async function follow(run: RunHandle, task: Task, options: { json?: boolean }, from = 0): Promise<number> {
+  const view = options.json ? null : new ProgressView();
+  const shown = (async () => {
+    for await (const envelope of run.events({ from })) {
+      if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(envelope)}\n`));
+      else {
+        const event = runEventOf(envelope);
+        if (event) view!.emit(event);
+      }
+    }
+  })();
+  const report = await run.result;
+  await shown;
+  if (!options.json) printOutcome(task, { report, runDirectory: run.directory });
+  return exitCodeFor(report.status);
 }
 
 /** How long an approval question waits for an answer; no answer is a no. */
 const APPROVAL_TIMEOUT_MS = 5 * 60 * 1000;
 
-function runOptions(options: { json?: boolean }, view: ProgressView | undefined, signal: AbortSignal) {
-  // Questions need a person at a terminal; without one (CI, pipes) the policy's `confirmations` decides.
-  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
+/** The terminal prompt as the run's approval broker; without a terminal on both ends, none (the policy's `confirmations` decides). */
+function approvals(): { approvals?: ApprovalBroker } {
+  if (!process.stdin.isTTY || !process.stderr.isTTY) return {};
   return {
-    signal,
-    events: view,
-    onEnvelope: options.json ? (line: string) => process.stdout.write(terminalSafeJson(line)) : undefined,
-    ...(interactive
-      ? {
-          askApproval: (question: string, canRemember: boolean, askSignal: AbortSignal) =>
-            promptForApproval({ input: process.stdin, output: process.stderr, question: terminalSafe(question), canRemember, timeoutMs: APPROVAL_TIMEOUT_MS, signal: askSignal }),
-        }
-      : {}),
+    approvals: {
+      request: ({ question, canRemember }, signal) =>
+        promptForApproval({ input: process.stdin, output: process.stderr, question: terminalSafe(question), canRemember, timeoutMs: APPROVAL_TIMEOUT_MS, signal }),
+    },
   };
 }
 
-function printOutcome(task: Task, { report, runDirectory }: RunResult): void {
+function printOutcome(task: Task, { report, runDirectory }: { report: RunReport; runDirectory: string }): void {
   const lines = [
     "",
     `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${report.error}` : ""}`,

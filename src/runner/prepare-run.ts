@@ -1,4 +1,3 @@
-import { setMaxListeners } from "node:events";
 import type { Task } from "../config/load-task.js";
 import { createLogger } from "../logging/logger.js";
 import { loadScript } from "../model/scripted-model-server.js";
@@ -10,13 +9,11 @@ import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 /**
  * Checks what a task needs before anything of a run is created: the model
  * settings (a missing key or script is ConfigError, exit 2) and Docker with
- * the task's image (SandboxError, exit 3). `signal` may get one listener per
- * concurrent tool and model call, so its listener limit is lifted.
+ * the task's image (SandboxError, exit 3).
  */
-export async function prepareRun(task: Task, provider: DockerSandboxProvider, signal: AbortSignal, environment: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function prepareRun(task: Task, provider: DockerSandboxProvider, environment: NodeJS.ProcessEnv = process.env): Promise<void> {
   if (task.model.provider === "openai") openAIClient(task, environment);
   else loadScript(task.scriptPath!);
-  setMaxListeners(0, signal);
   await provider.checkReady(task.sandbox.image, { egress: task.sandbox.network.allow.length > 0 });
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { setMaxListeners } from "node:events";
 import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError } from "../errors.js";
@@ -9,7 +9,7 @@ import type { RunReport } from "../run/run-report.js";
 import { findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
-import { EventReplay, type RunEnvelope } from "./event-replay.js";
+import { EventReplay, readEnvelopes, type RunEnvelope } from "./event-replay.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 
@@ -76,10 +76,9 @@ export interface RunHandle {
  * has its own event stream, redaction (its secrets never reach another
  * run's records or the shared log in clear) and clean-up.
  *
- * Not built yet (issue "The run core as a library"): `approval.requested` /
- * `approval.resolved` events, the phase split of the run itself, the event
- * catalogue module and the CLI driving a Runner (the CLI calls the same run
- * function directly).
+ * `runner exec` and `runner resume` drive one. Not built yet (issue "The run
+ * core as a library"): the phase split of the run itself, the event
+ * catalogue module, a Docker-free run tier.
  */
 export class Runner {
   private readonly active = new Set<{ handle: RunHandle; controller: AbortController }>();
@@ -109,13 +108,18 @@ export class Runner {
    * a run is created.
    */
   async start(task: string | Record<string, unknown>, options: StartOptions = {}): Promise<RunHandle> {
-    const loaded = typeof task === "string" ? loadTaskFile(task) : validateTask(task, null, process.cwd());
-    const validated: Task = options.merge ? { ...loaded, on_success: "merge" } : loaded;
+    return this.startTask(typeof task === "string" ? loadTaskFile(task) : validateTask(task, null, process.cwd()), options);
+  }
+
+  /** {@link start} for a task already validated (`loadTaskFile`, `validateTask`): the CLI's ad-hoc tasks. */
+  async startTask(task: Task, options: StartOptions = {}): Promise<RunHandle> {
+    const validated: Task = options.merge ? { ...task, on_success: "merge" } : task;
     return this.launch(validated, options, null, (dependencies, runOptions) => runTask(validated, dependencies, runOptions));
   }
 
   /** Continues an interrupted, crashed or errored run (as `runner resume`); its earlier events replay from events.jsonl. */
   async resume(runId: string, options: StartOptions & { maxSteps?: number } = {}): Promise<RunHandle> {
+    // Sweep first: a run whose runner died gets its worktree committed before it is looked at.
     await this.prepareOnce(null);
     const run = findResumableRun(this.home, runId);
     const earlier = readEnvelopes(join(run.runDirectory, "events.jsonl"));
@@ -134,7 +138,7 @@ export class Runner {
 
   private async prepareOnce(task: Task | null): Promise<void> {
     if (!(this.provider instanceof DockerSandboxProvider)) return;
-    if (task) await prepareRun(task, this.provider, new AbortController().signal, this.environment);
+    if (task) await prepareRun(task, this.provider, this.environment);
     if (this.prepared) return;
     this.prepared = true;
     await sweepDeadRunLeftovers(this.provider, this.home);
@@ -150,6 +154,7 @@ export class Runner {
     await this.prepareOnce(task);
     const controller = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+    setMaxListeners(0, signal); // one abort listener per concurrent tool call and model call
     const replay = new EventReplay();
     for (const envelope of earlier ?? []) replay.push(envelope);
     let created: (value: { id: string; directory: string }) => void;
@@ -196,18 +201,4 @@ export class Runner {
  */
 export async function createRunner(options: RunnerOptions = {}): Promise<Runner> {
   return Runner.create(options);
-}
-
-function readEnvelopes(path: string): RunEnvelope[] {
-  if (!existsSync(path)) return [];
-  const envelopes: RunEnvelope[] = [];
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    if (!line) continue;
-    try {
-      envelopes.push(JSON.parse(line) as RunEnvelope);
-    } catch {
-      // a line cut by a crash: the run's next attempt starts a new one
-    }
-  }
-  return envelopes;
 }
