@@ -4,7 +4,6 @@ import { ConfigError } from "../errors.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
 import { finalAnswerOf, findResumableRun } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
-import { resolveRepository } from "../workspace/run-worktree.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { sweepDeadRunLeftovers } from "../runner/prepare-run.js";
 import { readEnvelopes, runEventOf } from "../runner/event-replay.js";
@@ -29,7 +28,6 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   const task = loadTask(taskFile, options);
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
-  await resolveRepository(task.workspacePath);
   const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals() });
   return follow(run, task, options);
 }
@@ -48,7 +46,6 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
   if (finalAnswerOf(found.restored) === undefined && (maxSteps ?? found.task.max_steps) <= found.restored.nextStep) {
     throw new ConfigError(`run ${found.runId} already made ${found.restored.nextStep} of its ${found.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
   }
-  await resolveRepository(found.task.workspacePath);
   const runner = Runner.create({ home });
   // The earlier attempts' events replay to a library subscriber; the terminal shows this attempt's.
   const earlierEvents = readEnvelopes(join(found.runDirectory, "events.jsonl")).length;

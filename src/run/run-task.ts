@@ -133,11 +133,12 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   if (!lock || !existsSync(join(runDirectory, TASK_RECORD))) {
     throw new ConfigError(`run ${runId} has no run.json or task.json (it never started, or an older runner made it); start a new run instead`);
   }
-  if (isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
   const previous = readJsonFile(join(runDirectory, "report.json")) as { status?: string; reason?: string } | null;
   if (previous?.status === "succeeded" || previous?.status === "failed") {
     throw new ConfigError(`run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs can be resumed — start a new run`);
   }
+  // A run with a report has ended, even when its runner lives on (a library process that cancelled it).
+  if (!previous && isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
   const session = restoreSession(join(runDirectory, SESSION_JOURNAL));
   const restored = session.get(MAIN_AGENT);
   if (!restored || restored.messages.length === 0) {
@@ -514,6 +515,9 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       setOutcome(report, "failed", "disk_limit_exceeded");
     } else if (error instanceof CancelledError || options.signal.aborted) {
       setOutcome(report, "cancelled", "interrupted");
+      // A reason given to the library's cancel(reason) is kept.
+      const reason: unknown = options.signal.reason;
+      if (reason instanceof CancelledError && reason.message !== "interrupted") report.error = `cancelled: ${reason.message}`;
     } else {
       setOutcome(report, "error", error instanceof ModelError ? error.reason : error instanceof RunnerError ? error.name : "internal_error");
       report.error = errorMessage(error);

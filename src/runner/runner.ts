@@ -9,6 +9,7 @@ import type { RunReport } from "../run/run-report.js";
 import { findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
+import { resolveRepository } from "../workspace/run-worktree.js";
 import { EventReplay, readEnvelopes, type RunEnvelope } from "./event-replay.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
@@ -113,6 +114,8 @@ export class Runner {
 
   /** {@link start} for a task already validated (`loadTaskFile`, `validateTask`): the CLI's ad-hoc tasks. */
   async startTask(task: Task, options: StartOptions = {}): Promise<RunHandle> {
+    // A workspace that is not a repository's top level with a commit is the task's problem: ConfigError, before any run exists.
+    await resolveRepository(task.workspacePath);
     const validated: Task = options.merge ? { ...task, on_success: "merge" } : task;
     return this.launch(validated, options, null, (dependencies, runOptions) => runTask(validated, dependencies, runOptions));
   }
@@ -122,6 +125,7 @@ export class Runner {
     // Sweep first: a run whose runner died gets its worktree committed before it is looked at.
     await this.prepareOnce(null);
     const run = findResumableRun(this.home, runId);
+    await resolveRepository(run.task.workspacePath);
     const earlier = readEnvelopes(join(run.runDirectory, "events.jsonl"));
     return this.launch(run.task, options, earlier, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(options.maxSteps ? { maxSteps: options.maxSteps } : {}) }));
   }

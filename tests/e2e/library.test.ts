@@ -142,7 +142,7 @@ describe("the Runner library", () => {
     expect(resolved).toMatchObject([{ answer: "yes", reason: null }, { answer: "no", reason: "not today", timed_out: false }]);
   });
 
-  it("cancel(): the run ends cancelled (as Ctrl-C), its partial work committed, and start() refuses a bad task before anything exists", async () => {
+  it("cancel(reason): the run ends cancelled (as Ctrl-C) with its partial work committed and resumes in the same process; start() refuses a bad task before anything exists", async () => {
     await requireDocker();
     await using home = temporaryDirectory("agent-runner-library-home-");
     await using repository = createGitRepository({ "a.txt": "a\n" }, { prefix: "agent-runner-library-repo-" });
@@ -151,13 +151,23 @@ describe("the Runner library", () => {
     writeFileSync(script, JSON.stringify({ turns: [{ tool_calls: [{ name: "run_shell", arguments: { command: "echo partial > work.txt; sleep 600" } }] }] }));
     await using runner = await createRunner({ home: home.path });
     await expect(runner.start({ name: "Bad Name", instruction: "x", workspace: repository.root })).rejects.toThrow(/name/);
+    await using notARepository = temporaryDirectory("agent-runner-library-plain-");
+    await expect(runner.start({ name: "plain", instruction: "x", workspace: notARepository.path })).rejects.toThrow(/not a git repository/);
     const run = await runner.start({ name: "cancel-me", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE }, tool_timeout_ms: 600_000 });
     // The command has written its file (seen from the host) and sleeps: cancel now.
     await waitFor("the agent's partial work", 60_000, () => existsSync(join(runPaths(run.directory).worktree, "work.txt")));
     await run.cancel("test");
     const report = await run.result;
-    expect(report).toMatchObject({ status: "cancelled", reason: "interrupted" });
+    expect(report).toMatchObject({ status: "cancelled", reason: "interrupted", error: "cancelled: test" });
     expect(execFileSync("git", ["show", `${report.branch}:work.txt`], { cwd: repository.root, encoding: "utf8" })).toBe("partial\n");
     expect(readdirSync(join(home.path, "runs"))).toEqual([run.id]);
+    // Resumed by the same process that cancelled it: the call in flight is reported interrupted, the script has no more turns.
+    const again = await runner.resume(run.id);
+    expect(again.id).toBe(run.id);
+    expect(await again.result).toMatchObject({ status: "succeeded", resumes: 1 });
+    const types = (await collect(again.events({ from: 0 }))).map((envelope) => envelope.type);
+    expect(types.filter((type) => type === "dev.agent-runner.run.started.v1")).toHaveLength(1);
+    expect(types).toContain("dev.agent-runner.run.resumed.v1");
+    expect(types).toContain("dev.agent-runner.tool_call.interrupted.v1");
   });
 });
