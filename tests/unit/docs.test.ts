@@ -1,0 +1,21 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+describe("docs", () => {
+  it("docs/architecture.md names only files that exist (its invariant → file → test table stays true)", () => {
+    const text = readFileSync(join(ROOT, "docs/architecture.md"), "utf8");
+    const paths = [...new Set(text.match(/\b(?:src|tests)\/[\w./-]+\.(?:ts|cjs)\b/g) ?? [])];
+    expect(paths.length).toBeGreaterThan(20);
+    expect(paths.filter((path) => !existsSync(join(ROOT, path)))).toEqual([]);
+  });
+
+  it("README.md and docs/ never point outside the repository", () => {
+    for (const file of ["README.md", "docs/architecture.md", "CONTRIBUTING.md"]) {
+      expect(readFileSync(join(ROOT, file), "utf8"), file).not.toMatch(/\.\.\/shared\//);
+    }
+  });
+});
