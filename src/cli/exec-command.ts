@@ -1,12 +1,10 @@
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
-import { finalAnswerOf, findResumableRun } from "../run/run-task.js";
-import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { runnerHome } from "../runner/runner-home.js";
-import { sweepDeadRunLeftovers } from "../runner/prepare-run.js";
-import { readEnvelopes, runEventOf } from "../runner/event-replay.js";
+import { runEventOf } from "../runner/event-replay.js";
 import { Runner, type ApprovalBroker, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
@@ -37,21 +35,13 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
  * (same branch, a new container, the persisted conversation); returns the exit code.
  */
 export async function resumeCommand(idOrPrefix: string, options: { json?: boolean; maxSteps?: string }, signal: AbortSignal): Promise<number> {
-  const home = runnerHome();
-  // Sweep first: a run whose runner died gets its worktree committed before we look at it.
-  await sweepDeadRunLeftovers(new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK }), home);
-  const found = findResumableRun(home, idOrPrefix);
   const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
-  // A run that already has its final answer needs no model call, only commit and verification.
-  if (finalAnswerOf(found.restored) === undefined && (maxSteps ?? found.task.max_steps) <= found.restored.nextStep) {
-    throw new ConfigError(`run ${found.runId} already made ${found.restored.nextStep} of its ${found.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
-  }
-  const runner = Runner.create({ home });
-  // The earlier attempts' events replay to a library subscriber; the terminal shows this attempt's.
-  const earlierEvents = readEnvelopes(join(found.runDirectory, "events.jsonl")).length;
-  const run = await runner.resume(found.runId, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals() });
-  if (!options.json) process.stdout.write(`resuming run ${found.runId} at model call ${found.restored.nextStep + 1}\n`);
-  return follow(run, found.task, options, earlierEvents);
+  const runner = Runner.create({ home: runnerHome() });
+  const run = await runner.resume(idOrPrefix, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals() });
+  if (!options.json) process.stdout.write(`resuming run ${run.id} at model call ${run.resumed!.atModelCall}\n`);
+  // The validated task the run keeps (task.json); the terminal shows this attempt's events only.
+  const task = JSON.parse(readFileSync(join(run.directory, "task.json"), "utf8")) as Task;
+  return follow(run, task, options, run.resumed!.earlierEvents);
 }
 
 /**

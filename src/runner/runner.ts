@@ -1,12 +1,12 @@
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
-import { CancelledError } from "../errors.js";
+import { CancelledError, ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
 import { openModel as openTaskModel } from "../model/open-model.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import type { RunReport } from "../run/run-report.js";
-import { findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
+import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
@@ -69,6 +69,8 @@ export interface RunHandle {
   readonly result: Promise<RunReport>;
   /** Cancels the run the way Ctrl-C does (status `cancelled`, partial work committed); resolves when it has ended. */
   cancel(reason?: string): Promise<void>;
+  /** For a resumed run: the model call it goes on from (1-based) and how many events earlier attempts wrote (this attempt's start from there); null for a new run. */
+  readonly resumed: { atModelCall: number; earlierEvents: number } | null;
 }
 
 /**
@@ -117,7 +119,7 @@ export class Runner {
     // A workspace that is not a repository's top level with a commit is the task's problem: ConfigError, before any run exists.
     await resolveRepository(task.workspacePath);
     const validated: Task = options.merge ? { ...task, on_success: "merge" } : task;
-    return this.launch(validated, options, null, (dependencies, runOptions) => runTask(validated, dependencies, runOptions));
+    return this.launch(validated, options, null, null, (dependencies, runOptions) => runTask(validated, dependencies, runOptions));
   }
 
   /** Continues an interrupted, crashed or errored run (as `runner resume`); its earlier events replay from events.jsonl. */
@@ -125,9 +127,14 @@ export class Runner {
     // Sweep first: a run whose runner died gets its worktree committed before it is looked at.
     await this.prepareOnce(null);
     const run = findResumableRun(this.home, runId);
+    // A run that already has its final answer needs no model call, only commit and verification.
+    if (finalAnswerOf(run.restored) === undefined && (options.maxSteps ?? run.task.max_steps) <= run.restored.nextStep) {
+      throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
+    }
     await resolveRepository(run.task.workspacePath);
     const earlier = readEnvelopes(join(run.runDirectory, "events.jsonl"));
-    return this.launch(run.task, options, earlier, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(options.maxSteps ? { maxSteps: options.maxSteps } : {}) }));
+    const resumed = { atModelCall: run.restored.nextStep + 1, earlierEvents: earlier.length };
+    return this.launch(run.task, options, earlier, resumed, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(options.maxSteps ? { maxSteps: options.maxSteps } : {}) }));
   }
 
   /** Cancels every run this runner started that is still going and waits until each has ended. */
@@ -152,6 +159,7 @@ export class Runner {
     task: Task,
     options: StartOptions,
     earlier: RunEnvelope[] | null,
+    resumed: RunHandle["resumed"],
     run: (dependencies: RunDependencies, runOptions: RunOptions) => Promise<RunResult>,
   ): Promise<RunHandle> {
     if (this.closed) throw new Error("this Runner is closed; create another one");
@@ -188,6 +196,7 @@ export class Runner {
       directory,
       events: (subscription = {}) => replay.subscribe(subscription.from ?? 0),
       result,
+      resumed,
       async cancel(reason = "cancelled") {
         controller.abort(new CancelledError(reason));
         await result.catch(() => undefined);
