@@ -25,7 +25,7 @@ import type { Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, ModelError, RunnerError, errorMessage } from "../errors.js";
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink, type RunEvent } from "../events/run-events.js";
-import { addUsage, emptyUsage, type ChatMessage } from "../model/messages.js";
+import { emptyUsage, type ChatMessage } from "../model/messages.js";
 import { addLogRedactor } from "../logging/logger.js";
 import { redactorFor } from "../redaction/redactor.js";
 import type { ModelClient } from "../model/model-client.js";
@@ -51,6 +51,7 @@ import { newRunId } from "./run-id.js";
 import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
 import { verifyCommit } from "./verify-commit.js";
 import { exitCodeFor, type RunReport, type RunStatus } from "./run-report.js";
+import { MAIN_AGENT, reportCounter } from "./report-counter.js";
 
 export interface RunDependencies {
   sandboxProvider: SandboxProvider;
@@ -200,7 +201,7 @@ function claimRun(runDirectory: string, runId: string): void {
   throw new ConfigError(`run ${runId}: could not claim it for resume (another runner raced for it); try again`);
 }
 
-const MAIN_AGENT = "main";
+
 const SESSION_JOURNAL = "session.jsonl";
 
 interface RunContext {
@@ -643,66 +644,6 @@ function subagentTools(
     if (reason !== null) denied[tool.name] = reason;
   }
   return new ToolRegistry(all, denied);
-}
-
-/** Keeps the report's counters as events happen, so an interrupted or failed run still reports its work. */
-function reportCounter(report: RunReport): EventSink {
-  let compared = 0;
-  let stable = 0;
-  return {
-    emit(event) {
-      switch (event.type) {
-        case "model_call.started":
-          report.context.requests += 1;
-          report.context.max_request_tokens = Math.max(report.context.max_request_tokens, event.data.estimated_tokens);
-          if (event.data.prefix_stable !== null) {
-            compared += 1;
-            if (event.data.prefix_stable) stable += 1;
-            report.prefix_stable_ratio = Math.round((stable / compared) * 1000) / 1000;
-          }
-          break;
-        case "model_call.finished": {
-          report.usage = addUsage(report.usage, event.data.usage);
-          const agent = report.agents.find((entry) => entry.id === event.data.agent_id);
-          if (agent) {
-            agent.steps += 1;
-            agent.usage = addUsage(agent.usage, event.data.usage);
-          }
-          if (event.data.agent_id === MAIN_AGENT) report.steps += 1;
-          break;
-        }
-        case "context.summary_usage":
-          report.usage = addUsage(report.usage, event.data.usage);
-          break;
-        case "tool_call.finished":
-        case "tool_call.interrupted": {
-          const agent = report.agents.find((entry) => entry.id === event.data.agent_id);
-          if (agent) agent.tool_calls += 1;
-          if (event.data.agent_id === MAIN_AGENT) report.tool_calls += 1;
-          break;
-        }
-        case "network.allowed":
-        case "network.denied": {
-          const counts = (report.network[`${event.data.host}:${event.data.port}`] ??= { allowed: 0, denied: 0 });
-          if (event.type === "network.allowed") counts.allowed += 1;
-          else counts.denied += 1;
-          break;
-        }
-        case "context.cleared":
-          report.context.cleared += event.data.cleared;
-          break;
-        case "context.compacted":
-          report.context.compactions += 1;
-          break;
-        case "context.compaction_failed":
-          report.context.compaction_failures += 1;
-          break;
-        case "context.repaired":
-          report.context.repairs += 1;
-          break;
-      }
-    },
-  };
 }
 
 /**
