@@ -1,5 +1,6 @@
-import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { RunStore } from "./run-store.js";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
@@ -22,22 +23,11 @@ export interface RunLock extends RecordedWorktree {
 }
 
 export function readRunLock(runDirectory: string): RunLock | null {
-  return readJson(join(runDirectory, "run.json")) as RunLock | null;
-}
-
-/** A JSON file's value, or null when it is missing or unreadable. */
-function readJson(path: string): unknown {
-  try {
-    return JSON.parse(readFileSync(path, "utf8"));
-  } catch {
-    return null;
-  }
+  return new RunStore(runDirectory).readJson("lock") as RunLock | null;
 }
 
 export function writeRunLock(runDirectory: string, lock: RunLock): void {
-  const path = join(runDirectory, "run.json");
-  writeFileSync(`${path}.tmp`, `${JSON.stringify(lock, null, 2)}\n`, { mode: 0o600 });
-  renameSync(`${path}.tmp`, path);
+  new RunStore(runDirectory).writeJson("lock", lock);
 }
 
 /**
@@ -56,7 +46,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
   const dead: { runId: string; directory: string; lock: RunLock }[] = [];
   for (const runId of readdirSync(runs)) {
     const directory = join(runs, runId);
-    if (existsSync(join(directory, "report.json"))) continue;
+    if (new RunStore(directory).has("report")) continue;
     const lock = readRunLock(directory);
     if (lock && !isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock });
   }
@@ -84,7 +74,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
       const reopened = await reopenRunWorktree(lock, { create: false });
       if (reopened) {
         // The task's own commit limits (task.json, written before the run started).
-        const task = readJson(join(directory, "task.json")) as { commit?: Parameters<typeof commitLimitsOf>[0] } | null;
+        const task = new RunStore(directory).readJson("task") as { commit?: Parameters<typeof commitLimitsOf>[0] } | null;
         const committed = await commitRunWorktree(reopened.worktree, `agent-runner: run ${lock.run_id} (runner died: partial work)`, commitLimitsOf(task?.commit));
         if (committed.timedOut) {
           saved = `its worktree could not be committed within the commit time limit and is kept at ${lock.worktree}`;
@@ -108,7 +98,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
       error: `the runner process ended without finishing this run (crash or kill -9); ${saved}; continue it with \`runner resume ${lock.run_id}\``,
       branch: lock.branch,
     };
-    writeFileSync(join(directory, "report.json"), `${JSON.stringify(report, null, 2)}\n`, { mode: 0o600 });
+    new RunStore(directory).writeJson("report", report);
     swept.push(runId);
   }
   return swept;

@@ -1,5 +1,5 @@
 import type { Task } from "../config/load-task.js";
-import { createLogger } from "../logging/logger.js";
+import { createLogger, type LogSettings } from "../logging/logger.js";
 import { loadScript } from "../model/scripted-model-server.js";
 import { openAIClient } from "../model/open-model.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
@@ -22,8 +22,8 @@ export async function prepareRun(task: Task, provider: DockerSandboxProvider, en
  * networks first, then the runs' worktrees (committed on their branches) and
  * disks. Failures are logged, never thrown: one stuck leftover must not stop a start.
  */
-export async function sweepDeadRunLeftovers(provider: DockerSandboxProvider, home: string): Promise<void> {
-  const logger = createLogger({ component: "sweep" });
+export async function sweepDeadRunLeftovers(provider: DockerSandboxProvider, home: string, log: LogSettings = {}): Promise<void> {
+  const logger = createLogger({ component: "sweep" }, log);
   await sweepLeftovers(provider.docker).then(
     (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),

@@ -1,5 +1,4 @@
 import { setMaxListeners } from "node:events";
-import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError, ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
@@ -9,6 +8,8 @@ import type { RunReport } from "../run/run-report.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
+import { RunStore } from "../run/run-store.js";
+import type { LogSettings } from "../logging/logger.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import { EventReplay, readEnvelopes, type RunEnvelope } from "./event-replay.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
@@ -42,6 +43,11 @@ export interface RunnerOptions {
   openModel?: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>;
   /** Host environment for `sandbox.pass_env`/`secret_env` and the model's keys. Default `process.env`. */
   environment?: NodeJS.ProcessEnv;
+  /**
+   * Where the runner's diagnostic log goes: pino JSON lines (default fd 2, level RUNNER_LOG_LEVEL else `warn`).
+   * Each run logs through a logger of its own, bound to its run id and redacted with its own redactor.
+   */
+  log?: LogSettings;
 }
 
 export interface StartOptions {
@@ -59,6 +65,8 @@ export interface RunHandle {
   readonly id: string;
   /** `<home>/runs/<id>/`: report.json, events.jsonl, patch.diff, ... */
   readonly directory: string;
+  /** The validated task the run carries out (as task.json holds it; for a resumed run, the recorded task). */
+  readonly task: Task;
   /**
    * The run's CloudEvents, exactly the lines of events.jsonl, from sequence
    * number `from` (the line index, default 0): what happened, then live;
@@ -79,9 +87,8 @@ export interface RunHandle {
  * has its own event stream, redaction (its secrets never reach another
  * run's records or the shared log in clear) and clean-up.
  *
- * `runner exec` and `runner resume` drive one. Not built yet (issue "The run
- * core as a library"): the phase split of the run itself, the event
- * catalogue module, a Docker-free run tier.
+ * `runner exec` and `runner resume` drive one. A run is five phases over a
+ * run scope (src/run/run-task.ts).
  */
 export class Runner {
   private readonly active = new Set<{ handle: RunHandle; controller: AbortController }>();
@@ -93,6 +100,7 @@ export class Runner {
     private readonly provider: SandboxProvider,
     private readonly openModel: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>,
     private readonly environment: NodeJS.ProcessEnv,
+    private readonly log: LogSettings,
   ) {}
 
   /** See {@link createRunner}. */
@@ -100,7 +108,7 @@ export class Runner {
     const environment = options.environment ?? process.env;
     const home = runnerHome(options.home ? { ...environment, RUNNER_HOME: options.home } : environment);
     const provider = options.sandboxProvider ?? new DockerSandboxProvider({ egressNetwork: environment.RUNNER_EGRESS_NETWORK });
-    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), environment);
+    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), environment, options.log ?? {});
   }
 
   /**
@@ -132,7 +140,7 @@ export class Runner {
       throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
     }
     await resolveRepository(run.task.workspacePath);
-    const earlier = readEnvelopes(join(run.runDirectory, "events.jsonl"));
+    const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
     const resumed = { atModelCall: run.restored.nextStep + 1, earlierEvents: earlier.length };
     return this.launch(run.task, options, earlier, resumed, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(options.maxSteps ? { maxSteps: options.maxSteps } : {}) }));
   }
@@ -152,7 +160,7 @@ export class Runner {
     if (task) await prepareRun(task, this.provider, this.environment);
     if (this.prepared) return;
     this.prepared = true;
-    await sweepDeadRunLeftovers(this.provider, this.home);
+    await sweepDeadRunLeftovers(this.provider, this.home, this.log);
   }
 
   private async launch(
@@ -174,7 +182,7 @@ export class Runner {
     const broker = options.approvals;
     let runId = "";
     const finished = run(
-      { sandboxProvider: this.provider, openModel: this.openModel, runnerHome: this.home, diskEnforcement: diskEnforcementChoice(this.environment) },
+      { sandboxProvider: this.provider, openModel: this.openModel, runnerHome: this.home, diskEnforcement: diskEnforcementChoice(this.environment), log: this.log },
       {
         signal,
         hostEnvironment: this.environment,
@@ -194,6 +202,7 @@ export class Runner {
     entry.handle = {
       id,
       directory,
+      task,
       events: (subscription = {}) => replay.subscribe(subscription.from ?? 0),
       result,
       resumed,
