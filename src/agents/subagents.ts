@@ -15,7 +15,7 @@ import { ToolRegistry } from "../tools/tool-registry.js";
 import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
 import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js";
 import { commitRunWorktree, createBranchWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
-import { WorkDelivery } from "../run/deliver.js";
+import { WorkDelivery } from "../delivery/deliver.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
 
 export type SubagentMode = "explore" | "worker";

@@ -3,7 +3,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { RunEvent } from "../../src/events/run-events.js";
-import { WorkDelivery } from "../../src/run/deliver.js";
+import { WorkDelivery } from "../../src/delivery/deliver.js";
 import { CleanupStack } from "../../src/run/run-scope.js";
 import { DEFAULT_COMMIT_LIMITS } from "../../src/workspace/commit-selection.js";
 import { createRunWorktree } from "../../src/workspace/run-worktree.js";

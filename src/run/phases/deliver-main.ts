@@ -10,7 +10,7 @@ import type { RunWorkspace } from "./open-workspace.js";
 
 /**
  * Phase 4, deliver: the main agent's work through the shared lifecycle
- * (src/run/deliver.ts): its container goes first, then the host commit and
+ * (src/delivery/deliver.ts): its container goes first, then the host commit and
  * patch.diff, verification on a clean checkout, and, for a verified success
  * with `on_success: merge`, the fast-forward of the user's branch. Sets the
  * report's outcome: `failed` for a commit past its time limit, the step

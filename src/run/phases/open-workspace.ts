@@ -5,7 +5,7 @@ import { closeRunDisk, filesystemUsage, openRunDisk, type DiskEnforcementChoice,
 import { checkoutBytes, createRunWorktree, reopenRunWorktree, type RunWorktree } from "../../workspace/run-worktree.js";
 import { writeRunLock } from "../run-lock.js";
 import type { RunScope } from "../run-scope.js";
-import { WorkDelivery } from "../deliver.js";
+import { WorkDelivery } from "../../delivery/deliver.js";
 import { recordMainCommit } from "./deliver-main.js";
 
 /** What the open-workspace phase made: the run's disk, its worktree on `runner/<run-id>`, and the delivery of the main agent's work. */

@@ -3,8 +3,7 @@ import type { EventSink } from "../events/run-events.js";
 import type { Sandbox, SandboxProvider } from "../sandbox/sandbox.js";
 import type { CommitLimits } from "../workspace/commit-selection.js";
 import { commitRunWorktree, removeRunWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
-import type { VerifyResult } from "./run-report.js";
-import { verifyCommit, type VerifyContext } from "./verify-commit.js";
+import { verifyCommit, type VerifyContext, type VerifyResult } from "./verify-commit.js";
 
 /** The verification of a delivery: the command, its time limit (s) and the protected paths (task.yaml `verify`). */
 export interface VerifySpec {
