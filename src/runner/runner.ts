@@ -4,6 +4,7 @@ import { CancelledError, ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
 import { openModel as openTaskModel } from "../model/open-model.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
+import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
@@ -15,13 +16,14 @@ import { EventReplay, readEnvelopes, type RunEnvelope } from "./event-replay.js"
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 
-/** A question the policy asks before a call it rates `confirm` (README "Policies"). */
-export interface ApprovalRequest {
+/**
+ * A question the policy asks before a call it rates `confirm` (README
+ * "Policies"): the run, the call (agent, tool call id, tool, the command or
+ * path the rule matched), the rule and its reason, the question in words as
+ * the terminal prompt shows it, and whether "always" is allowed.
+ */
+export interface ApprovalRequest extends ApprovalQuestion {
   runId: string;
-  /** The call in words, as the terminal prompt shows it (agent, tool, arguments, the rule's reason). */
-  question: string;
-  /** True when an "always" answer is allowed (the policy's remember list). */
-  canRemember: boolean;
 }
 
 /**
@@ -191,7 +193,7 @@ export class Runner {
           created({ id, directory });
         },
         onEnvelope: (line) => replay.push(JSON.parse(line) as RunEnvelope),
-        ...(broker ? { askApproval: (question: string, canRemember: boolean, askSignal: AbortSignal) => broker.request({ runId, question, canRemember }, askSignal) } : {}),
+        ...(broker ? { askApproval: (question: ApprovalQuestion, askSignal: AbortSignal) => broker.request({ runId, ...question }, askSignal) } : {}),
       },
     ).finally(() => replay.end());
     // A failure before the run exists (a bad workspace, a policy that will not load) rejects start().
