@@ -10,7 +10,9 @@ import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependenci
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
-import { EventReplay, readEnvelopes, type RunEnvelope } from "./event-replay.js";
+import type { RunEnvelope } from "../events/event-catalogue.js";
+import { readEnvelopes } from "../events/event-log-reader.js";
+import { EventReplay } from "./event-replay.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 
@@ -80,8 +82,8 @@ export interface RunHandle {
  * run's records or the shared log in clear) and clean-up.
  *
  * `runner exec` and `runner resume` drive one. Not built yet (issue "The run
- * core as a library"): the phase split of the run itself, the event
- * catalogue module, a Docker-free run tier.
+ * core as a library"): the phase split of the run itself, a Docker-free run
+ * tier.
  */
 export class Runner {
   private readonly active = new Set<{ handle: RunHandle; controller: AbortController }>();
