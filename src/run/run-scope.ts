@@ -2,7 +2,7 @@ import { errorMessage } from "../errors.js";
 import { SessionJournal } from "../agent/session-journal.js";
 import type { Task } from "../config/load-task.js";
 import { CloudEventLog } from "../events/cloud-event-log.js";
-import { EventFanout, type EventSink, type RunEvent } from "../events/run-events.js";
+import { EventFanout, type EventSink } from "../events/run-events.js";
 import { addLogRedactor, createLogger, type LogSettings, type Logger } from "../logging/logger.js";
 import { emptyUsage } from "../model/messages.js";
 import { parseAllowEntry, type AllowRule } from "../config/network-allow-list.js";
@@ -15,7 +15,7 @@ import { reportCounter } from "./report-counter.js";
 import type { RunReport } from "./run-report.js";
 import { RunStore } from "./run-store.js";
 import type { ResumableRun } from "./resumable-run.js";
-import { existsSync, readFileSync } from "node:fs";
+import { readRunEvents } from "../events/event-log-reader.js";
 
 /**
  * Everything one run owns, and nothing another run can see: its task (with
@@ -105,7 +105,7 @@ export function openRunScope(options: RunScopeOptions): RunScope {
   const report = emptyReport(task, runId, traceId, main, resume);
   const counter = reportCounter(report);
   // A resumed run reports the whole run: the earlier attempts' events count too.
-  if (resume) for (const event of readEarlierEvents(store.path("events"))) counter.emit(event);
+  if (resume) for (const event of readRunEvents(store.path("events"))) counter.emit(event);
   events.add(counter);
   const diskStop = new AbortController();
   return {
@@ -170,22 +170,6 @@ function withPolicyDefaults(task: Task, policy: Policy): Task {
   if (task.sandbox.network.allow.length > 0 || policy.network.allow.length === 0) return task;
   const rules = policy.network.allow.map((entry) => parseAllowEntry(entry)).filter((rule): rule is AllowRule => typeof rule !== "string");
   return { ...task, sandbox: { ...task.sandbox, network: { ...task.sandbox.network, allow: rules } } };
-}
-
-/** The events an earlier attempt of this run wrote (for a resumed run's totals); unreadable lines are skipped. */
-function readEarlierEvents(path: string): RunEvent[] {
-  if (!existsSync(path)) return [];
-  const events: RunEvent[] = [];
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    try {
-      const envelope = JSON.parse(line) as { type?: string; data?: unknown };
-      const type = /^dev\.agent-runner\.(.+)\.v\d+$/.exec(envelope.type ?? "")?.[1];
-      if (type) events.push({ type, data: envelope.data } as RunEvent);
-    } catch {
-      // an empty or cut last line
-    }
-  }
-  return events;
 }
 
 /**

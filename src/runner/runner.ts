@@ -12,7 +12,9 @@ import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { RunStore } from "../run/run-store.js";
 import type { LogSettings } from "../logging/logger.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
-import { EventReplay, readEnvelopes, type RunEnvelope } from "./event-replay.js";
+import type { RunEnvelope } from "../events/event-catalogue.js";
+import { readEnvelopes } from "../events/event-log-reader.js";
+import { EventReplay } from "./event-replay.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createRunner, type ApprovalRequest } from "../../src/runner/runner.js";
-import type { RunEnvelope } from "../../src/runner/event-replay.js";
+import type { RunEnvelope } from "../../src/events/event-catalogue.js";
 import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 import { randomToken, waitFor } from "../integration/security-harness.js";
