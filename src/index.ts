@@ -7,3 +7,5 @@ export { cloudEventType, EVENT_CATALOGUE, readEvent, type EventRead, type ReadEv
 export type { RunReport, RunStatus } from "./run/run-report.js";
 export type { ApprovalAnswer } from "./policy/approval.js";
 export { ConfigError, SandboxError, CancelledError, RunnerError } from "./errors.js";
+export { listRuns, readRunRecord, type RunRecord, type RunSummary } from "./runner/run-records.js";
+export { RUN_FILES } from "./run/run-store.js";
