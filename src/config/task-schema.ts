@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { checkCidr, parseAllowEntry, type AllowRule } from "./network-allow-list.js";
+import { checkCidr, parseAllowEntry, type AllowRule } from "../sandbox/network-allow-list.js";
 import { hooksSchema } from "../hooks/tool-hooks.js";
 import { mcpServersSchema } from "../mcp/mcp-servers-schema.js";
 

@@ -1,5 +1,6 @@
 import OpenAI from "openai";
 import { CancelledError, ModelError } from "../errors.js";
+import { abortableSleep } from "../process/abortable-sleep.js";
 import type { ToolCall } from "./messages.js";
 import type { ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
 
@@ -191,25 +192,6 @@ export function retryAfterMs(headers: Headers | undefined, now: number = Date.no
   const date = Date.parse(value);
   if (Number.isNaN(date)) return undefined;
   return Math.min(Math.max(0, date - now), RETRY_AFTER_CAP_MS);
-}
-
-/** Resolves after `ms`, or rejects with CancelledError as soon as `signal` aborts. */
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(new CancelledError());
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new CancelledError());
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /** Checks the reply's shape; a reply without a usable first choice is a retryable failure. */

@@ -1,4 +1,4 @@
-import { describeIssue } from "../config/describe-issue.js";
+import { describeIssue } from "../describe-issue.js";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError, ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
-import { openModel as openTaskModel } from "../model/open-model.js";
+import { openModel as openTaskModel } from "./open-model.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import type { RunReport } from "../run/run-report.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
-import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
+import { parseAllowEntry, type AllowRule } from "../../src/sandbox/network-allow-list.js";
 import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 
 export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm";

@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
-import { openModel } from "../../src/model/open-model.js";
+import { openModel } from "../../src/runner/open-model.js";
 import { validateTask, type Task } from "../../src/config/load-task.js";
 import type { EventSink, RunEvent } from "../../src/events/run-events.js";
 import { runTask, type RunDependencies, type RunResult } from "../../src/run/run-task.js";

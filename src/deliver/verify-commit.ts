@@ -1,0 +1,115 @@
+import { SandboxError, errorMessage } from "../errors.js";
+import type { EventSink } from "../events/run-events.js";
+import type { ExecResult, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
+import { applyProtectedPaths } from "../workspace/protected-paths.js";
+import { createDetachedWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+
+/** report.json `verify`. */
+export interface VerifyResult {
+  command: string;
+  /** Null when the command did not exit by itself (timed out, or its sandbox was lost). */
+  exit_code: number | null;
+  passed: boolean;
+  timed_out: boolean;
+  output_tail: string;
+  /** Why the verification sandbox went away while the command ran (the command killed its helper or container); null otherwise. */
+  sandbox_lost: string | null;
+  /** What `verify.protect` restored from the base commit in the verification checkout; null without `protect`. */
+  protected: ProtectedPaths | null;
+}
+
+/** report.json `verify.protected`. */
+export interface ProtectedPaths {
+  /** The task's `verify.protect` globs. */
+  patterns: string[];
+  /** The run's base commit the protected paths came from. */
+  from_commit: string;
+  /** Paths the agent changed or deleted, put back as in `from_commit` (at most 100 listed). */
+  restored: string[];
+  /** Paths the agent added (or turned into something else) that were removed (at most 100 listed). */
+  deleted: string[];
+  /** How many changed paths the two lists leave out. */
+  omitted: number;
+}
+
+const OUTPUT_TAIL_CHARACTERS = 4000;
+
+export interface VerifyContext {
+  provider: SandboxProvider;
+  specFor: (agentId: string, worktree: RunWorktree) => Promise<SandboxSpec>;
+  /** Host path for the verification checkout; removed afterwards. */
+  directory: string;
+  /** The run's base commit, where `verify.protect` paths come from (never the agent's own commits). */
+  baseCommit: string;
+  events: EventSink;
+  signal: AbortSignal;
+}
+
+/**
+ * Runs the task's verify command on a clean checkout of `commit` in a fresh
+ * sandbox: only what was committed counts, never files the agent left outside
+ * the workspace, ignored build output, or processes it left running. The
+ * command must therefore set up what it needs (e.g. `npm ci && npm test`).
+ * With `protect`, the checkout has those paths as in `context.baseCommit`
+ * (see {@link applyProtectedPaths}).
+ *
+ * A sandbox that goes away while the command runs (its helper or container
+ * killed, e.g. by a test that kills every process) was lost to the agent's
+ * code: the verdict is "not passed" with `sandbox_lost` saying why, provided
+ * Docker can still remove the container. Throws SandboxError when the sandbox
+ * cannot be made or removed (infrastructure); CancelledError via the signal.
+ */
+export async function verifyCommit(
+  verify: { command: string; timeout_sec: number; protect?: string[] },
+  worktree: RunWorktree,
+  commit: string,
+  context: VerifyContext,
+): Promise<VerifyResult> {
+  context.events.emit({ type: "verify.started", data: { command: verify.command } });
+  const patterns = verify.protect ?? [];
+  let checkoutCommit = commit;
+  let protectedPaths: ProtectedPaths | null = null;
+  if (patterns.length) {
+    const applied = await applyProtectedPaths(worktree, commit, context.baseCommit, patterns, `${context.directory}.protect-index`);
+    checkoutCommit = applied.commit;
+    protectedPaths = { patterns, from_commit: context.baseCommit, restored: applied.restored, deleted: applied.deleted, omitted: applied.omitted };
+    context.events.emit({ type: "verify.protected", data: { ...protectedPaths } });
+  }
+  const checkout = await createDetachedWorktree(worktree, checkoutCommit, context.directory);
+  try {
+    const sandbox = await context.provider.create(await context.specFor("verify", checkout));
+    let result: ExecResult | null = null;
+    let sandboxLost: string | null = null;
+    const started = Date.now();
+    try {
+      result = await sandbox.exec({ command: verify.command, timeoutMs: verify.timeout_sec * 1000, signal: context.signal });
+    } catch (error) {
+      if (!(error instanceof SandboxError)) throw error;
+      sandboxLost = errorMessage(error);
+    } finally {
+      // Throws when Docker itself is unreachable: then the loss is the infrastructure's, and so is the error.
+      await sandbox.close();
+    }
+    const tail = result
+      ? `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`.slice(-OUTPUT_TAIL_CHARACTERS)
+      : `[agent-runner] the verification sandbox was lost while the command ran (its control process died or stopped answering, e.g. under the out-of-memory killer): ${sandboxLost}`.slice(-OUTPUT_TAIL_CHARACTERS);
+    const exitCode = result?.exitCode ?? null;
+    const timedOut = result?.timedOut ?? false;
+    const passed = exitCode === 0 && !timedOut && !context.signal.aborted;
+    context.events.emit({
+      type: "verify.finished",
+      data: { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, duration_ms: result?.durationMs ?? Date.now() - started, output_tail: tail.slice(-1000), sandbox_lost: sandboxLost },
+    });
+    return { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, output_tail: tail, sandbox_lost: sandboxLost, protected: protectedPaths };
+  } finally {
+    // Removing it is host code walking a tree the agent's committed code ran in: only once no process of it is left.
+    const removable = await context.provider.ensureWorkspaceIdle(checkout.path).then(
+      () => true,
+      (error: unknown) => {
+        context.events.emit({ type: "cleanup.failed", data: { what: `verification checkout (left at ${checkout.path})`, error: errorMessage(error) } });
+        return false;
+      },
+    );
+    if (removable) await removeRunWorktree(checkout);
+  }
+}
