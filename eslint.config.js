@@ -4,7 +4,7 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", ".test-results/", ".runner-test-home/", ".scratch/", "examples/*/repo/"] },
+  { ignores: ["dist/", "node_modules/", ".test-results/", ".runner-test-home/", ".scratch/", "examples/*/repo/", "tests/fixtures/"] },
   { linterOptions: { reportUnusedDisableDirectives: "error" } },
   js.configs.recommended,
   {
@@ -30,6 +30,11 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none", ignoreRestSiblings: true }],
       "@typescript-eslint/no-explicit-any": "warn",
     },
+  },
+  {
+    // Only tests/unit/lint.test.ts lints these (with ignore: false), against their own small program.
+    files: ["tests/fixtures/lint/**/*.ts"],
+    languageOptions: { parserOptions: { project: ["./tests/fixtures/lint/tsconfig.json"] } },
   },
   {
     files: ["**/*.cjs"],
