@@ -15,7 +15,7 @@ interface RunSummary {
 }
 
 /** Runs under `<home>/runs`, newest first. A run without report.json is `running` while its runner lives, else `unfinished`. */
-export function listRuns(home: string): RunSummary[] {
+function listRuns(home: string): RunSummary[] {
   const runs = join(home, "runs");
   if (!existsSync(runs)) return [];
   return readdirSync(runs)

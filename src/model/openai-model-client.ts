@@ -15,9 +15,9 @@ export const ATTEMPT_HEADER = "x-agent-runner-attempt";
 export const PURPOSE_HEADER = "x-agent-runner-purpose";
 
 /** Retries after the first attempt unless the caller says otherwise (task.yaml `model.max_retries` has the same default). */
-export const DEFAULT_MAX_RETRIES = 4;
+const DEFAULT_MAX_RETRIES = 4;
 /** Per-attempt timeout unless the caller says otherwise: 300 s (task.yaml `model.request_timeout_sec` default). */
-export const DEFAULT_TIMEOUT_MS = 300_000;
+const DEFAULT_TIMEOUT_MS = 300_000;
 /**
  * Backoff before retry n (0-based) when the server names no delay:
  * `random() * min(RETRY_MAX_DELAY_MS, RETRY_BASE_DELAY_MS * 2^n)` ("full jitter",
@@ -26,8 +26,8 @@ export const DEFAULT_TIMEOUT_MS = 300_000;
  * in `calculateDefaultRetryTimeoutMillis`, openai 6.x `client.ts`); openai-node
  * itself jitters only the top 25 %.
  */
-export const RETRY_BASE_DELAY_MS = 500;
-export const RETRY_MAX_DELAY_MS = 8_000;
+const RETRY_BASE_DELAY_MS = 500;
+const RETRY_MAX_DELAY_MS = 8_000;
 /** Longest `retry-after` / `retry-after-ms` we honour, in ms (openai-node also stops trusting the header at 60 s). Longer asks are cut to this. */
 export const RETRY_AFTER_CAP_MS = 60_000;
 

@@ -11,7 +11,7 @@ import { MinuteWindow } from "../process/minute-window.js";
 export type AskApproval = (question: string, canRemember: boolean, signal: AbortSignal) => Promise<ApprovalAnswer>;
 
 /** Rule id under which calls blocked by a pre-tool hook are counted. */
-export const HOOK_RULE = "hooks.pre_tool_use";
+const HOOK_RULE = "hooks.pre_tool_use";
 
 export interface PermissionGuardOptions {
   checker: PermissionChecker;

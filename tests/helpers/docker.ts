@@ -31,7 +31,7 @@ export async function requireDocker(image = SANDBOX_IMAGE): Promise<Docker> {
 let counter = 0;
 
 /** Parent of the test sandboxes' writable directories outside /workspace (each container's own is removed with it). */
-export const TEST_SCRATCH_DIRECTORY = join(tmpdir(), "agent-runner-test-scratch");
+const TEST_SCRATCH_DIRECTORY = join(tmpdir(), "agent-runner-test-scratch");
 
 /**
  * The spec tests use: `workspace` at /workspace, uid 1000, no network, modest

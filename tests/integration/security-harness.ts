@@ -20,8 +20,6 @@ import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
 import type { Sandbox, SandboxProvider, SandboxSpec } from "../../src/sandbox/sandbox.js";
 import { SANDBOX_IMAGE } from "../helpers/docker.js";
 
-export { LABEL_RUN_ID };
-
 /** A scripted model turn (DESIGN.md "Scripted model"). */
 export type Turn = Record<string, unknown>;
 
