@@ -32,18 +32,19 @@ export interface FolderCycle {
   imports: FolderImport[];
 }
 
-/** `src/run/run-task.ts` → `run`; `src/errors.ts` → `errors.ts`; outside `src/` → null. */
-function unitOf(path: string): string | null {
+/** The unit a file of `src/` belongs to: `src/run/run-task.ts` → `run`; `src/errors.ts` → `errors.ts`; outside `src/` → null. */
+export function unitOf(path: string): string | null {
   const parts = path.split("/");
   if (parts[0] !== "src" || parts.length < 2) return null;
   return parts[1]!;
 }
 
 /**
- * The folder-level cycles of `<root>/src`, read with `<root>/tsconfig.json`.
- * Throws when dependency-cruiser cannot read the sources (its message names the file).
+ * Every import in `<root>/src` from one unit to another (see {@link unitOf}),
+ * read with `<root>/tsconfig.json`, sorted. Throws when dependency-cruiser
+ * cannot read the sources (its message names the file).
  */
-export async function findFolderCycles(root: string): Promise<FolderCycle[]> {
+export async function readFolderImports(root: string): Promise<FolderImport[]> {
   const tsConfigFile = join(root, "tsconfig.json");
   const output = await cruise(
     ["src"],
@@ -53,46 +54,42 @@ export async function findFolderCycles(root: string): Promise<FolderCycle[]> {
   );
   // Paths in the result are relative to baseDir.
   const result = output.output as ICruiseResult;
+  return result.modules
+    .flatMap((module) => module.dependencies.map((dependency) => ({ from: module.source, to: dependency.resolved })))
+    .filter((edge) => {
+      const from = unitOf(edge.from);
+      const to = unitOf(edge.to);
+      return from !== null && to !== null && from !== to;
+    })
+    .sort((a, b) => `${a.from} ${a.to}`.localeCompare(`${b.from} ${b.to}`));
+}
 
+/** The cycles among `imports` (as from {@link readFolderImports}): each strongly connected set of two or more units. */
+export function folderCycles(imports: FolderImport[]): FolderCycle[] {
   const graph = new Graph({ directed: true });
-  const imports = new Map<string, FolderImport[]>();
-  for (const module of result.modules) {
-    const from = unitOf(module.source);
-    if (from === null) continue;
-    graph.setNode(from);
-    for (const dependency of module.dependencies) {
-      const to = unitOf(dependency.resolved);
-      if (to === null || to === from) continue;
-      graph.setEdge(from, to);
-      const key = `${from}\0${to}`;
-      imports.set(key, [...(imports.get(key) ?? []), { from: module.source, to: dependency.resolved }]);
-    }
-  }
-
+  for (const edge of imports) graph.setEdge(unitOf(edge.from)!, unitOf(edge.to)!);
   return alg
     .tarjan(graph)
     .filter((component) => component.length > 1)
     .map((component) => {
-      const folders = [...component].sort();
-      const members = new Set(folders);
-      const between = [...imports.entries()]
-        .filter(([key]) => {
-          const [from, to] = key.split("\0") as [string, string];
-          return members.has(from) && members.has(to);
-        })
-        .flatMap(([, list]) => list)
-        .sort((a, b) => `${a.from} ${a.to}`.localeCompare(`${b.from} ${b.to}`));
-      return { folders, imports: between };
+      const members = new Set(component);
+      return {
+        folders: [...component].sort(),
+        imports: imports.filter((edge) => members.has(unitOf(edge.from)!) && members.has(unitOf(edge.to)!)),
+      };
     })
     .sort((a, b) => a.folders.join().localeCompare(b.folders.join()));
+}
+
+/** The folder-level cycles of `<root>/src`; throws as {@link readFolderImports} does. */
+export async function findFolderCycles(root: string): Promise<FolderCycle[]> {
+  return folderCycles(await readFolderImports(root));
 }
 
 /** The report printed by the command: one block per cycle. */
 export function describeFolderCycles(cycles: FolderCycle[]): string {
   if (cycles.length === 0) return "no import cycles between folders of src/";
-  const blocks = cycles.map(
-    (cycle) => `cycle between ${cycle.folders.join(", ")}:\n${cycle.imports.map((edge) => `  ${edge.from} → ${edge.to}`).join("\n")}`,
-  );
+  const blocks = cycles.map((cycle) => `cycle between ${cycle.folders.join(", ")}:\n${cycle.imports.map((edge) => `  ${edge.from} → ${edge.to}`).join("\n")}`);
   return `${cycles.length} import cycle${cycles.length > 1 ? "s" : ""} between folders of src/ (move the type or function to the lower layer; docs/architecture.md):\n${blocks.join("\n")}`;
 }
 
