@@ -6,12 +6,13 @@ SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-ass
 # Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
 BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: help setup docker deps build image link demo typecheck test test-unit test-integration bench clean
+.PHONY: help setup docker deps build image link demo typecheck check format test test-unit test-integration bench clean
 
 help:
 	@echo "make setup   Docker engine (if absent), npm deps, build, sandbox image, 'runner' on PATH"
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
-	@echo "make test    all tests: unit, end-to-end and integration (real Docker)"
+	@echo "make check   typecheck, folder import cycles, dead exports, eslint, prettier (npm run check)"
+	@echo "make test    make check, then all tests: unit, end-to-end and integration (real Docker)"
 	@echo "make bench   sandbox, loop and network benchmarks (medians, ratios; see bench/README.md)"
 
 setup: docker deps build image link
@@ -44,7 +45,13 @@ demo: build
 typecheck: deps
 	npm run typecheck
 
-test: build typecheck
+check: deps
+	npm run check
+
+format: deps
+	npm run format
+
+test: build check
 	npx vitest run
 
 test-unit: build

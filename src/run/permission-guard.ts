@@ -27,7 +27,7 @@ export interface ApprovalQuestion {
 export type AskApproval = (question: ApprovalQuestion, signal: AbortSignal) => Promise<ApprovalAnswer>;
 
 /** Rule id under which calls blocked by a pre-tool hook are counted. */
-export const HOOK_RULE = "hooks.pre_tool_use";
+const HOOK_RULE = "hooks.pre_tool_use";
 
 export interface PermissionGuardOptions {
   checker: PermissionChecker;

@@ -5,7 +5,7 @@ import { CloudEventLog } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink } from "../events/run-events.js";
 import { addLogRedactor, createLogger, type LogSettings, type Logger } from "../logging/logger.js";
 import { emptyUsage } from "../model/messages.js";
-import { parseAllowEntry, type AllowRule } from "../config/network-allow-list.js";
+import { parseAllowEntry, type AllowRule } from "../sandbox/network-allow-list.js";
 import { loadPolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
 import { redactorFor, type Redactor } from "../redaction/redactor.js";

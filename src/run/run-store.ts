@@ -62,14 +62,14 @@ export class RunStore {
 }
 
 /** Writes `content` to `path` (mode 0600) through `<path>.tmp` and a rename. */
-export function writeAtomically(path: string, content: string): void {
+function writeAtomically(path: string, content: string): void {
   const temporary = `${path}.tmp`;
   writeFileSync(temporary, content, { mode: 0o600 });
   renameSync(temporary, path);
 }
 
 /** A JSON file's value, or null when it is missing or unreadable. */
-export function readJsonFile(path: string): unknown {
+function readJsonFile(path: string): unknown {
   try {
     return JSON.parse(readFileSync(path, "utf8"));
   } catch {

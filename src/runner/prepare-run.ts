@@ -1,7 +1,7 @@
 import type { Task } from "../config/load-task.js";
 import { createLogger, type LogSettings } from "../logging/logger.js";
 import { loadScript } from "../model/scripted-model-server.js";
-import { openAIClient } from "../model/open-model.js";
+import { openAIClient } from "./open-model.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";

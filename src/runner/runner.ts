@@ -2,7 +2,7 @@ import { setMaxListeners } from "node:events";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError, ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
-import { openModel as openTaskModel } from "../model/open-model.js";
+import { openModel as openTaskModel } from "./open-model.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
-import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
+import { parseAllowEntry, type AllowRule } from "../../src/sandbox/network-allow-list.js";
 import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 
 export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm";
@@ -31,7 +31,7 @@ export async function requireDocker(image = SANDBOX_IMAGE): Promise<Docker> {
 let counter = 0;
 
 /** Parent of the test sandboxes' writable directories outside /workspace (each container's own is removed with it). */
-export const TEST_SCRATCH_DIRECTORY = join(tmpdir(), "agent-runner-test-scratch");
+const TEST_SCRATCH_DIRECTORY = join(tmpdir(), "agent-runner-test-scratch");
 
 /**
  * The spec tests use: `workspace` at /workspace, uid 1000, no network, modest

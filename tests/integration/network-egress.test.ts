@@ -24,7 +24,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openModel } from "../../src/model/open-model.js";
+import { openModel } from "../../src/runner/open-model.js";
 import { validateTask } from "../../src/config/load-task.js";
 import { cloudEventType } from "../../src/events/event-catalogue.js";
 import { runTask } from "../../src/run/run-task.js";

@@ -1,7 +1,8 @@
 import { ConfigError } from "../../errors.js";
 import { currentOwner } from "../../process/process-owner.js";
 import type { SandboxProvider } from "../../sandbox/sandbox.js";
-import { closeRunDisk, filesystemUsage, openRunDisk, type DiskEnforcementChoice, type RunDisk } from "../../workspace/run-disk.js";
+import { filesystemUsage } from "../../process/filesystem-usage.js";
+import { closeRunDisk, openRunDisk, type DiskEnforcementChoice, type RunDisk } from "../../workspace/run-disk.js";
 import { checkoutBytes, createRunWorktree, reopenRunWorktree, type RunWorktree } from "../../workspace/run-worktree.js";
 import { writeRunLock } from "../run-lock.js";
 import type { RunScope } from "../run-scope.js";

@@ -5,7 +5,7 @@ import { subagentSystemPrompt, workspaceAgentSystemPrompt } from "../../agent/sy
 import { readToolResultTool, ToolResultStore } from "../../agent/tool-result-store.js";
 import { agentTool, type SubagentHost, type SubagentMode } from "../../agents/subagents.js";
 import { TaskManager, taskTools } from "../../agents/task-manager.js";
-import { describeRule } from "../../config/network-allow-list.js";
+import { describeRule } from "../../sandbox/network-allow-list.js";
 import type { ChatMessage } from "../../model/messages.js";
 import type { SandboxProvider } from "../../sandbox/sandbox.js";
 import { loadSkillTool, skillCatalogText } from "../../skills/index.js";
