@@ -12,6 +12,7 @@ help:
 	@echo "make setup   Docker engine (if absent), npm deps, build, sandbox image, 'runner' on PATH"
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
 	@echo "make test    all tests: unit, end-to-end and integration (real Docker)"
+	@echo "make test-unit  the unit project only: no Docker daemon needed, seconds"
 	@echo "make bench   sandbox, loop and network benchmarks (medians, ratios; see bench/README.md)"
 
 setup: docker deps build image link
@@ -47,11 +48,12 @@ typecheck: deps
 test: build typecheck
 	npx vitest run
 
+# The vitest projects (vitest.config.ts): `unit` needs no Docker daemon, `docker` does.
 test-unit: build
-	npx vitest run tests/unit
+	npx vitest run --project unit
 
 test-integration: build
-	npx vitest run tests/integration tests/e2e
+	npx vitest run --project docker
 
 bench: deps build
 	npx tsx bench/sandbox.bench.ts
