@@ -139,6 +139,8 @@ describe("HostDirectorySandbox commands: answered by the test, never run on the 
     const aborted = sandbox.exec({ command: "hang", signal: aborting.signal });
     aborting.abort();
     expect(await aborted).toMatchObject({ exitCode: null, signal: "SIGKILL", timedOut: false });
+    expect(await sandbox.exec({ command: "never started", signal: aborting.signal })).toMatchObject({ exitCode: null, signal: "SIGKILL" });
+    expect(provider.commands.map((command) => command.request.command)).toEqual(["cat f.txt", "hang"]);
     expect(await sandbox.exec({ command: "hang", timeoutMs: 20 })).toMatchObject({ exitCode: null, signal: "SIGKILL", timedOut: true });
     const stopped = sandbox.exec({ command: "hang" });
     await sandbox.stopAllProcesses();

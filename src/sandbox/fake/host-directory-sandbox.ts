@@ -209,9 +209,11 @@ export class HostDirectorySandbox implements Sandbox {
 
   async exec(request: ExecRequest): Promise<ExecResult> {
     this.assertOpen();
+    const started = Date.now();
+    // As in the Docker sandbox: a command whose signal already aborted is not started (nor recorded).
+    if (request.signal?.aborted) return killedResult(false, started);
     this.commands.push(request);
     this.behaviour.record(request);
-    const started = Date.now();
     const timeout = request.timeoutMs ? AbortSignal.timeout(request.timeoutMs) : null;
     const signal = AbortSignal.any([this.killing.signal, ...(request.signal ? [request.signal] : []), ...(timeout ? [timeout] : [])]);
     let answer: Partial<ExecResult>;
@@ -219,7 +221,6 @@ export class HostDirectorySandbox implements Sandbox {
       // The handler races the kill: a command that never returns still ends when it is killed.
       answer = await new Promise<Partial<ExecResult>>((resolve, reject) => {
         const killed = () => reject(signal.reason);
-        if (signal.aborted) return killed();
         signal.addEventListener("abort", killed, { once: true });
         Promise.resolve()
           .then(() => this.behaviour.exec({ request, sandbox: this, spec: this.spec, workspace: this.spec.workspace.hostPath, signal }))
@@ -228,7 +229,7 @@ export class HostDirectorySandbox implements Sandbox {
       });
     } catch (error) {
       if (!signal.aborted) throw error;
-      answer = { exitCode: null, signal: "SIGKILL", timedOut: timeout?.aborted ?? false };
+      return killedResult(timeout?.aborted ?? false, started);
     }
     const stdout = answer.stdout ?? "";
     const stderr = answer.stderr ?? "";
@@ -368,6 +369,11 @@ export class HostDirectorySandbox implements Sandbox {
   private hostPathOf(containerPath: string): string {
     return containerPath === WORKSPACE_ROOT ? this.root : join(this.root, containerPath.slice(WORKSPACE_ROOT.length + 1));
   }
+}
+
+/** What a killed command returns: no exit code, SIGKILL, nothing captured. */
+function killedResult(timedOut: boolean, started: number): ExecResult {
+  return { exitCode: null, signal: "SIGKILL", stdout: "", stderr: "", timedOut, truncated: false, stdoutBytes: 0, stderrBytes: 0, durationMs: Date.now() - started };
 }
 
 function isInsideWorkspace(path: string): boolean {
