@@ -6,7 +6,7 @@
  * work committed. The sandboxes are the run's real directories
  * (HostDirectorySandboxProvider); the model is the scripted one over loopback.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { HostDirectoryExecHandler } from "../../../src/sandbox/fake/host-directory-sandbox.js";
@@ -58,6 +58,10 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
     expect(existsSync(runPaths(run.directory).verify)).toBe(false);
 
     const events = eventsFile(run.directory);
+    // A subscriber joining after the end replays exactly events.jsonl.
+    const replayed = [];
+    for await (const envelope of run.events({ from: 0 })) replayed.push(envelope);
+    expect(replayed).toEqual(events);
     expect(eventData(events, "workspace.committed")).toEqual([expect.objectContaining({ branch: `runner/${run.id}`, commit: report.head_commit, changed: true })]);
     expect(eventData(events, "verify.finished")).toEqual([expect.objectContaining({ command: "check-median", passed: true, exit_code: 0 })]);
     expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "succeeded", exit_code: 0 })]);
@@ -79,6 +83,29 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
     expect(git("show", `runner/${run.id}:median.txt`)).toBe("4\n");
     expect(git("show", "main:median.txt")).toBe("2\n");
     expect(eventData(eventsFile(run.directory), "run.finished")).toEqual([expect.objectContaining({ status: "failed", exit_code: 1 })]);
+  });
+
+  it("merge: a verified run fast-forwards the user's branch; a failed one leaves it", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: verifyMedian });
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: EDIT_SCRIPT("3\n"),
+      files: { "median.txt": "2\n" },
+      task: { name: "merge-me", verify: { command: "check-median", timeout_sec: 30 } },
+    });
+    const run = await fake.runner.start(task, { merge: true });
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "succeeded", reason: "verified", merge: { merged: true, branch: "refs/heads/main" } });
+    expect(git("rev-parse", "main").trim()).toBe(report.head_commit);
+    expect(git("show", "main:median.txt")).toBe("3\n");
+    expect(eventData(eventsFile(run.directory), "workspace.merged")).toEqual([expect.objectContaining({ merged: true, branch: "refs/heads/main" })]);
+
+    writeFileSync(join(directory.path, "script.yaml"), JSON.stringify(EDIT_SCRIPT("4\n")));
+    const failing = await fake.runner.start(task, { merge: true });
+    const failed = await failing.result;
+    expect(failed).toMatchObject({ status: "failed", reason: "verify_failed", merge: null });
+    expect(git("rev-parse", "main").trim()).toBe(report.head_commit);
+    expect(eventData(eventsFile(failing.directory), "workspace.merged")).toEqual([]);
   });
 
   it("cancel while a command runs: cancelled with the reason, the command killed, the partial work on the branch", async () => {

@@ -1,9 +1,10 @@
 /**
- * Worker subagents in the Docker-free tier (issue 11 item 5), through the
- * library API: a worker's work is committed on its branch, verified on a
- * clean checkout and only then merged into the parent's branch; a failed
+ * Subagents in the Docker-free tier (issue 11 item 5), through the library
+ * API: a worker's work is committed on its branch, verified on a clean
+ * checkout and only then merged into the parent's branch; a failed
  * verification is not merged; two workers changing one line end in a
- * conflict that leaves the parent's files as they were.
+ * conflict that leaves the parent's files as they were; an explore agent's
+ * workspace is the parent's, read-only.
  */
 import { describe, expect, it } from "vitest";
 import { runPaths } from "../../../src/workspace/run-disk.js";
@@ -16,7 +17,7 @@ const editThenFinish = (path: string, content: string, answer: string) => ({
   turns: [{ tool_calls: [toolCall("write_file", { path, content })] }, { content: answer }],
 });
 
-describe("worker subagents in the Docker-free tier", () => {
+describe("subagents in the Docker-free tier", () => {
   it("a verified worker is merged: its branch, the merge commit on the parent's branch, one sandbox per agent and checkout", async () => {
     await using directory = temporaryDirectory();
     await using fake = await fakeRunner({ exec: fakeShell() });
@@ -80,6 +81,44 @@ describe("worker subagents in the Docker-free tier", () => {
     expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times2\n");
     expect(git("log", "--merges", "--format=%s", `runner/${run.id}`).trim()).toBe("");
     expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([expect.objectContaining({ agent_id: "w1", status: "not_merged", verify_passed: false })]);
+  });
+
+  it("an explore agent works on the parent's worktree mounted read-only: its write is refused, the parent's files are unchanged", async () => {
+    await using directory = temporaryDirectory();
+    // `build` stands for a program that writes files where no policy can see it; the explore agent gets the
+    // permissive ci policy, so only the read-only mount is left to stop it.
+    const shell = fakeShell();
+    await using fake = await fakeRunner({
+      exec: async (exec) => {
+        if (exec.request.command !== "build") return shell(exec);
+        await exec.sandbox.writeFile("calc.txt", Buffer.from("planted\n"));
+        return {};
+      },
+    });
+    const { task, git } = writeScriptedTask(directory.path, {
+      files: { "calc.txt": "times2\n" },
+      task: { name: "explore", subagents: { explore_policy: "ci" } },
+      script: {
+        turns: [
+          { tool_calls: [toolCall("agent", { mode: "explore", description: "look around", prompt: "Try to write." })] },
+          { expect: { tool_result_matches: "^Explore subagent e1 \\(look around\\) finished\\. Its report:\\nrefused\\.$" }, content: "Explored." },
+        ],
+        subagents: {
+          "look around": {
+            turns: [{ tool_calls: [toolCall("run_shell", { command: "build" })] }, { expect: { tool_result_matches: "EROFS: read-only file system" }, content: "refused." }],
+          },
+        },
+      },
+    });
+    const run = await fake.runner.start(task);
+    const report = await run.result;
+
+    expect(report).toMatchObject({ status: "succeeded", reason: "finished_unverified" });
+    expect(report.agents).toEqual([expect.objectContaining({ id: "e1", mode: "explore", status: "finished", branch: null })]);
+    const explorer = fake.provider.sandboxesOf("e1");
+    expect(explorer.map((sandbox) => sandbox.spec.workspace)).toEqual([{ hostPath: runPaths(run.directory).worktree, readOnly: true }]);
+    expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times2\n");
+    expect(git("rev-parse", `runner/${run.id}`).trim()).toBe(report.base_commit);
   });
 
   it("two workers change the same line: the first is merged, the second conflicts; the parent keeps the first's version, the second's branch is kept", async () => {
