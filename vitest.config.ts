@@ -16,7 +16,15 @@ export default defineConfig({
     // The JSON report lets .ci/run print a plain "N passed, N failed" line.
     reporters: ["default", ["json", { outputFile: ".test-results/vitest.json" }]],
     projects: [
-      { extends: true, test: { name: "unit", include: ["tests/unit/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: ["tests/unit/**/*.test.ts"],
+          // Keeps the project Docker-free on a machine that has Docker: a test that reaches for the daemon fails here.
+          env: { DOCKER_HOST: "unix:///nonexistent/agent-runner-unit-project.sock" },
+        },
+      },
       { extends: true, test: { name: "docker", include: ["tests/integration/**/*.test.ts", "tests/e2e/**/*.test.ts"] } },
     ],
   },
