@@ -1,11 +1,12 @@
 /**
- * A run whose runner dies mid-turn (SIGKILL: no clean-up, no report) is
- * resumed through the library API, without Docker (issue 11 item 5): the
- * journal is replayed, a tool call that finished is not run again, the one in
- * flight is reported interrupted, and the run completes on the same branch.
+ * Runs that die are resumed through the library API, without Docker (issue 11
+ * item 5): a runner killed mid-turn (SIGKILL: no clean-up, no report) has its
+ * journal replayed, a tool call that finished is not run again, the one in
+ * flight is reported interrupted; one killed during verification is only
+ * verified again; an errored run resumes in the same process.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -75,10 +76,65 @@ describe("resume in the Docker-free tier", () => {
     expect(eventData(events, "tool_call.started").filter((data) => String(data.arguments).includes("echo once"))).toHaveLength(1);
     expect(eventData(events, "tool_call.interrupted")).toEqual([expect.objectContaining({ name: "run_shell", step: 1 })]);
     expect(eventData(events, "tool_call.replayed")).toEqual([expect.objectContaining({ name: "write_file", step: 1 })]);
-    expect(eventData(events, "run.resumed")).toEqual([expect.objectContaining({ resumes: 1, next_step: 2, worktree: "reused" })]);
+    // The resume's sweep committed the dead attempt's worktree and removed it: the resume makes a new one of the branch.
+    expect(eventData(events, "run.resumed")).toEqual([expect.objectContaining({ resumes: 1, next_step: 2, worktree: "recreated" })]);
+    expect(git("log", "--format=%s", `main..runner/${first.runId}`).trim().split("\n")).toEqual([
+      `agent-runner: resume-kill (run ${first.runId})`,
+      `agent-runner: run ${first.runId} (runner died: partial work)`,
+    ]);
+    expect(git("show", `runner/${first.runId}~1:a.txt`)).toBe("alpha\n");
     expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "succeeded", exit_code: 0 })]);
     expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
     const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as { agents: { main: { messages: { role: string; content: string | null }[] } } };
     expect(session.agents.main.messages.filter((message) => message.role === "tool" && String(message.content).includes("[interrupted]"))).toHaveLength(1);
+  });
+  it("after the runner is killed during verification: resume verifies the committed work again, without a model call", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: { turns: [{ tool_calls: [toolCall("write_file", { path: "done.txt", content: "done\n" })] }, { content: "Finished." }] },
+      // max_steps 2: all used; the agent had answered, so the resume needs none.
+      task: { name: "resume-verify", max_steps: 2, verify: { command: "grep -q done done.txt", timeout_sec: 30 } },
+    });
+    const first = await runUntilKilled(fake.home, task, "grep -q done done.txt");
+    expect(first.signal, first.stderr).toBe("SIGKILL");
+    const runDirectory = join(fake.home, "runs", first.runId);
+
+    const run = await fake.runner.resume(first.runId);
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "succeeded", reason: "verified", resumes: 1, steps: 2, tool_calls: 1, final_message: "Finished.", verify: { passed: true } });
+    expect(git("show", `runner/${first.runId}:done.txt`)).toBe("done\n");
+    const events = eventsFile(runDirectory);
+    expect(eventData(events, "model_call.started")).toHaveLength(2);
+    expect(eventData(events.slice(run.resumed!.earlierEvents), "model_call.started")).toEqual([]);
+    expect(eventData(events, "verify.finished")).toEqual([expect.objectContaining({ passed: true })]);
+    expect(fake.provider.created.map((sandbox) => sandbox.spec.agentId)).toEqual(["main", "verify"]);
+    expect(existsSync(runPaths(runDirectory).verify)).toBe(false);
+  });
+
+  it("an errored run (the model rate-limited for good) resumes in the same process once the model answers, without redoing finished turns", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const turns = (faults: unknown[]) => [
+      { tool_calls: [toolCall("run_shell", { command: "echo first >> log.txt" })] },
+      { faults, expect: { tool_result_matches: "^exit_code: 0" }, tool_calls: [toolCall("run_shell", { command: "echo second >> log.txt" })] },
+      { content: "Logged twice." },
+    ];
+    const limited = { status: 429, retry_after: 0 };
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: { turns: turns([limited, limited]) },
+      task: { name: "resume-error", model: { provider: "scripted", script: "./script.yaml", max_retries: 1 } },
+    });
+    const failed = await (await fake.runner.start(task)).result;
+    expect(failed).toMatchObject({ status: "error", reason: "rate_limited", steps: 1, tool_calls: 1 });
+
+    writeFileSync(join(directory.path, "script.yaml"), JSON.stringify({ turns: turns([]) }));
+    const run = await fake.runner.resume(failed.run_id);
+    expect(run.resumed).toMatchObject({ atModelCall: 2 });
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "succeeded", resumes: 1, steps: 3, tool_calls: 2, final_message: "Logged twice." });
+    expect(git("show", `runner/${failed.run_id}:log.txt`)).toBe("first\nsecond\n");
+    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual(["echo first >> log.txt", "echo second >> log.txt"]);
+    expect(eventData(eventsFile(run.directory), "run.finished").map((data) => data.status)).toEqual(["error", "succeeded"]);
   });
 });
