@@ -84,10 +84,11 @@ describe("the idle rule in the Docker-free tier", () => {
     expect(eventData(eventsFile(run.directory), "cleanup.failed")).toContainEqual({ what: expect.stringContaining(workerWorktree), error: expect.stringContaining("sandbox fake-2-w1 (not removed) still mounts") });
   });
 
-  // KNOWN BUG (src/run/run-task.ts, left to its owner): the run's end removes the whole run disk
-  // (closeRunDisk) once the *main* worktree is idle, taking the lingering worker's worktree with it,
-  // so host code deletes a tree a sandbox may still write, and the edit the sweep was to commit is lost.
-  // Turn this into `it` once the disk is kept while any worktree on it was left behind.
+  // KNOWN BUG (src/run/phases/open-workspace.ts, the deferred "the run's disk" clean-up; left to its owner):
+  // the run's end removes the whole run disk (closeRunDisk) once the *main* worktree is idle, taking the
+  // lingering worker's worktree with it: host code deletes a tree a sandbox may still write, and the edit
+  // the sweep was to commit is lost. Turn this into `it` once the disk is kept while any worktree on it
+  // (a worker's, a verification checkout) was left behind.
   it.fails("a worker's sandbox cannot be confirmed gone: its worktree is left in place with the edit, for the sweep to commit", async () => {
     await using lingering = await lingeringWorkerRun();
     expect(readFileSync(join(lingering.workerWorktree, "calc.txt"), "utf8")).toBe("times3\n");
