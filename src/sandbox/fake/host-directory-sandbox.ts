@@ -72,7 +72,9 @@ export interface RecordedCommand {
  * {@link PathOutsideWorkspaceError}, writes are atomic (a fresh inode renamed
  * over the target, keeping its mode), and a read-only workspace refuses
  * writes with EROFS as the bind mount does. Everything is recorded: the specs
- * of the sandboxes created, and each command.
+ * of the sandboxes created, and each command. Nothing of the spec but the
+ * workspace and the agent id is used: no limits, network, disk measuring or
+ * read-only git mounts (the Docker provider's tests cover those).
  *
  * Hand-written rather than memfs/mock-fs: those replace `fs` for the whole
  * process, and the point here is that host git reads the real directory.
