@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRunner, type Runner } from "../../src/runner/runner.js";
-import type { RunEnvelope } from "../../src/runner/event-replay.js";
+import { cloudEventType, type RunEnvelope, type RunEventName } from "../../src/events/event-catalogue.js";
 import { HostDirectorySandboxProvider, type HostDirectoryExecHandler, type HostDirectorySandboxOptions } from "../../src/sandbox/fake/host-directory-sandbox.js";
 import { temporaryDirectory } from "./git-repository.js";
 
@@ -46,18 +46,18 @@ export function eventsFile(runDirectory: string): RunEnvelope[] {
     .map((line) => JSON.parse(line) as RunEnvelope);
 }
 
-/** True when the envelope is an event of `type` (e.g. `verify.finished`), whatever its schema version. */
-export function isEvent(envelope: RunEnvelope, type: string): boolean {
-  return envelope.type.startsWith(`dev.agent-runner.${type}.v`) && /^\d+$/.test(envelope.type.slice(`dev.agent-runner.${type}.v`.length));
+/** True when the envelope is an event of `type` (e.g. `verify.finished`) in the version this runner writes. */
+export function isEvent(envelope: RunEnvelope, type: RunEventName): boolean {
+  return envelope.type === cloudEventType(type);
 }
 
 /** The data of the events of `type`, in order. */
-export function eventData(envelopes: RunEnvelope[], type: string): Record<string, unknown>[] {
+export function eventData(envelopes: RunEnvelope[], type: RunEventName): Record<string, unknown>[] {
   return envelopes.filter((envelope) => isEvent(envelope, type)).map((envelope) => envelope.data as Record<string, unknown>);
 }
 
 /** Resolves with the first event of `type` the run emits (replayed or live). */
-export async function firstEvent(events: AsyncIterable<RunEnvelope>, type: string, match: (data: Record<string, unknown>) => boolean = () => true): Promise<Record<string, unknown>> {
+export async function firstEvent(events: AsyncIterable<RunEnvelope>, type: RunEventName, match: (data: Record<string, unknown>) => boolean = () => true): Promise<Record<string, unknown>> {
   for await (const envelope of events) {
     if (isEvent(envelope, type) && match(envelope.data as Record<string, unknown>)) return envelope.data as Record<string, unknown>;
   }

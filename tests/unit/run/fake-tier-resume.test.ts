@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runPaths } from "../../../src/workspace/run-disk.js";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
-import { eventData, eventsFile, fakeRunner, fakeShell, toolCall, writeScriptedTask } from "../../helpers/fake-runner.js";
+import { eventData, eventsFile, fakeRunner, fakeShell, isEvent, toolCall, writeScriptedTask } from "../../helpers/fake-runner.js";
 
 const CHILD = fileURLToPath(new URL("../../helpers/fake-runner-child.ts", import.meta.url));
 
@@ -72,7 +72,7 @@ describe("resume in the Docker-free tier", () => {
     expect(git("rev-parse", `runner/${first.runId}`).trim()).toBe(report.head_commit);
 
     const events = eventsFile(runDirectory);
-    expect(events.slice(0, run.resumed!.earlierEvents).some((envelope) => envelope.type.includes("run.finished"))).toBe(false);
+    expect(events.slice(0, run.resumed!.earlierEvents).some((envelope) => isEvent(envelope, "run.finished"))).toBe(false);
     expect(eventData(events, "tool_call.started").filter((data) => String(data.arguments).includes("echo once"))).toHaveLength(1);
     expect(eventData(events, "tool_call.interrupted")).toEqual([expect.objectContaining({ name: "run_shell", step: 1 })]);
     expect(eventData(events, "tool_call.replayed")).toEqual([expect.objectContaining({ name: "write_file", step: 1 })]);
