@@ -13,6 +13,7 @@ help:
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
 	@echo "make check   typecheck, folder import cycles, dead exports, eslint, prettier (npm run check)"
 	@echo "make test    make check, then all tests: unit, end-to-end and integration (real Docker)"
+	@echo "make test-unit  the unit project only: no Docker daemon needed, seconds"
 	@echo "make bench   sandbox, loop and network benchmarks (medians, ratios; see bench/README.md)"
 
 setup: docker deps build image link
@@ -54,11 +55,12 @@ format: deps
 test: build check
 	npx vitest run
 
+# The vitest projects (vitest.config.ts): `unit` needs no Docker daemon, `docker` does.
 test-unit: build
-	npx vitest run tests/unit
+	npx vitest run --project unit
 
 test-integration: build
-	npx vitest run tests/integration tests/e2e
+	npx vitest run --project docker
 
 bench: deps build
 	npx tsx bench/sandbox.bench.ts

@@ -35,7 +35,10 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
  * gone (crash, `kill -9`): commits what their worktree holds on the run
  * branch (safe host git, as at the end of a run), removes the worktree
  * directory and writes a report.json with status `error`, reason
- * `runner_died`, naming `runner resume`, and removes the run's disk. Call it
+ * `runner_died`, naming `runner resume`, and removes the run's disk. A run
+ * that finished but left a worktree behind (its disk is still there: a
+ * sandbox on it was not confirmed gone) gets the same commit and removal,
+ * its report kept. Call it
  * after the containers of dead runs are gone: a run whose worktrees
  * `sandboxes` cannot confirm idle (a container still mounts one) is left for
  * a later start, untouched. Returns the swept run ids.
@@ -43,12 +46,18 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
 export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxProvider, "ensureWorkspaceIdle">): Promise<string[]> {
   const runs = join(runnerHome, "runs");
   if (!existsSync(runs)) return [];
-  const dead: { runId: string; directory: string; lock: RunLock }[] = [];
+  const dead: { runId: string; directory: string; lock: RunLock; finished: boolean }[] = [];
   for (const runId of readdirSync(runs)) {
     const directory = join(runs, runId);
-    if (new RunStore(directory).has("report")) continue;
+    const store = new RunStore(directory);
     const lock = readRunLock(directory);
-    if (lock && !isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock });
+    if (!lock) continue;
+    if (store.has("report")) {
+      // A finished run whose disk is still there left a worktree behind (its sandbox was not confirmed gone).
+      if (existsSync(runPaths(directory).disk) && !store.has("resumeLock")) dead.push({ runId, directory, lock, finished: true });
+      continue;
+    }
+    if (!isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock, finished: false });
   }
   // Every dead run's disk is mounted before any `git worktree prune` runs: prune
   // would take the worktree of a disk not mounted (after a reboot) for a deleted one.
@@ -57,7 +66,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     await mountRunDiskIfPresent(directory).catch((error: unknown) => unmountable.set(directory, errorMessage(error)));
   }
   const swept: string[] = [];
-  for (const { runId, directory, lock } of dead) {
+  for (const { runId, directory, lock, finished } of dead) {
     const paths = runPaths(directory);
     const workers = paths.workers;
     const worktrees = [lock.worktree, paths.verify, ...(existsSync(workers) ? readdirSync(workers).map((name) => join(workers, name)) : [])];
@@ -90,6 +99,10 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     if (!keepWorktree) {
       await removeWorktreeDirectory(lock.repository, lock.worktree);
       await closeRunDisk(directory);
+    }
+    if (finished) {
+      swept.push(runId);
+      continue;
     }
     const report = {
       run_id: lock.run_id,

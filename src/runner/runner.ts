@@ -41,7 +41,11 @@ export interface ApprovalBroker {
 export interface RunnerOptions {
   /** RUNNER_HOME: runs go to `<home>/runs/<run-id>/`. Default `$RUNNER_HOME`, else `~/.runner`. */
   home?: string;
-  /** Where sandboxes come from. Default: Docker (checked, and leftovers of dead runs swept, at the first start). */
+  /**
+   * Where sandboxes come from. Default: Docker (checked at each start). With
+   * any provider, the first start or resume sweeps runs whose runner died:
+   * their worktrees committed and removed once `ensureWorkspaceIdle` allows.
+   */
   sandboxProvider?: SandboxProvider;
   /** Opens a task's model. Default: the task's provider (a scripted server, or the openai client). */
   openModel?: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>;
@@ -160,8 +164,7 @@ export class Runner {
   }
 
   private async prepareOnce(task: Task | null): Promise<void> {
-    if (!(this.provider instanceof DockerSandboxProvider)) return;
-    if (task) await prepareRun(task, this.provider, this.environment);
+    if (task && this.provider instanceof DockerSandboxProvider) await prepareRun(task, this.provider, this.environment);
     if (this.prepared) return;
     this.prepared = true;
     await sweepDeadRunLeftovers(this.provider, this.home, this.log);

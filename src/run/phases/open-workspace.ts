@@ -1,3 +1,5 @@
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { ConfigError } from "../../errors.js";
 import { currentOwner } from "../../process/process-owner.js";
 import type { SandboxProvider } from "../../sandbox/sandbox.js";
@@ -31,7 +33,14 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
   const disk = await openRunDisk(scope.store.directory, task.sandbox.limits.disk, enforcement);
   let delivery: WorkDelivery | null = null;
   scope.cleanup.defer("the run's disk", async () => {
+    // Only once every worktree on it is gone: one a sandbox could still write (the main one, a worker's, a
+    // verification checkout whose container was not confirmed removed) stays, with the disk, for the sweep.
     if (delivery && !delivery.isIdle) return;
+    const left = worktreesLeftOn(scope.paths);
+    if (left.length) {
+      events.emit({ type: "cleanup.failed", data: { what: "the run's disk", error: `kept: ${left.join(", ")} could not be removed (a sandbox on it was not confirmed gone); the next start's sweep commits and removes them` } });
+      return;
+    }
     const failure = await closeRunDisk(scope.store.directory);
     if (failure) throw failure;
   });
@@ -93,6 +102,12 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
       sandbox = attached;
     },
   };
+}
+
+/** Worktree directories still on the run's disk: a worker's or a verification checkout that was not removed. */
+function worktreesLeftOn(paths: RunScope["paths"]): string[] {
+  const workers = existsSync(paths.workers) ? readdirSync(paths.workers).map((name) => join(paths.workers, name)) : [];
+  return [...workers, ...(existsSync(paths.verify) ? [paths.verify] : [])];
 }
 
 function mebibytes(bytes: number): string {
