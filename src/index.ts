@@ -9,3 +9,5 @@ export type { ApprovalAnswer } from "./policy/approval.js";
 export { ConfigError, SandboxError, CancelledError, RunnerError } from "./errors.js";
 export { listRuns, readRunRecord, type RunRecord, type RunSummary } from "./runner/run-records.js";
 export { RUN_FILES } from "./run/run-store.js";
+export { HostDirectorySandboxProvider, type HostDirectorySandboxOptions } from "./sandbox/fake/host-directory-sandbox.js";
+export type { SandboxProvider, Sandbox, SandboxSpec } from "./sandbox/sandbox.js";
