@@ -73,6 +73,11 @@ export class ProgressView implements EventSink {
         const committed = event.data.changed ? `committed ${event.data.commit.slice(0, 10)} on ${event.data.branch}` : "no changes to commit";
         return event.data.left_out_count ? c.yellow(`${committed}${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`) : committed;
       }
+      case "workspace.uncommitted": {
+        const { changed_count: changed, ignored_count: ignored } = event.data;
+        const parts = [changed ? `${changed} uncommitted or untracked (${event.data.changed.join(", ")}${changed > event.data.changed.length ? ", ..." : ""})` : "", ignored ? `${ignored} git-ignored (${event.data.ignored.join(", ")}${ignored > event.data.ignored.length ? ", ..." : ""})` : ""];
+        return c.yellow(`note: the agent works on HEAD; not in its worktree: ${parts.filter(Boolean).join("; ")} — commit what it should see`);
+      }
       case "verify.protected":
         return `${whose(event.data.agent_id)}verify: protected paths from ${event.data.from_commit.slice(0, 10)}: ${event.data.restored.length} restored, ${event.data.deleted.length} deleted${event.data.omitted ? ` (+${event.data.omitted})` : ""}`;
       case "verify.started":
