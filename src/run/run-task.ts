@@ -4,6 +4,7 @@ import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
 import { contextSettings, type ContextSettings } from "../agent/context-window.js";
 import { restoreSession, SessionJournal, type RestoredAgent } from "../agent/session-journal.js";
 import { subagentSystemPrompt, workspaceAgentSystemPrompt } from "../agent/system-prompt.js";
+import { readProjectInstructions } from "../agent/project-instructions.js";
 import { Mutex } from "async-mutex";
 import { agentTool, type SubagentHost, type SubagentMode, type SubagentReport } from "../agents/subagents.js";
 import { rawSafeGit } from "../workspace/safe-git.js";
@@ -26,7 +27,7 @@ import { CancelledError, ConfigError, ModelError, RunnerError, errorMessage } fr
 import { CloudEventLog, newTraceId } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink, type RunEvent } from "../events/run-events.js";
 import { emptyUsage, type ChatMessage } from "../model/messages.js";
-import { addLogRedactor } from "../logging/logger.js";
+import { addLogRedactor, createLogger } from "../logging/logger.js";
 import { redactorFor } from "../redaction/redactor.js";
 import type { ModelClient } from "../model/model-client.js";
 import type { DiskLimitReached, NetworkEvent, Sandbox, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
@@ -260,6 +261,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     denials: {},
     network: {},
     disk: null,
+    instructions_files: null,
     duration_ms: 0,
   };
   const counter = reportCounter(report);
@@ -388,6 +390,12 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         problems: skills.problems.map((problem) => problem.message),
       },
     });
+    // Project instructions: the AGENTS.md files of the base commit (read in the sandbox), once per run.
+    const instructions = task.instructions_files
+      ? await readProjectInstructions({ sandbox: activeSandbox, baseCommit: worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal })
+      : null;
+    report.instructions_files = instructions?.files ?? null;
+    for (const problem of instructions?.problems ?? []) createLogger({ component: "instructions", run_id: runId }).warn(problem);
     // MCP servers: stdio ones inside the sandbox (same files, user, limits and network), unless trusted.
     mcp = await connectMcpServers(task.mcp_servers, {
       sandbox: activeSandbox,
@@ -429,7 +437,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         tasks,
         parent: { agentId: MAIN_AGENT, worktree, sandbox: activeSandbox, gate, conversation: () => conversation },
         toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context, skillTools, mcpTools),
-        systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog }),
+        systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog, projectInstructions: instructions?.text }),
         verify: task.verify ?? null,
         commitLimits,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
@@ -445,7 +453,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         model: modelClient,
         tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools, mcpTools)),
         sandbox: activeSandbox,
-        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog }),
+        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog, projectInstructions: instructions?.text }),
         instruction: task.instruction,
         maxSteps: Math.min(task.max_steps, policy.limits.max_steps ?? Number.POSITIVE_INFINITY),
         guard: mainGuard,
