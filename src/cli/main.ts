@@ -12,6 +12,8 @@ import { runsCommand, showCommand } from "./runs-command.js";
 
 const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
 
+const EXIT_CODES = "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.";
+
 function packageVersion(): string {
   return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 }
@@ -45,9 +47,25 @@ async function main(argv: string[]): Promise<number> {
   const program = new Command()
     .name("runner")
     .description("Run an LLM coding agent on a task, every tool inside a per-task Docker container.")
-    .version(packageVersion(), "--version")
+    .version(packageVersion(), "-V, --version")
     .exitOverride()
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) })
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner exec task.yaml                      run a task file (README \"task.yaml\")",
+        '  runner exec --instruction "Make the tests pass" --workspace ~/src/project --verify "npm test"',
+        "                                             an ad-hoc task on a repository (OPENAI_API_KEY, OPENAI_MODEL)",
+        "  runner runs                                the runs so far, newest first",
+        "  runner show <run-id>                       a run's report and transcript",
+        "  runner resume <run-id>                     continue an interrupted run",
+        "  runner policy check worker                 what a policy allows",
+        "",
+        EXIT_CODES,
+      ].join("\n"),
+    );
 
   program
     .command("exec")
@@ -63,9 +81,17 @@ async function main(argv: string[]): Promise<number> {
     .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
     .addHelpText(
       "after",
-      "\nEnvironment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);\n" +
-        "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).\n" +
-        "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.",
+      [
+        "",
+        "Examples:",
+        "  runner exec task.yaml --json > events.jsonl      the run's events as CloudEvents JSON lines",
+        "  runner exec task.yaml --max-steps 20 --merge     fewer steps; on a verified success, fast-forward your branch",
+        '  runner exec --instruction "Fix the failing test" --workspace . --verify "python3 -m pytest -q"',
+        "",
+        "Environment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);",
+        "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).",
+        EXIT_CODES,
+      ].join("\n"),
     )
     .action(async (task: string | undefined, options) => {
       exitCode = await execCommand(task, options, controller.signal);
@@ -77,6 +103,15 @@ async function main(argv: string[]): Promise<number> {
     .argument("<run-id>", "run id, or a unique prefix of it")
     .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
     .option("--max-steps <n>", "raise max_steps (model calls, counted from the start of the run)")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner resume 20260101-120000-ab12cd           by id (runner runs lists them)",
+        "  runner resume 2026 --max-steps 80              a unique prefix is enough; allow more steps",
+      ].join("\n"),
+    )
     .action(async (id: string, options: { json?: boolean; maxSteps?: string }) => {
       exitCode = await resumeCommand(id, options, controller.signal);
     });
