@@ -1,7 +1,8 @@
 // The everyday CLI as a user meets it (the built dist/cli/main.js, no Docker,
-// no model): --version / -V, --help with examples.
-import { readFileSync } from "node:fs";
+// no model): --version / -V, --help with examples, what the quick commands load.
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { ROOT, runCli } from "../helpers/runner-cli.js";
@@ -31,5 +32,44 @@ describe("runner --version and --help", () => {
     expect(exec.stdout).toContain("Examples:\n  runner exec task.yaml --json > events.jsonl");
     const resume = await runCli(["help", "resume"], { RUNNER_HOME: home.path });
     expect(resume.stdout).toContain("Examples:\n  runner resume 20");
+  });
+});
+
+/** Heavy packages a command that touches no sandbox or model must not load (README "Command line"). */
+const HEAVY = ["dockerode", "openai", "@modelcontextprotocol/sdk", "web-tree-sitter", "tree-sitter-bash", "pino", "cloudevents", "tar-fs"];
+
+/** Runs the CLI with a module-resolution hook; returns the packages under node_modules it loaded. */
+async function loadedPackages(args: string[], home: string, scratch: string): Promise<{ code: number | null; packages: string[] }> {
+  const hooks = join(scratch, "hooks.mjs");
+  writeFileSync(
+    hooks,
+    "export async function resolve(specifier, context, next) { const r = await next(specifier, context); if (r.url.includes('/node_modules/')) process.stderr.write(`LOADED ${r.url}\\n`); return r; }\n",
+  );
+  writeFileSync(join(scratch, "register.mjs"), `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
+  const result = await runCli(args, { RUNNER_HOME: home, NODE_OPTIONS: `--import=${pathToFileURL(join(scratch, "register.mjs")).href}` });
+  const packages = [...result.stderr.matchAll(/^LOADED .*\/node_modules\/((?:@[^/]+\/)?[^/]+)\//gm)].map((match) => match[1]!);
+  return { code: result.code, packages: [...new Set(packages)].sort() };
+}
+
+describe("a quick CLI: commands that touch no sandbox or model load none of the run machinery", () => {
+  it("--version, --help, runs, show, policy check load commander (and zod/yaml to check a policy) only", async () => {
+    await using home = temporaryDirectory();
+    await using scratch = temporaryDirectory();
+    const id = "20260101-000000-quick0";
+    mkdirSync(join(home.path, "runs", id), { recursive: true });
+    writeFileSync(
+      join(home.path, "runs", id, "report.json"),
+      JSON.stringify({ run_id: id, task: "quick", status: "succeeded", reason: "finished_unverified", steps: 1, tool_calls: 0, branch: null, duration_ms: 1, usage: { prompt_tokens: 1, completion_tokens: 1 }, agents: [], denials: {} }),
+    );
+    writeFileSync(join(home.path, "runs", id, "events.jsonl"), "");
+    for (const args of [["--version"], ["--help"], ["runs"], ["show", id], ["policy", "check", "worker"]]) {
+      const { code, packages } = await loadedPackages(args, home.path, scratch.path);
+      expect(code, args.join(" ")).toBe(0);
+      expect(packages.filter((name) => HEAVY.includes(name)), args.join(" ")).toEqual([]);
+    }
+    // The hook sees what a run loads: the check is not vacuous.
+    const run = await loadedPackages(["exec", "--instruction", "x"], home.path, scratch.path);
+    expect(run.code).toBe(2);
+    expect(run.packages).toEqual(expect.arrayContaining(["dockerode", "openai"]));
   });
 });
