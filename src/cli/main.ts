@@ -2,7 +2,8 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { Command, CommanderError } from "commander";
+import { Argument, Command, CommanderError } from "commander";
+import { COMPLETION_SHELLS, completionScript, type CompletionShell } from "./completion.js";
 import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
 import { runnerHome } from "../runner/runner-home.js";
@@ -157,6 +158,24 @@ async function main(argv: string[]): Promise<number> {
       const args = [BUILD_SCRIPT, "--tag", options.tag, ...(options.force ? ["--force"] : [])];
       const result = spawnSync("bash", args, { stdio: "inherit" });
       exitCode = result.status ?? 3;
+    });
+
+  program
+    .command("completion")
+    .description("print a shell completion script (bash, zsh, fish)")
+    .addArgument(new Argument("<shell>", "the shell").choices(COMPLETION_SHELLS))
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  source <(runner completion bash)                    in ~/.bashrc",
+        "  source <(runner completion zsh)                     in ~/.zshrc, after compinit",
+        "  runner completion fish > ~/.config/fish/completions/runner.fish",
+      ].join("\n"),
+    )
+    .action((shell: CompletionShell) => {
+      process.stdout.write(completionScript(program, shell));
     });
 
   try {
