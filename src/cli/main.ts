@@ -60,6 +60,7 @@ async function main(argv: string[]): Promise<number> {
         "  runner exec task.yaml                      run a task file (README \"task.yaml\")",
         '  runner exec --instruction "Make the tests pass" --workspace ~/src/project --verify "npm test"',
         "                                             an ad-hoc task on a repository (OPENAI_API_KEY, OPENAI_MODEL)",
+        "  runner init                                a commented task.yaml (and script.yaml) for this repository",
         "  runner runs                                the runs so far, newest first",
         "  runner show <run-id>                       a run's report and transcript",
         "  runner resume <run-id>                     continue an interrupted run",
@@ -158,6 +159,27 @@ async function main(argv: string[]): Promise<number> {
       const args = [BUILD_SCRIPT, "--tag", options.tag, ...(options.force ? ["--force"] : [])];
       const result = spawnSync("bash", args, { stdio: "inherit" });
       exitCode = result.status ?? 3;
+    });
+
+  program
+    .command("init")
+    .description("write a commented task.yaml and a scripted trajectory example (script.yaml) for the repository in dir")
+    .argument("[dir]", "where to write them, in a git repository (default: the current directory)")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "The test command becomes verify.command where it is obvious (a Makefile test target, package.json",
+        "scripts.test, pytest, go.mod, Cargo.toml). Existing files are never overwritten (exit 2).",
+        "",
+        "Examples:",
+        "  runner init                  in your repository's top level",
+        "  runner init tasks/fix-login  a directory of its own in the repository (workspace: ../..)",
+      ].join("\n"),
+    )
+    .action(async (dir: string | undefined) => {
+      const { initCommand } = await import("./init-command.js");
+      exitCode = initCommand(dir);
     });
 
   program
