@@ -58,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
         "",
         "Examples:",
         "  runner exec task.yaml                      run a task file (README \"task.yaml\")",
-        '  runner exec --instruction "Make the tests pass" --workspace ~/src/project --verify "npm test"',
+        '  runner exec --instruction "Make the tests pass" -C ~/src/project --verify "npm test"',
         "                                             an ad-hoc task on a repository (OPENAI_API_KEY, OPENAI_MODEL)",
         "  runner init                                a commented task.yaml (and script.yaml) for this repository",
         "  runner runs                                the runs so far, newest first",
@@ -76,11 +76,15 @@ async function main(argv: string[]): Promise<number> {
     .argument("[task]", "path to task.yaml")
     .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
     .option("--instruction <text>", "ad-hoc task: what the agent must do")
-    .option("--workspace <dir>", "ad-hoc task: the git repository to work on", undefined)
+    .option("-C, --workspace <dir>", "ad-hoc task: the git repository to work on", undefined)
     .option("--name <name>", "ad-hoc task: its name ([a-z0-9-])")
     .option("--verify <command>", "ad-hoc task: verification command run in the sandbox")
+    .option("--model <name>", "ad-hoc task: the OpenAI-compatible model (default: OPENAI_MODEL)")
+    .option("--policy <policy>", "ad-hoc task: a shipped policy (explore, worker, reviewer, ci) or a policy file (default: worker)")
     .option("--image <image>", "ad-hoc task: sandbox image")
+    .option("--allow-host <host>", "ad-hoc task: a host the sandbox may reach (name, *.domain, name:port); repeat for more", (host: string, hosts: string[] = []) => [...hosts, host])
     .option("--max-steps <n>", "override max_steps")
+    .option("--timeout <duration>", "stop the run after this long (90s, 10m, 1.5h): cancelled with its work committed, exit 1; runner resume continues it")
     .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
     .addHelpText(
       "after",
@@ -89,7 +93,8 @@ async function main(argv: string[]): Promise<number> {
         "Examples:",
         "  runner exec task.yaml --json > events.jsonl      the run's events as CloudEvents JSON lines",
         "  runner exec task.yaml --max-steps 20 --merge     fewer steps; on a verified success, fast-forward your branch",
-        '  runner exec --instruction "Fix the failing test" --workspace . --verify "python3 -m pytest -q"',
+        '  runner exec --instruction "Fix the failing test" -C . --verify "python3 -m pytest -q" --policy ci --timeout 20m',
+        '  runner exec --instruction "Upgrade requests" -C . --allow-host pypi.org --allow-host files.pythonhosted.org',
         "",
         "Environment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);",
         "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).",

@@ -27,7 +27,7 @@ describe("runner --version and --help", () => {
     expect(top.stdout).toMatch(/-V, --version +output the version number/);
     for (const command of ["exec", "resume", "runs", "show", "policy", "image", "init", "completion"]) expect(top.stdout).toMatch(new RegExp(`\\n  ${command}\\b`));
     expect(top.stdout).toContain("Examples:\n  runner exec task.yaml");
-    expect(top.stdout).toContain('runner exec --instruction "Make the tests pass" --workspace ~/src/project --verify "npm test"');
+    expect(top.stdout).toContain('runner exec --instruction "Make the tests pass" -C ~/src/project --verify "npm test"');
     expect(top.stdout).toContain("runner init ");
     expect(top.stdout).toContain("Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.");
     const exec = await runCli(["exec", "--help"], { RUNNER_HOME: home.path });
