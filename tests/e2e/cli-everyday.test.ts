@@ -96,12 +96,13 @@ describe("runner completion", () => {
     for (const id of ["20260101-000000-aaaa", "20260102-000000-bbbb"]) mkdirSync(join(home.path, "runs", id), { recursive: true });
     writeFileSync(join(cwd.path, "task.yaml"), "name: x\n");
     mkdirSync(join(cwd.path, "repo"));
-    const [top, ex, execOptions, workspace, taskFile, afterValue, show, policy, check, shells, version] = bashCompletions(
+    const [top, ex, execOptions, workspace, shortWorkspace, taskFile, afterValue, show, policy, check, shells, version] = bashCompletions(
       [
         ["runner", ""],
         ["runner", "ex"],
         ["runner", "exec", "--m"],
         ["runner", "exec", "--workspace", ""],
+        ["runner", "exec", "-C", ""],
         ["runner", "exec", "ta"],
         ["runner", "exec", "--name", "exec", "--js"],
         ["runner", "show", "20260102"],
@@ -115,8 +116,9 @@ describe("runner completion", () => {
     );
     expect(top).toEqual(["completion", "exec", "image", "init", "policy", "resume", "runs", "show"]);
     expect(ex).toEqual(["exec"]);
-    expect(execOptions).toEqual(["--max-steps", "--merge"]);
+    expect(execOptions).toEqual(["--max-steps", "--merge", "--model"]);
     expect(workspace).toEqual(["repo"]);
+    expect(shortWorkspace).toEqual(["repo"]);
     expect(taskFile).toEqual(["task.yaml"]);
     // `exec` after --name is the option's value, not a command.
     expect(afterValue).toEqual(["--json"]);
@@ -135,7 +137,7 @@ describe("runner completion", () => {
     expect(zsh.stdout).toBe(`# zsh: load with  source <(runner completion zsh)  after compinit\nautoload -U +X bashcompinit && bashcompinit\n${bash.stdout}`);
     const fish = await runCli(["completion", "fish"], { RUNNER_HOME: home.path });
     expect(fish.stdout).toContain("complete -c runner -n '__fish_use_subcommand' -a exec -d 'run a task (task.yaml), or an ad-hoc one with --instruction and --workspace'");
-    expect(fish.stdout).toContain("complete -c runner -n '__fish_seen_subcommand_from exec' -l workspace -r -f -a '(__fish_complete_directories)'");
+    expect(fish.stdout).toContain("complete -c runner -n '__fish_seen_subcommand_from exec' -s C -l workspace -r -f -a '(__fish_complete_directories)'");
     expect(fish.stdout).toContain("complete -c runner -n '__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from check' -a check");
     const refused = await runCli(["completion", "tcsh"], { RUNNER_HOME: home.path });
     expect(refused.code).toBe(2);
