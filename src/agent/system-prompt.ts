@@ -1,8 +1,15 @@
+export interface SystemPromptOptions {
+  allowedHosts: string[];
+  skillCatalog?: string;
+  /** The project instructions section (`readProjectInstructions(...).text`, read once per run from the base commit). */
+  projectInstructions?: string;
+}
+
 /**
  * The system prompt of a workspace agent. Byte-identical for every request of
  * a run (no timestamps, no run ids) so a provider's prompt cache can hit.
  */
-export function workspaceAgentSystemPrompt(options: { allowedHosts: string[]; skillCatalog?: string } = { allowedHosts: [] }): string {
+export function workspaceAgentSystemPrompt(options: SystemPromptOptions = { allowedHosts: [] }): string {
   const network = options.allowedHosts.length
     ? `Network access goes through an HTTP(S) proxy (already configured for curl, pip, npm and git) and reaches only: ${options.allowedHosts.join(", ")}. Everything else is refused with a 403; there is no DNS in the container.`
     : "The container has no network access.";
@@ -18,12 +25,13 @@ export function workspaceAgentSystemPrompt(options: { allowedHosts: string[]; sk
     "- Run the project's tests with run_shell to check your work.",
     "- When the task is done, answer with a short summary of what you changed and why, and call no tool.",
     "- If you cannot finish, say so plainly and explain what blocks you.",
+    ...(options.projectInstructions ? ["", options.projectInstructions] : []),
     ...(options.skillCatalog ? ["", options.skillCatalog] : []),
   ].join("\n");
 }
 
 /** Role paragraph appended to a subagent's system prompt (byte-stable like the rest). */
-export function subagentSystemPrompt(mode: "explore" | "worker", options: { allowedHosts: string[]; skillCatalog?: string }): string {
+export function subagentSystemPrompt(mode: "explore" | "worker", options: SystemPromptOptions): string {
   const role =
     mode === "explore"
       ? [

@@ -1,6 +1,5 @@
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
+import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
 import { runnerHome } from "../runner/runner-home.js";
@@ -18,15 +17,62 @@ export interface ExecOptions {
   merge?: boolean;
   verify?: string;
   image?: string;
+  model?: string;
+  policy?: string;
+  /** `--allow-host`, repeatable: entries of sandbox.network.allow. */
+  allowHost?: string[];
+  /** `--timeout`: the run's wall-clock limit, a {@link parseDuration} duration. */
+  timeout?: string;
 }
+
+/** The flags that build an ad-hoc task (with a task file, the file says these). */
+const AD_HOC_FLAGS = [
+  ["name", "--name"],
+  ["verify", "--verify"],
+  ["image", "--image"],
+  ["model", "--model"],
+  ["policy", "--policy"],
+  ["allowHost", "--allow-host"],
+] as const;
 
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
   const task = loadTask(taskFile, options);
+  const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout");
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
   const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals() });
-  return follow(run, task, options);
+  // The time limit ends the run the way Ctrl-C does (its work so far committed, `runner resume` continues it).
+  let timedOut = false;
+  const timer =
+    timeoutMs === undefined
+      ? null
+      : setTimeout(() => {
+          timedOut = true;
+          void run.cancel(`the time limit was reached (--timeout ${options.timeout})`);
+        }, timeoutMs);
+  try {
+    const code = await follow(run, task, options);
+    // A limit the user set, like max_steps: exit 1, not 130 (interrupted).
+    return timedOut && code === exitCodeFor("cancelled") ? 1 : code;
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
+}
+
+/**
+ * A duration in seconds: "90", "90s", "10m", "1.5h" (s, m, h; no unit is
+ * seconds), returned in ms. Written here rather than with a library (such as
+ * `ms`): three units and a clear error naming `flag` are all the CLI needs.
+ * Throws ConfigError naming `flag` for anything else, or for zero.
+ */
+export function parseDuration(value: string, flag: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$/i.exec(value);
+  const milliseconds = match ? Number(match[1]) * { "": 1000, s: 1000, m: 60_000, h: 3_600_000 }[match[2]!.toLowerCase() as "" | "s" | "m" | "h"] : NaN;
+  if (!(milliseconds >= 1000) || milliseconds > 7 * 24 * 3_600_000) {
+    throw new ConfigError(`${flag}: expected a duration from 1s to 168h such as "90s", "10m" or "1.5h", got "${value}"`);
+  }
+  return Math.round(milliseconds);
 }
 
 /**
@@ -39,7 +85,7 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
   const run = await runner.resume(idOrPrefix, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals() });
   if (!options.json) process.stdout.write(`resuming run ${run.id} at model call ${run.resumed!.atModelCall}\n`);
   // The validated task the run keeps (task.json); the terminal shows this attempt's events only.
-  const task = JSON.parse(readFileSync(join(run.directory, "task.json"), "utf8")) as Task;
+  const task = run.task;
   return follow(run, task, options, run.resumed!.earlierEvents);
 }
 
@@ -106,11 +152,21 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
   process.stdout.write(`${terminalSafe(lines.filter(Boolean).join("\n"))}\n`);
 }
 
-function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
+/**
+ * The task of `runner exec`: the task file (with `--max-steps` applied), or
+ * the ad-hoc task the flags describe, validated like a task file (paths
+ * relative to the current directory). Throws ConfigError / TaskValidationError
+ * naming the flag or field.
+ */
+export function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
   if (taskFile && (options.instruction || options.workspace)) {
-    throw new ConfigError("give either a task file or --instruction/--workspace, not both");
+    throw new ConfigError("give either a task file or --instruction/--workspace (-C), not both");
   }
   if (taskFile) {
+    const adHoc = AD_HOC_FLAGS.filter(([key]) => options[key] !== undefined && !(Array.isArray(options[key]) && options[key].length === 0));
+    if (adHoc.length) {
+      throw new ConfigError(`${adHoc.map(([, flag]) => flag).join(", ")}: ad-hoc task flags (with --instruction); with a task file, set the field in ${taskFile}`);
+    }
     const task = loadTaskFile(taskFile);
     return options.maxSteps ? { ...task, max_steps: positiveInteger(options.maxSteps, "--max-steps") } : task;
   }
@@ -118,7 +174,7 @@ function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
     throw new ConfigError("missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction \"...\" --workspace DIR`");
   }
   if (!options.workspace) {
-    throw new ConfigError("--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR`; `--workspace .` for this directory)");
+    throw new ConfigError("--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR` or `-C DIR`; `-C .` for this directory)");
   }
   const raw: Record<string, unknown> = {
     name: options.name ?? "adhoc",
@@ -127,8 +183,36 @@ function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
   };
   if (options.maxSteps) raw.max_steps = positiveInteger(options.maxSteps, "--max-steps");
   if (options.verify) raw.verify = { command: options.verify };
-  if (options.image) raw.sandbox = { image: options.image };
-  return validateTask(raw, null, process.cwd());
+  if (options.model) raw.model = { provider: "openai", name: options.model };
+  if (options.policy) raw.policy = options.policy;
+  const sandbox: Record<string, unknown> = {};
+  if (options.image) sandbox.image = options.image;
+  if (options.allowHost?.length) sandbox.network = { allow: options.allowHost };
+  if (Object.keys(sandbox).length) raw.sandbox = sandbox;
+  try {
+    return validateTask(raw, null, process.cwd());
+  } catch (error) {
+    // The problems name task fields; say which flag set each.
+    if (error instanceof TaskValidationError) throw new TaskValidationError("ad-hoc task", error.problems.map((problem) => ({ ...problem, path: flagOf(problem.path) })));
+    throw error;
+  }
+}
+
+/** The flag of an ad-hoc task's field path, e.g. `sandbox.network.allow.0` → `--allow-host (sandbox.network.allow.0)`. */
+function flagOf(path: string): string {
+  const flags: [string, string][] = [
+    ["sandbox.network.allow", "--allow-host"],
+    ["sandbox.image", "--image"],
+    ["model.name", "--model"],
+    ["policy", "--policy"],
+    ["verify.command", "--verify"],
+    ["name", "--name"],
+    ["max_steps", "--max-steps"],
+    ["workspace", "--workspace"],
+    ["instruction", "--instruction"],
+  ];
+  const flag = flags.find(([field]) => path === field || path.startsWith(`${field}.`))?.[1];
+  return flag ? `${flag} (${path})` : path;
 }
 
 function positiveInteger(value: string, flag: string): number {

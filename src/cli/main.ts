@@ -2,15 +2,19 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { Command, CommanderError } from "commander";
+import { Argument, Command, CommanderError } from "commander";
+import { COMPLETION_SHELLS, completionScript, type CompletionShell } from "./completion.js";
 import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
-import { execCommand, resumeCommand } from "./exec-command.js";
 import { runnerHome } from "../runner/runner-home.js";
-import { policyCheckCommand } from "./policy-command.js";
-import { runsCommand, showCommand } from "./runs-command.js";
+
+// Only what every command needs is imported here. Each command imports its own modules when it runs
+// (dockerode, the model SDKs, the shell parser, zod schemas), so `--version`, `--help`, `runs`, `show`,
+// `policy check` and `completion` answer without loading the run machinery (bench/cli.bench.ts).
 
 const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
+
+const EXIT_CODES = "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.";
 
 function packageVersion(): string {
   return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -45,9 +49,26 @@ async function main(argv: string[]): Promise<number> {
   const program = new Command()
     .name("runner")
     .description("Run an LLM coding agent on a task, every tool inside a per-task Docker container.")
-    .version(packageVersion(), "--version")
+    .version(packageVersion(), "-V, --version")
     .exitOverride()
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) })
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner exec task.yaml                      run a task file (README \"task.yaml\")",
+        '  runner exec --instruction "Make the tests pass" -C ~/src/project --verify "npm test"',
+        "                                             an ad-hoc task on a repository (OPENAI_API_KEY, OPENAI_MODEL)",
+        "  runner init                                a commented task.yaml (and script.yaml) for this repository",
+        "  runner runs                                the runs so far, newest first",
+        "  runner show <run-id>                       a run's report and transcript",
+        "  runner resume <run-id>                     continue an interrupted run",
+        "  runner policy check worker                 what a policy allows",
+        "",
+        EXIT_CODES,
+      ].join("\n"),
+    );
 
   program
     .command("exec")
@@ -55,19 +76,33 @@ async function main(argv: string[]): Promise<number> {
     .argument("[task]", "path to task.yaml")
     .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
     .option("--instruction <text>", "ad-hoc task: what the agent must do")
-    .option("--workspace <dir>", "ad-hoc task: the git repository to work on", undefined)
+    .option("-C, --workspace <dir>", "ad-hoc task: the git repository to work on", undefined)
     .option("--name <name>", "ad-hoc task: its name ([a-z0-9-])")
     .option("--verify <command>", "ad-hoc task: verification command run in the sandbox")
+    .option("--model <name>", "ad-hoc task: the OpenAI-compatible model (default: OPENAI_MODEL)")
+    .option("--policy <policy>", "ad-hoc task: a shipped policy (explore, worker, reviewer, ci) or a policy file (default: worker)")
     .option("--image <image>", "ad-hoc task: sandbox image")
+    .option("--allow-host <host>", "ad-hoc task: a host the sandbox may reach (name, *.domain, name:port); repeat for more", (host: string, hosts: string[] = []) => [...hosts, host])
     .option("--max-steps <n>", "override max_steps")
+    .option("--timeout <duration>", "stop the run after this long (90s, 10m, 1.5h): cancelled with its work committed, exit 1; runner resume continues it")
     .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
     .addHelpText(
       "after",
-      "\nEnvironment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);\n" +
-        "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).\n" +
-        "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.",
+      [
+        "",
+        "Examples:",
+        "  runner exec task.yaml --json > events.jsonl      the run's events as CloudEvents JSON lines",
+        "  runner exec task.yaml --max-steps 20 --merge     fewer steps; on a verified success, fast-forward your branch",
+        '  runner exec --instruction "Fix the failing test" -C . --verify "python3 -m pytest -q" --policy ci --timeout 20m',
+        '  runner exec --instruction "Upgrade requests" -C . --allow-host pypi.org --allow-host files.pythonhosted.org',
+        "",
+        "Environment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);",
+        "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).",
+        EXIT_CODES,
+      ].join("\n"),
     )
     .action(async (task: string | undefined, options) => {
+      const { execCommand } = await import("./exec-command.js");
       exitCode = await execCommand(task, options, controller.signal);
     });
 
@@ -76,8 +111,18 @@ async function main(argv: string[]): Promise<number> {
     .description("continue an interrupted, crashed or errored run: same branch, a new container, the persisted conversation")
     .argument("<run-id>", "run id, or a unique prefix of it")
     .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
-    .option("--max-steps <n>", "raise max_steps (model calls, counted from the start of the run)")
+    .option("--max-steps <n>", "allow N more model calls from where the run stopped (needed for a run stopped at max_steps)")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner resume 20260101-120000-ab12cd           by id (runner runs lists them)",
+        "  runner resume 2026 --max-steps 20              a unique prefix is enough; 20 more model calls",
+      ].join("\n"),
+    )
     .action(async (id: string, options: { json?: boolean; maxSteps?: string }) => {
+      const { resumeCommand } = await import("./exec-command.js");
       exitCode = await resumeCommand(id, options, controller.signal);
     });
 
@@ -85,7 +130,8 @@ async function main(argv: string[]): Promise<number> {
     .command("runs")
     .description("list the runs in RUNNER_HOME, newest first")
     .option("--json", "one JSON object per run")
-    .action((options: { json?: boolean }) => {
+    .action(async (options: { json?: boolean }) => {
+      const { runsCommand } = await import("./runs-command.js");
       exitCode = runsCommand(runnerHome(), options);
     });
 
@@ -93,7 +139,8 @@ async function main(argv: string[]): Promise<number> {
     .command("show")
     .description("print a run's report and a readable transcript")
     .argument("<run-id>", "run id, or a unique prefix of it")
-    .action((id: string) => {
+    .action(async (id: string) => {
+      const { showCommand } = await import("./runs-command.js");
       exitCode = showCommand(runnerHome(), id);
     });
 
@@ -102,7 +149,8 @@ async function main(argv: string[]): Promise<number> {
     .command("check")
     .description("validate a policy and print what it allows; exit 2 with every problem when it is invalid")
     .argument("<file>", "policy file, or the name of a shipped policy (explore, worker, reviewer, ci)")
-    .action((file: string) => {
+    .action(async (file: string) => {
+      const { policyCheckCommand } = await import("./policy-command.js");
       exitCode = policyCheckCommand(file);
     });
 
@@ -116,6 +164,45 @@ async function main(argv: string[]): Promise<number> {
       const args = [BUILD_SCRIPT, "--tag", options.tag, ...(options.force ? ["--force"] : [])];
       const result = spawnSync("bash", args, { stdio: "inherit" });
       exitCode = result.status ?? 3;
+    });
+
+  program
+    .command("init")
+    .description("write a commented task.yaml and a scripted trajectory example (script.yaml) for the repository in dir")
+    .argument("[dir]", "where to write them, in a git repository (default: the current directory)")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "The test command becomes verify.command where it is obvious (a Makefile test target, package.json",
+        "scripts.test, pytest, go.mod, Cargo.toml). Existing files are never overwritten (exit 2).",
+        "",
+        "Examples:",
+        "  runner init                  in your repository's top level",
+        "  runner init tasks/fix-login  a directory of its own in the repository (workspace: ../..)",
+      ].join("\n"),
+    )
+    .action(async (dir: string | undefined) => {
+      const { initCommand } = await import("./init-command.js");
+      exitCode = initCommand(dir);
+    });
+
+  program
+    .command("completion")
+    .description("print a shell completion script (bash, zsh, fish)")
+    .addArgument(new Argument("<shell>", "the shell").choices(COMPLETION_SHELLS))
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  source <(runner completion bash)                    in ~/.bashrc",
+        "  source <(runner completion zsh)                     in ~/.zshrc, after compinit",
+        "  runner completion fish > ~/.config/fish/completions/runner.fish",
+      ].join("\n"),
+    )
+    .action((shell: CompletionShell) => {
+      process.stdout.write(completionScript(program, shell));
     });
 
   try {

@@ -3,7 +3,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, relative, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { ConfigError } from "../errors.js";
-import { describeIssue } from "../describe-issue.js";
+import { describeIssue, describeYamlError } from "../describe-issue.js";
 import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy/load-policy.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
 
@@ -40,12 +40,10 @@ export function loadTaskFile(file: string): Task {
   const absolute = resolve(file);
   if (!existsSync(absolute)) throw new TaskValidationError(absolute, [{ path: "", message: "file not found" }]);
   if (!statSync(absolute).isFile()) throw new TaskValidationError(absolute, [{ path: "", message: "not a file; give the path of a task.yaml" }]);
-  const document = parseDocument(readFileSync(absolute, "utf8"), { prettyErrors: true });
+  const source = readFileSync(absolute, "utf8");
+  const document = parseDocument(source, { prettyErrors: true });
   if (document.errors.length) {
-    throw new TaskValidationError(
-      absolute,
-      document.errors.map((error) => ({ path: "", message: `YAML syntax: ${error.message.split("\n")[0]}` })),
-    );
+    throw new TaskValidationError(absolute, document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })));
   }
   return validateTask(document.toJS() ?? {}, absolute, dirname(absolute));
 }
@@ -57,7 +55,7 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
     throw new TaskValidationError(label, [{ path: "", message: "expected a mapping of task fields (name, instruction, workspace, ...)" }]);
   }
   const parsed = taskSchema.safeParse(raw, { reportInput: true });
-  const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map((issue) => describeIssue(issue, "task.yaml"));
+  const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map((issue) => describeIssue(issue, "task.yaml", taskSchema));
   if (!parsed.success) throw new TaskValidationError(label, problems);
   const task = parsed.data;
   const workspacePath = isAbsolute(task.workspace) ? task.workspace : resolve(baseDirectory, task.workspace);

@@ -194,6 +194,11 @@ export const taskSchema = z.strictObject({
   mcp_servers: mcpServersSchema,
   /** Host-side hooks around tool calls (the user's own code; see README "Hooks"). */
   hooks: hooksSchema,
+  /**
+   * Put the repository's AGENTS.md files (CLAUDE.md or GEMINI.md where a directory has none), as of the
+   * base commit, into every agent's system prompt (README "Project instructions"); false turns it off.
+   */
+  instructions_files: z.boolean().default(true),
   /** `merge`: after a verified success, fast-forward your checked-out branch to the run branch (when it has not moved and is clean). */
   on_success: z.enum(["none", "merge"]).default("none"),
 });

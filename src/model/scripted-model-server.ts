@@ -93,6 +93,8 @@ export interface ScriptedRequest {
   attempt: number;
   /** `x-agent-runner-purpose` (`turn` when absent). */
   purpose: "turn" | "compaction";
+  /** The request body's `model`. */
+  model: string;
   messages: ChatMessage[];
 }
 
@@ -188,7 +190,7 @@ export class ScriptedModelServer {
     }
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
-    const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { messages: ChatMessage[]; tools?: unknown[] };
+    const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { model: string; messages: ChatMessage[]; tools?: unknown[] };
     const callIndex = integerHeader(request, CALL_INDEX_HEADER);
     const attempt = integerHeader(request, ATTEMPT_HEADER) ?? 0;
     const purpose = headerValue(request, PURPOSE_HEADER) ?? "turn";
@@ -200,7 +202,7 @@ export class ScriptedModelServer {
       sendJson(response, 400, { error: { message: `scripted model: ${problem}`, type: "invalid_request_error" } });
       return;
     }
-    this.requests.push({ callIndex, attempt, purpose, messages: body.messages });
+    this.requests.push({ callIndex, attempt, purpose, model: body.model, messages: body.messages });
 
     let fault: ScriptedFault | undefined;
     let answer: () => { status: number; body: unknown };

@@ -1,4 +1,4 @@
-import { describeIssue } from "../describe-issue.js";
+import { describeIssue, describeYamlError } from "../describe-issue.js";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -71,12 +71,10 @@ export function loadPolicyFile(file: string): Policy {
   const absolute = resolve(file);
   if (!existsSync(absolute)) throw new PolicyValidationError(absolute, [{ path: "", message: "file not found" }]);
   if (!statSync(absolute).isFile()) throw new PolicyValidationError(absolute, [{ path: "", message: "not a file; give the path of a policy .yaml" }]);
-  const document = parseDocument(readFileSync(absolute, "utf8"), { prettyErrors: true });
+  const source = readFileSync(absolute, "utf8");
+  const document = parseDocument(source, { prettyErrors: true });
   if (document.errors.length) {
-    throw new PolicyValidationError(
-      absolute,
-      document.errors.map((error) => ({ path: "", message: `YAML syntax: ${error.message.split("\n")[0]}` })),
-    );
+    throw new PolicyValidationError(absolute, document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })));
   }
   return validatePolicy(document.toJS() ?? {}, absolute);
 }
@@ -87,6 +85,6 @@ export function validatePolicy(raw: unknown, label: string): Policy {
     throw new PolicyValidationError(label, [{ path: "", message: "expected a mapping of policy fields (name, description, tools, ...)" }]);
   }
   const parsed = policySchema.safeParse(raw, { reportInput: true });
-  if (!parsed.success) throw new PolicyValidationError(label, parsed.error.issues.map((issue) => describeIssue(issue, "Policies")));
+  if (!parsed.success) throw new PolicyValidationError(label, parsed.error.issues.map((issue) => describeIssue(issue, "Policies", policySchema)));
   return parsed.data;
 }

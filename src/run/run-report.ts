@@ -5,6 +5,7 @@ import type { UserMergeOutcome } from "../workspace/merge.js";
 import type { VerifyResult } from "../delivery/verify-commit.js";
 
 export type { ProtectedPaths, VerifyResult } from "../delivery/verify-commit.js";
+import type { InstructionFileRecord } from "../skills/project-instructions.js";
 
 export type RunStatus = "succeeded" | "failed" | "error" | "cancelled";
 
@@ -54,6 +55,12 @@ export interface RunReport {
    * Null when the run ended before its disk was made.
    */
   disk: { limit_bytes: number; enforcement: "filesystem" | "monitor"; detail: string | null; limit_reached: boolean; used_bytes: number | null } | null;
+  /**
+   * The project instruction files (AGENTS.md, CLAUDE.md, GEMINI.md) of the base commit put in the agents'
+   * system prompt, in prompt order (README "Project instructions"); null when `instructions_files: false`
+   * or the run ended before its sandbox was up.
+   */
+  instructions_files: InstructionFileRecord[] | null;
   duration_ms: number;
 }
 

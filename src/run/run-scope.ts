@@ -161,6 +161,7 @@ function emptyReport(task: Task, runId: string, traceId: string, policy: Policy,
     denials: {},
     network: {},
     disk: null,
+    instructions_files: null,
     duration_ms: 0,
   };
 }

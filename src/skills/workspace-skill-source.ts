@@ -151,7 +151,7 @@ export async function readWorkspaceSkills(options: WorkspaceSkillOptions): Promi
  * write `$HOME/.gitconfig`, HOME being /tmp), no replace refs, no locks, no
  * prompts, no lazy fetch.
  */
-const GIT_ENVIRONMENT: Record<string, string> = {
+export const GIT_ENVIRONMENT: Record<string, string> = {
   GIT_CONFIG_NOSYSTEM: "1",
   GIT_CONFIG_GLOBAL: "/dev/null",
   GIT_CONFIG_COUNT: "0",
@@ -162,7 +162,7 @@ const GIT_ENVIRONMENT: Record<string, string> = {
 };
 
 /** Variables that could point git somewhere else, e.g. from the task's `sandbox.env`. */
-const GIT_LOCATION_VARIABLES = [
+export const GIT_LOCATION_VARIABLES = [
   "GIT_DIR",
   "GIT_WORK_TREE",
   "GIT_COMMON_DIR",
@@ -181,7 +181,7 @@ const GIT_LOCATION_VARIABLES = [
 const SHELL_PRELUDE = `unset ${GIT_LOCATION_VARIABLES.join(" ")}; set -o pipefail;`;
 
 /** The git invocation: explicit git directory, so nothing is discovered through /workspace. */
-function gitCommand(gitDirectory: string): string {
+export function gitCommand(gitDirectory: string): string {
   return `git --git-dir=${shellQuote(gitDirectory)} -c safe.directory='*' -c core.fsmonitor=false`;
 }
 

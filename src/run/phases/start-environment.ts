@@ -9,6 +9,7 @@ import { PermissionChecker } from "../../policy/permission-checker.js";
 import type { Policy } from "../../policy/policy-schema.js";
 import { RecoveringSandbox } from "../../sandbox/recovering-sandbox.js";
 import type { DiskLimitReached, NetworkEvent, SandboxProvider, SandboxSpec } from "../../sandbox/sandbox.js";
+import { readProjectInstructions, type ProjectInstructions } from "../../skills/project-instructions.js";
 import { loadSkills, userSkillsDirectory, type SkillSet } from "../../skills/index.js";
 import type { RunDisk } from "../../workspace/run-disk.js";
 import { CONTAINER_GIT_DIRECTORY, containerGitMounts, type RunWorktree } from "../../workspace/run-worktree.js";
@@ -27,6 +28,8 @@ export interface RunEnvironment {
   specFor(agentId: string, worktree: RunWorktree): Promise<SandboxSpec>;
   guards: { main: PermissionGuard; explore: PermissionGuard; worker: PermissionGuard };
   skills: SkillSet;
+  /** The project instructions (AGENTS.md, ...) of the base commit, as the prompts carry them; null when none or turned off. */
+  instructions: ProjectInstructions | null;
   mcp: McpServers;
 }
 
@@ -104,10 +107,16 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
       problems: skills.problems.map((problem) => problem.message),
     },
   });
+  // Project instructions: the AGENTS.md files of the base commit (read in the sandbox), once per run.
+  const instructions = task.instructions_files
+    ? await readProjectInstructions({ sandbox, baseCommit: workspace.worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal })
+    : null;
+  report.instructions_files = instructions?.files ?? null;
+  for (const problem of instructions?.problems ?? []) scope.logger.warn({ component: "instructions" }, problem);
   // MCP servers: stdio ones inside the sandbox (same files, user, limits and network), unless trusted.
   const mcp = await connectMcpServers(task.mcp_servers, { sandbox, signal, events, hostCwd, workspaceHostPath: task.workspacePath });
   scope.cleanup.defer("MCP servers", () => mcp.close());
-  return { model, sandbox, specFor, guards: { main, explore, worker: worker ?? main }, skills, mcp };
+  return { model, sandbox, specFor, guards: { main, explore, worker: worker ?? main }, skills, instructions, mcp };
 }
 
 /**
