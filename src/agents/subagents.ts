@@ -72,7 +72,7 @@ export interface SubagentHost {
   toolsFor(mode: SubagentMode, fork: boolean, results: ToolResultStore): ToolRegistry;
   systemPromptFor(mode: SubagentMode): string;
   /** Verification command, timeout and protected paths of the task (a worker's default command; protect always applies). */
-  verify: { command: string; timeout_sec: number; protect?: string[] } | null;
+  verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[] } | null;
   /** Bounds of every host commit of a worktree (task.yaml `commit`). */
   commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
@@ -336,7 +336,7 @@ async function finishWorker(
       `Worker ${agentId}'s work was NOT merged: there is no verification command (give verify in the agent call, or verify.command in the task). Its branch ${worktree.branch} keeps the work. ${said}`,
     );
   }
-  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] }, worktree, committed.head, {
+  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [], setup: host.verify?.setup ?? [] }, worktree, committed.head, {
     provider: host.provider,
     specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
     directory: join(host.workersDirectory, `${agentId}-verify`),

@@ -93,6 +93,15 @@ export type RunEvent =
   | { type: "network.denied"; data: { method: string; host: string; port: number; reason: string } }
   | { type: "network.proxy_exited"; data: { detail: string } }
   | { type: "cleanup.failed"; data: { what: string; error: string } }
+  // ---- sandbox.setup (issue 14; src/run/setup-commands.ts) ----
+  /** A `sandbox.setup` command starts: in the main agent's sandbox before its first step (`agent`), or in a verification's checkout (`verify`). */
+  | { type: "setup.started"; data: { agent_id: string; phase: "agent" | "verify"; index: number; command: string } }
+  /** It ended; `output_tail`: the last 1000 characters of stdout then stderr. A failure stops the rest of the list. */
+  | {
+      type: "setup.finished";
+      data: { agent_id: string; phase: "agent" | "verify"; index: number; command: string; exit_code: number | null; timed_out: boolean; duration_ms: number; output_tail: string };
+    }
+  // ---- end sandbox.setup ----
   | { type: "run.finished"; data: { status: string; exit_code: number; duration_ms: number; error?: string } };
 
 

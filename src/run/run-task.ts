@@ -50,6 +50,7 @@ import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import { newRunId } from "./run-id.js";
 import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
 import { verifyCommit } from "./verify-commit.js";
+import { runSetupCommands, SetupFailedError } from "./setup-commands.js";
 import { exitCodeFor, type RunReport, type RunStatus } from "./run-report.js";
 import { MAIN_AGENT, reportCounter } from "./report-counter.js";
 
@@ -361,7 +362,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     const hooks = new ToolHooks(task.hooks, { cwd: task.file ? dirname(task.file) : process.cwd(), env: hostEnvironment, events, runId });
     const guardFor = async (agentPolicy: Policy) =>
       new PermissionGuard({
-        checker: await PermissionChecker.create(agentPolicy),
+        checker: await PermissionChecker.create(agentPolicy, { workdir: task.sandbox.workdir }),
         hooks: hooks.isEmpty ? null : hooks,
         events,
         signal,
@@ -374,6 +375,10 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
       type: "sandbox.created",
       data: { sandbox_id: activeSandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: worktree.sandboxUser.uid },
     });
+    // sandbox.setup, once, before anything else runs in the sandbox (a resumed run's new container too).
+    const setup = await runSetupCommands(activeSandbox, task.sandbox.setup, { phase: "agent", agentId: MAIN_AGENT, events, signal });
+    throwIfAborted(signal);
+    if (setup.failed) throw new SetupFailedError(setup.failed);
 
     // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
     const skills = await loadSkills({
@@ -429,8 +434,8 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         tasks,
         parent: { agentId: MAIN_AGENT, worktree, sandbox: activeSandbox, gate, conversation: () => conversation },
         toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context, skillTools, mcpTools),
-        systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog }),
-        verify: task.verify ?? null,
+        systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog, workdir: task.sandbox.workdir }),
+        verify: task.verify ? { ...task.verify, setup: task.sandbox.setup } : null,
         commitLimits,
         limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
         mainChecker: mainGuard.checker,
@@ -445,7 +450,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
         model: modelClient,
         tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools, mcpTools)),
         sandbox: activeSandbox,
-        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog }),
+        systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog, workdir: task.sandbox.workdir }),
         instruction: task.instruction,
         maxSteps: Math.min(task.max_steps, policy.limits.max_steps ?? Number.POSITIVE_INFINITY),
         guard: mainGuard,
@@ -483,7 +488,7 @@ async function executeRun(run: RunContext, dependencies: RunDependencies, option
     throwIfAborted(signal);
     // A commit cut short by its time limit holds none of the final work: there is nothing to verify.
     if (task.verify && !report.commit?.timed_out) {
-      report.verify = await verifyCommit(task.verify, worktree, report.head_commit!, {
+      report.verify = await verifyCommit({ ...task.verify, setup: task.sandbox.setup }, worktree, report.head_commit!, {
         provider: dependencies.sandboxProvider,
         specFor,
         directory: paths.verify,
@@ -648,7 +653,7 @@ function subagentTools(
 
 /**
  * Builds sandbox specs for this run: the task's image, limits, environment
- * and network, the given worktree at /workspace and its git metadata read-only,
+ * and network, the given worktree at the task's workdir and its git metadata read-only,
  * writable directories on the run's disk. Network decisions are emitted as
  * events (the report counts them); a reached disk limit goes to `onDiskLimit`.
  */
@@ -673,7 +678,8 @@ function sandboxSpecFactory(
     agentId,
     image: task.sandbox.image,
     workspace: { hostPath: worktree.path },
-    readOnlyMounts: await containerGitMounts(worktree, paths.gitView),
+    workdir: task.sandbox.workdir,
+    readOnlyMounts: await containerGitMounts(worktree, paths.gitView, task.sandbox.workdir),
     env: containerEnvironment(task.sandbox, hostEnvironment),
     user: worktree.sandboxUser,
     network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
@@ -717,6 +723,9 @@ async function commitAndWritePatch(worktree: RunWorktree, message: string, runDi
   }
 }
 
+/** Where Python keeps bytecode in a sandbox: the container's own /tmp, fresh for each container (PYTHONPYCACHEPREFIX). */
+export const PYTHON_BYTECODE_CACHE = "/tmp/.pycache";
+
 /**
  * The container's environment: fixed variables, the task's literal `env`, and
  * the host variables it names in `pass_env` and `secret_env`. Nothing else of the host's.
@@ -725,14 +734,17 @@ export function containerEnvironment(sandbox: Pick<Task["sandbox"], "env" | "pas
   const environment: Record<string, string> = {
     HOME: "/tmp",
     LANG: "C.UTF-8",
-    PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    // $HOME/.local/bin first: pip installs scripts there when the read-only image makes it install for the user.
+    PATH: "/tmp/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     // Read-only git in the container: never write the (read-only) index, trust the mounted repository.
     GIT_OPTIONAL_LOCKS: "0",
     GIT_CONFIG_COUNT: "1",
     GIT_CONFIG_KEY_0: "safe.directory",
     GIT_CONFIG_VALUE_0: "*",
     PIP_DISABLE_PIP_VERSION_CHECK: "1",
-    PYTHONDONTWRITEBYTECODE: "1",
+    // Bytecode is cached in the container's own scratch space, never in the worktree: each container starts
+    // with an empty cache, so a verification never runs a .pyc the agent's container wrote (README "Task images").
+    PYTHONPYCACHEPREFIX: PYTHON_BYTECODE_CACHE,
   };
   Object.assign(environment, sandbox.env);
   for (const name of [...sandbox.pass_env, ...sandbox.secret_env]) {
