@@ -175,16 +175,18 @@ describe("task images, workdir and setup (real CLI, real Docker)", () => {
       "python3 -c 'import mod; print(\"answer\", mod.answer())'",
     ].join("\n");
     const { task, git } = writeScriptedTask(directory.path, {
-      script: turns({ call: toolCall("run_shell", { command: plant }), expect: "planted /tmp/\\.pycache/workspace/mod[\\s\\S]*answer 2" }),
+      script: turns({ call: toolCall("run_shell", { command: plant }), expect: "answer 2" }),
       files: { "mod.py": "def answer():\n    return 1\n" },
       task: { verify: { command: "python3 -c 'import mod, sys; print(\"verdict from\", mod.answer()); sys.exit(0 if mod.answer() == 2 else 1)'", timeout_sec: 60 } },
     });
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
     const runDirectory = onlyRunDirectory(home.path)!;
     const report = readJson<{ status: string; reason: string; head_commit: string; verify: { output_tail: string } }>(join(runDirectory, "report.json"));
-    expect(git("ls-tree", "-r", "--name-only", report.head_commit)).toMatch(/__pycache__\/mod\.cpython-\d+\.pyc/);
     expect(report.verify.output_tail).toContain("verdict from 1");
     expect(report, result.stdout + result.stderr).toMatchObject({ status: "failed", reason: "verify_failed" });
+    // Planted in both places (the crafted .pyc is in the verified commit), and the agent's own container ran it.
+    expect(callsAndResults(runDirectory, "main")[0]!.result).toMatch(/planted __pycache__\/mod[\s\S]*planted \/tmp\/\.pycache\/workspace\/mod[\s\S]*answer 2/);
+    expect(git("ls-tree", "-r", "--name-only", report.head_commit)).toMatch(/__pycache__\/mod\.cpython-\d+\.pyc/);
     expect(result.code).toBe(1);
   });
 });
