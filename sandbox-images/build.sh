@@ -306,6 +306,7 @@ fi
 # sees them.
 CONTEXT="$(mktemp -d "${TMPDIR:-/tmp}/agent-runner-sandbox-context.XXXXXX")"
 cp -R "$HERE/mcp-servers" "$CONTEXT/mcp-servers"
+cp "$HERE/python-bytecode.py" "$CONTEXT/python-bytecode.py"
 mkdir -p "$CONTEXT/build-ca"
 : >"$CONTEXT/build-ca/ca.crt"
 for ca in /etc/ssl/certs/ca-certificates.crt "${NODE_EXTRA_CA_CERTS:-}"; do
@@ -339,8 +340,8 @@ fi
 
 phase_begin "smoke test"
 docker run --rm --network none --user 1000:1000 "$TAG" \
-    bash -c 'node --version >/dev/null && rg --version >/dev/null && python3 -m pytest --version >/dev/null 2>&1 && git --version >/dev/null' \
-  || die "smoke test of $TAG failed (node/rg/pytest/git missing?)"
+    bash -c 'node --version >/dev/null && rg --version >/dev/null && python3 -m pytest --version >/dev/null 2>&1 && git --version >/dev/null && python --version >/dev/null && python3 -m venv /tmp/venv && /tmp/venv/bin/pip --version >/dev/null' \
+  || die "smoke test of $TAG failed (node/rg/pytest/git/python/venv missing?)"
 # The preinstalled MCP servers answer initialize and tools/list with no network.
 MCP_PROBE='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"build.sh","version":"1"}}}
 {"jsonrpc":"2.0","method":"notifications/initialized"}

@@ -1,6 +1,8 @@
+/** What a system prompt says about the run: allowed hosts, skills, and where the repository is (`sandbox.workdir`, default /workspace). */
 export interface SystemPromptOptions {
   allowedHosts: string[];
   skillCatalog?: string;
+  workdir?: string;
   /** The project instructions section (`readProjectInstructions(...).text`, read once per run from the base commit). */
   projectInstructions?: string;
 }
@@ -10,12 +12,13 @@ export interface SystemPromptOptions {
  * a run (no timestamps, no run ids) so a provider's prompt cache can hit.
  */
 export function workspaceAgentSystemPrompt(options: SystemPromptOptions = { allowedHosts: [] }): string {
+  const workdir = options.workdir ?? "/workspace";
   const network = options.allowedHosts.length
     ? `Network access goes through an HTTP(S) proxy (already configured for curl, pip, npm and git) and reaches only: ${options.allowedHosts.join(", ")}. Everything else is refused with a 403; there is no DNS in the container.`
     : "The container has no network access.";
   return [
     "You are a careful software engineer working on a git repository.",
-    "The repository is mounted at /workspace inside an isolated Linux container; every tool runs there.",
+    `The repository is mounted at ${workdir} inside an isolated Linux container; every tool runs there, and tool paths are relative to ${workdir}.`,
     network,
     "Git is available read-only (git status, git diff, git log); do not commit, the runner does.",
     "",
@@ -36,7 +39,7 @@ export function subagentSystemPrompt(mode: "explore" | "worker", options: System
     mode === "explore"
       ? [
           "",
-          "You are an explore subagent: investigate and report. /workspace is mounted read-only and you have no file-writing tools;",
+          `You are an explore subagent: investigate and report. ${options.workdir ?? "/workspace"} is mounted read-only and you have no file-writing tools;`,
           "run_shell may run read-only commands (tests that write only to /tmp are fine). End with a concise, specific report:",
           "what you found, with file paths and line numbers, and what you are unsure of.",
         ]

@@ -72,7 +72,7 @@ export interface SubagentHost {
   toolsFor(mode: SubagentMode, fork: boolean, results: ToolResultStore): ToolRegistry;
   systemPromptFor(mode: SubagentMode): string;
   /** Verification command, timeout and protected paths of the task (a worker's default command; protect always applies). */
-  verify: { command: string; timeout_sec: number; protect?: string[] } | null;
+  verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[] } | null;
   /** Bounds of every host commit of a worktree (task.yaml `commit`). */
   commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
@@ -300,7 +300,7 @@ async function finishWorker(
   const delivered = await work.deliver({
     message: host.redact(`agent-runner: worker ${agentId}: ${request.description}`),
     skipVerify: (committed) => (outcome.reason === "max_steps" ? "max_steps" : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
-    verify: command ? { command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] } : null,
+    verify: command ? { command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [], setup: host.verify?.setup ?? [] } : null,
     verifyContext: {
       agentId,
       provider: host.provider,

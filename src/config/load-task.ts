@@ -1,14 +1,17 @@
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, isAbsolute, relative, resolve } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { ConfigError } from "../errors.js";
 import { describeIssue, describeYamlError } from "../describe-issue.js";
 import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy/load-policy.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
+import type { ImageBuild } from "../sandbox/task-image.js";
 
 /** A validated task with every path made absolute. */
 export interface Task extends TaskFile {
+  /** `sandbox.build`, when given, has absolute paths and its Dockerfile named. */
+  sandbox: TaskFile["sandbox"] & { build?: ImageBuild };
   /** Absolute path of task.yaml, or null for an ad-hoc task. */
   file: string | null;
   /** Absolute workspace directory. */
@@ -73,6 +76,7 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
   } else if (task.model.script) {
     problems.push({ path: "model.script", message: "only used with model.provider: scripted" });
   }
+  const sandbox = resolveImageBuild(raw as Record<string, unknown>, task.sandbox, baseDirectory, problems);
   if (task.sandbox.network.allow_cidrs.length > 0 && task.sandbox.network.allow.length === 0) {
     problems.push({ path: "sandbox.network.allow_cidrs", message: "only used together with sandbox.network.allow (which hosts may resolve into these ranges)" });
   }
@@ -107,7 +111,30 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
     ...(task.subagents.worker_policy ? { worker_policy: policyField("subagents.worker_policy", task.subagents.worker_policy) } : {}),
   };
   if (problems.length) throw new TaskValidationError(label, problems);
-  return { ...task, policy, subagents, file, workspacePath, scriptPath };
+  return { ...task, sandbox, policy, subagents, file, workspacePath, scriptPath };
+}
+
+/**
+ * `sandbox.build` with its paths made absolute against the task file's
+ * directory (`dockerfile` default `<context>/Dockerfile`), each checked to
+ * exist. `image` and `build` together are refused: which one a run uses
+ * would be a guess (the built image is tagged by its inputs' hash, see
+ * src/sandbox/task-image.ts).
+ */
+function resolveImageBuild(raw: Record<string, unknown>, sandbox: TaskFile["sandbox"], baseDirectory: string, problems: TaskProblem[]): Task["sandbox"] {
+  if (!sandbox.build) return { ...sandbox, build: undefined };
+  const rawSandbox = raw.sandbox as Record<string, unknown> | undefined;
+  if (rawSandbox?.image !== undefined) {
+    problems.push({ path: "sandbox.image", message: "give either sandbox.image (an existing image) or sandbox.build (the runner builds and tags it), not both" });
+  }
+  const context = resolve(baseDirectory, sandbox.build.context);
+  const dockerfile = sandbox.build.dockerfile ? resolve(baseDirectory, sandbox.build.dockerfile) : join(context, "Dockerfile");
+  if (!existsSync(context) || !statSync(context).isDirectory()) {
+    problems.push({ path: "sandbox.build.context", message: `directory ${context} does not exist (paths are relative to the task file)` });
+  } else if (!existsSync(dockerfile) || !statSync(dockerfile).isFile()) {
+    problems.push({ path: sandbox.build.dockerfile ? "sandbox.build.dockerfile" : "sandbox.build", message: `no Dockerfile at ${dockerfile}; give sandbox.build.dockerfile (relative to the task file)` });
+  }
+  return { ...sandbox, build: { context, dockerfile, args: sandbox.build.args } };
 }
 
 /**

@@ -2,6 +2,9 @@ import { z } from "zod";
 import { checkCidr, parseAllowEntry, type AllowRule } from "../sandbox/network-allow-list.js";
 import { hooksSchema } from "../hooks/tool-hooks.js";
 import { mcpServersSchema } from "../mcp/mcp-servers-schema.js";
+import { DEFAULT_SANDBOX_IMAGE } from "../sandbox/task-image.js";
+import { workdirProblem } from "../sandbox/workdir.js";
+import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
 
 /** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
 function parseMemory(value: string | number): number | null {
@@ -66,6 +69,8 @@ export const contextSchema = z
   })
   .refine((context) => context.clear_at < context.compact_at, { message: "clear_at must be below compact_at", path: ["clear_at"] });
 
+const DEFAULT_WORKDIR = WORKSPACE_ROOT;
+
 const sandboxSchema = z.strictObject({
   image: z
     .string()
@@ -73,7 +78,30 @@ const sandboxSchema = z.strictObject({
       /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$/,
       'expected a Docker image reference like "agent-runner/sandbox:bookworm" (lower-case repository, optional :tag)',
     )
-    .default("agent-runner/sandbox:bookworm"),
+    .default(DEFAULT_SANDBOX_IMAGE),
+  /**
+   * An image the runner builds before the run (README "Task images"): `context` and
+   * `dockerfile` are relative to the task file (default `<context>/Dockerfile`), `args`
+   * are build arguments. Tagged by a hash of its inputs and reused while they are unchanged.
+   * Not together with `image`.
+   */
+  build: z
+    .strictObject({
+      context: z.string().min(1, "expected the build context directory, relative to the task file"),
+      dockerfile: z.string().min(1).optional(),
+      args: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected a build argument name like PYTHON_VERSION"), z.string()).default({}),
+    })
+    .optional(),
+  /** Where the repository is mounted in the container; tool paths are relative to it. */
+  workdir: z
+    .string()
+    .default(DEFAULT_WORKDIR)
+    .superRefine((workdir, context) => {
+      const problem = workdirProblem(workdir);
+      if (problem) context.addIssue({ code: "custom", message: problem });
+    }),
+  /** Commands run once in the sandbox, in the workdir, before the agent's first step, and again before `verify.command`. */
+  setup: z.array(z.string().trim().min(1, "expected a shell command like \"pip install -e .\"")).default([]),
   network: z
     .strictObject({
       /** Hosts the task may reach through its egress proxy: `name`, `*.domain`, `name:port`. */
@@ -104,7 +132,8 @@ const sandboxSchema = z.strictObject({
       file_size: memory.default(1024 ** 3),
       /**
        * Bytes the task may occupy on disk: its worktrees and every sandbox's writable directories
-       * (/tmp, /var/tmp, /run/lock; the image is read-only), allocated blocks counted (README "Security model").
+       * (/tmp, /var/tmp, /run/lock; the image is read-only, so `pip install` lands in $HOME=/tmp/.local),
+       * allocated blocks counted (README "Security model").
        * The minimum leaves room for a small checkout next to the filesystem's own metadata.
        */
       disk: sizeOfAtLeast("64m").default(DEFAULT_DISK_BYTES),
@@ -164,7 +193,9 @@ export const taskSchema = z.strictObject({
   model: modelSchema.default({ provider: "openai", request_timeout_sec: 300, max_retries: 4, context_window: 128_000 }),
   context: contextSchema.default({ clear_at: 0.6, compact_at: 0.85, keep_tool_results: 6, keep_turns: 4 }),
   sandbox: sandboxSchema.default({
-    image: "agent-runner/sandbox:bookworm",
+    image: DEFAULT_SANDBOX_IMAGE,
+    workdir: DEFAULT_WORKDIR,
+    setup: [],
     network: { allow: [], allow_cidrs: [] },
     limits: DEFAULT_LIMITS,
     env: {},

@@ -5,11 +5,13 @@ import type { CommitLimits } from "../workspace/commit-selection.js";
 import { commitRunWorktree, removeRunWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
 import { verifyCommit, type VerifyContext, type VerifyResult } from "./verify-commit.js";
 
-/** The verification of a delivery: the command, its time limit (s) and the protected paths (task.yaml `verify`). */
+/** The verification of a delivery: the command, its time limit (s), the protected paths (task.yaml `verify`) and the setup commands. */
 export interface VerifySpec {
   command: string;
   timeout_sec: number;
   protect?: string[];
+  /** `sandbox.setup`: run again on the clean checkout before the command. */
+  setup?: readonly string[];
 }
 
 /** One {@link WorkDelivery.deliver}: what to commit, whether and how to verify, where to merge. */

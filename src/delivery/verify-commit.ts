@@ -3,6 +3,7 @@ import type { EventSink } from "../events/run-events.js";
 import type { ExecResult, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
 import { applyProtectedPaths } from "../workspace/protected-paths.js";
 import { createDetachedWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import { runSetupCommands, type SetupCommandResult } from "./setup-commands.js";
 
 /** report.json `verify`. */
 export interface VerifyResult {
@@ -53,7 +54,9 @@ export interface VerifyContext {
  * the workspace, ignored build output, or processes it left running. The
  * command must therefore set up what it needs (e.g. `npm ci && npm test`).
  * With `protect`, the checkout has those paths as in `context.baseCommit`
- * (see {@link applyProtectedPaths}).
+ * (see {@link applyProtectedPaths}). The task's `sandbox.setup` commands
+ * (`verify.setup`) run first in the same sandbox; one that fails fails the
+ * verdict (the committed code could not be set up), with its output.
  *
  * A sandbox that goes away while the command runs (its helper or container
  * killed, e.g. by a test that kills every process) was lost to the agent's
@@ -62,7 +65,7 @@ export interface VerifyContext {
  * cannot be made or removed (infrastructure); CancelledError via the signal.
  */
 export async function verifyCommit(
-  verify: { command: string; timeout_sec: number; protect?: string[] },
+  verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[] },
   worktree: RunWorktree,
   commit: string,
   context: VerifyContext,
@@ -84,7 +87,8 @@ export async function verifyCommit(
     let sandboxLost: string | null = null;
     const started = Date.now();
     try {
-      result = await sandbox.exec({ command: verify.command, timeoutMs: verify.timeout_sec * 1000, signal: context.signal });
+      const setup = await runSetupCommands(sandbox, verify.setup ?? [], { phase: "verify", agentId: context.agentId, events: context.events, signal: context.signal });
+      result = setup.failed ? setupFailure(setup.failed) : await sandbox.exec({ command: verify.command, timeoutMs: verify.timeout_sec * 1000, signal: context.signal });
     } catch (error) {
       if (!(error instanceof SandboxError)) throw error;
       sandboxLost = errorMessage(error);
@@ -114,4 +118,10 @@ export async function verifyCommit(
     );
     if (removable) await removeRunWorktree(checkout);
   }
+}
+
+/** A failed setup command as the verification's result: the verify command never ran. */
+function setupFailure(failed: SetupCommandResult): ExecResult {
+  const stderr = `${failed.output_tail}\n[agent-runner] sandbox.setup command ${JSON.stringify(failed.command)} ${failed.timed_out ? "timed out" : `exited ${failed.exit_code}`} on the clean checkout; the verify command did not run.`;
+  return { exitCode: failed.exit_code === 0 ? 1 : failed.exit_code, signal: null, stdout: "", stderr, timedOut: failed.timed_out, truncated: false, stdoutBytes: 0, stderrBytes: stderr.length, durationMs: failed.duration_ms };
 }

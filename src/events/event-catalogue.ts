@@ -163,6 +163,17 @@ export const EVENT_CATALOGUE = {
   }),
   "workspace.uncommitted": event(1, { changed_count: z.number(), changed: z.array(z.string()), ignored_count: z.number(), ignored: z.array(z.string()) }),
   "workspace.merged": event(1, { merged: z.boolean(), branch: z.string().nullable(), detail: z.string() }),
+  "setup.started": event(1, { agent_id: z.string(), phase: z.enum(["agent", "verify"]), index: z.number(), command: z.string() }),
+  "setup.finished": event(1, {
+    agent_id: z.string(),
+    phase: z.enum(["agent", "verify"]),
+    index: z.number(),
+    command: z.string(),
+    exit_code: z.number().nullable(),
+    timed_out: z.boolean(),
+    duration_ms: z.number(),
+    output_tail: z.string(),
+  }),
   "verify.started": event(1, { agent_id: z.string().optional(), command: z.string() }),
   "verify.protected": event(1, { agent_id: z.string().optional(), patterns: z.array(z.string()), from_commit: z.string(), restored: z.array(z.string()), deleted: z.array(z.string()), omitted: z.number() }),
   "verify.finished": event(1, {

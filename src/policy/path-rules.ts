@@ -2,8 +2,8 @@ import { posix } from "node:path";
 import picomatch from "picomatch";
 import type { Policy, PathRules, Risk } from "./policy-schema.js";
 
-/** Where the task's files are inside the sandbox; every tool path is relative to it. */
-const WORKSPACE_ROOT = "/workspace";
+/** Where the task's files are inside the sandbox unless the task sets `sandbox.workdir`; every tool path is relative to the root in force. */
+export const WORKSPACE_ROOT = "/workspace";
 
 export type PathAccess = "read" | "write";
 
@@ -16,19 +16,19 @@ export interface PathDecision {
 }
 
 /**
- * A tool's path made relative to /workspace (`.` for the root), or null when
- * it leaves /workspace: `..` climbing out, an absolute path elsewhere, a NUL
- * byte. Purely lexical: the sandbox resolves symlinks and refuses paths that
- * lead outside, which is the check that holds.
+ * A tool's path made relative to the workspace root `root` (`.` for the
+ * root), or null when it leaves the workspace: `..` climbing out, an absolute
+ * path elsewhere, a NUL byte. Purely lexical: the sandbox resolves symlinks
+ * and refuses paths that lead outside, which is the check that holds.
  */
-export function workspaceRelativePath(path: string): string | null {
+export function workspaceRelativePath(path: string, root: string = WORKSPACE_ROOT): string | null {
   if (path.includes("\0")) return null;
   let relative: string;
   if (path.startsWith("/")) {
     const normalized = posix.normalize(path);
-    if (normalized === WORKSPACE_ROOT || normalized === `${WORKSPACE_ROOT}/`) return ".";
-    if (!normalized.startsWith(`${WORKSPACE_ROOT}/`)) return null;
-    relative = normalized.slice(WORKSPACE_ROOT.length + 1);
+    if (normalized === root || normalized === `${root}/`) return ".";
+    if (!normalized.startsWith(`${root}/`)) return null;
+    relative = normalized.slice(root.length + 1);
   } else relative = path;
   const normalized = posix.normalize(relative === "" ? "." : relative).replace(/\/+$/, "");
   if (normalized === ".." || normalized.startsWith("../")) return null;
@@ -36,17 +36,17 @@ export function workspaceRelativePath(path: string): string | null {
 }
 
 /**
- * The rules no policy can change: a path must stay inside /workspace, and
- * nothing is written under a `.git` directory (or over a `.git` file).
- * Returns the denial, or null when the hard rules let the path through.
+ * The rules no policy can change: a path must stay inside the workspace root
+ * `root`, and nothing is written under a `.git` directory (or over a `.git`
+ * file). Returns the denial, or null when the hard rules let the path through.
  */
-export function checkHardPathRules(path: string, access: PathAccess): PathDecision | null {
-  const relative = workspaceRelativePath(path);
+export function checkHardPathRules(path: string, access: PathAccess, root: string = WORKSPACE_ROOT): PathDecision | null {
+  const relative = workspaceRelativePath(path, root);
   if (relative === null) {
     return {
       risk: "deny",
       rule: "hard.workspace-confinement",
-      reason: `${JSON.stringify(path)} is outside ${WORKSPACE_ROOT}; tools only reach the task's files (paths are relative to ${WORKSPACE_ROOT})`,
+      reason: `${JSON.stringify(path)} is outside ${root}; tools only reach the task's files (paths are relative to ${root})`,
     };
   }
   if (access === "write" && relative.split("/").includes(".git")) {
@@ -63,7 +63,11 @@ export function checkHardPathRules(path: string, access: PathAccess): PathDecisi
 export class PathRuleSet {
   private readonly compiled: Record<PathAccess, { allow: ((path: string) => boolean)[]; deny: ((path: string) => boolean)[]; rules: PathRules }>;
 
-  constructor(private readonly policy: Policy) {
+  /** `root`: the workspace root in the sandbox (`sandbox.workdir`), which absolute paths are taken relative to. */
+  constructor(
+    private readonly policy: Policy,
+    private readonly root: string = WORKSPACE_ROOT,
+  ) {
     const compile = (rules: PathRules) => ({
       rules,
       allow: rules.allow.map(pathMatcher),
@@ -74,9 +78,9 @@ export class PathRuleSet {
 
   /** Hard rules, then the policy's: deny globs beat allow globs; a path no allow glob matches is denied. */
   check(path: string, access: PathAccess): PathDecision {
-    const hard = checkHardPathRules(path, access);
+    const hard = checkHardPathRules(path, access, this.root);
     if (hard) return hard;
-    const relative = workspaceRelativePath(path)!;
+    const relative = workspaceRelativePath(path, this.root)!;
     const { allow, deny, rules } = this.compiled[access];
     const verb = access === "write" ? "writing" : "reading";
     const denied = deny.findIndex((matches) => matches(relative));

@@ -1,6 +1,6 @@
 import picomatch from "picomatch";
 import { CommandJudge, type CommandFinding } from "./command-judge.js";
-import { checkHardPathRules, PathRuleSet, workspaceRelativePath, type PathAccess } from "./path-rules.js";
+import { checkHardPathRules, PathRuleSet, WORKSPACE_ROOT, workspaceRelativePath, type PathAccess } from "./path-rules.js";
 import { RISK_SEVERITY, type Policy, type Risk } from "./policy-schema.js";
 import { ShellParser } from "./shell-syntax.js";
 
@@ -42,7 +42,7 @@ const MCP_PATH_ARGUMENTS = ["path", "paths", "source", "destination"];
 
 /**
  * Checks tool calls against a policy, in this order: hard rules (paths stay
- * in /workspace; nothing is written under `.git`), which no policy can
+ * in the workspace root, `sandbox.workdir`; nothing is written under `.git`), which no policy can
  * change → the policy's tool allow-list (default deny) → its path rules
  * (file tools) or command rules (`run_shell`). Approval of `confirm`
  * verdicts is a separate step (`decideApproval`).
@@ -56,16 +56,18 @@ export class PermissionChecker {
   private constructor(
     readonly policy: Policy,
     parser: ShellParser,
+    /** The workspace root in the sandbox (`sandbox.workdir`): absolute tool paths must lie inside it. */
+    private readonly workdir: string,
   ) {
     this.allowTools = policy.tools.allow.map((glob) => picomatch(glob));
     this.denyTools = policy.tools.deny.map((glob) => picomatch(glob));
-    this.paths = new PathRuleSet(policy);
-    this.commands = new CommandJudge(policy, parser, (path) => (workspaceRelativePath(path) === null ? null : this.paths.check(path, "write")));
+    this.paths = new PathRuleSet(policy, workdir);
+    this.commands = new CommandJudge(policy, parser, (path) => (workspaceRelativePath(path, workdir) === null ? null : this.paths.check(path, "write")));
   }
 
-  /** Loads the shell parser (once per process) and compiles the policy. */
-  static async create(policy: Policy): Promise<PermissionChecker> {
-    return new PermissionChecker(policy, await ShellParser.load());
+  /** Loads the shell parser (once per process) and compiles the policy; `workdir` default /workspace. */
+  static async create(policy: Policy, options: { workdir?: string } = {}): Promise<PermissionChecker> {
+    return new PermissionChecker(policy, await ShellParser.load(), options.workdir ?? WORKSPACE_ROOT);
   }
 
   /** Whether the policy's tool lists let `toolName` run at all (for filtering the tool list the model sees). */
@@ -85,7 +87,7 @@ export class PermissionChecker {
     const path = pathTool ? (typeof rawPath === "string" ? rawPath : rawPath === undefined ? "." : null) : null;
 
     if (pathTool && path !== null) {
-      const hard = checkHardPathRules(path, pathTool.access);
+      const hard = checkHardPathRules(path, pathTool.access, this.workdir);
       if (hard) return { decision: hard.risk, reason: hard.reason, rule: hard.rule, subject: path };
     }
     const tool = this.checkTool(toolName);
@@ -116,7 +118,7 @@ export class PermissionChecker {
       return typeof value === "string" ? [value] : Array.isArray(value) ? value.filter((item): item is string => typeof item === "string") : [];
     });
     for (const path of paths) {
-      const hard = checkHardPathRules(path, access);
+      const hard = checkHardPathRules(path, access, this.workdir);
       const byPath = hard ?? this.paths.check(path, access);
       if (RISK_SEVERITY[byPath.risk] > RISK_SEVERITY[verdict.decision]) {
         verdict = { decision: byPath.risk, reason: `${toolName} on ${path}: ${byPath.reason}`, rule: byPath.rule, subject: path };

@@ -6,16 +6,21 @@ import { sweepDeadRuns } from "../run/run-lock.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
+import { ensureTaskImage } from "../sandbox/task-image.js";
 
 /**
- * Checks what a task needs before anything of a run is created: the model
- * settings (a missing key or script is ConfigError, exit 2) and Docker with
- * the task's image (SandboxError, exit 3).
+ * Checks what a task needs before anything of a run is created (no branch,
+ * worktree or container): the model settings (a missing key or script is
+ * ConfigError, exit 2), then Docker with the task's image, pulled when absent
+ * or built from `sandbox.build` (SandboxError, exit 3; src/sandbox/task-image.ts).
+ * Returns the task with `sandbox.image` set to the image the run uses.
  */
-export async function prepareRun(task: Task, provider: DockerSandboxProvider, environment: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function prepareRun(task: Task, provider: DockerSandboxProvider, environment: NodeJS.ProcessEnv = process.env): Promise<Task> {
   if (task.model.provider === "openai") openAIClient(task, environment);
   else loadScript(task.scriptPath!);
-  await provider.checkReady(task.sandbox.image, { egress: task.sandbox.network.allow.length > 0 });
+  const { image } = await ensureTaskImage(provider.docker, task.sandbox);
+  await provider.checkReady(image, { egress: task.sandbox.network.allow.length > 0 });
+  return image === task.sandbox.image ? task : { ...task, sandbox: { ...task.sandbox, image } };
 }
 
 /**

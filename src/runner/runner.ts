@@ -135,7 +135,7 @@ export class Runner {
     // A workspace that is not a repository's top level with a commit is the task's problem: ConfigError, before any run exists.
     await resolveRepository(task.workspacePath);
     const validated: Task = options.merge ? { ...task, on_success: "merge" } : task;
-    return this.launch(validated, options, null, null, (dependencies, runOptions) => runTask(validated, dependencies, runOptions));
+    return this.launch(validated, options, null, null, (prepared, dependencies, runOptions) => runTask(prepared, dependencies, runOptions));
   }
 
   /**
@@ -162,7 +162,9 @@ export class Runner {
     await resolveRepository(run.task.workspacePath);
     const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
     const resumed = { atModelCall: run.restored.nextStep + 1, earlierEvents: earlier.length };
-    return this.launch(run.task, options, earlier, resumed, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(maxSteps ? { maxSteps } : {}) }));
+    return this.launch(run.task, options, earlier, resumed, (prepared, dependencies, runOptions) =>
+      resumeRun({ ...run, task: prepared }, dependencies, { ...runOptions, ...(maxSteps ? { maxSteps } : {}) }),
+    );
   }
 
   /** Cancels every run this runner started that is still going and waits until each has ended. */
@@ -175,11 +177,13 @@ export class Runner {
     await this.close();
   }
 
-  private async prepareOnce(task: Task | null): Promise<void> {
-    if (task && this.provider instanceof DockerSandboxProvider) await prepareRun(task, this.provider, this.environment);
-    if (this.prepared) return;
+  /** The pre-flight ({@link prepareRun}, Docker only) and, once per Runner, the sweep; returns the task with the image its run uses. */
+  private async prepareOnce<T extends Task | null>(task: T): Promise<T> {
+    const prepared = (task && this.provider instanceof DockerSandboxProvider ? await prepareRun(task, this.provider, this.environment) : task) as T;
+    if (this.prepared) return prepared;
     this.prepared = true;
     await sweepDeadRunLeftovers(this.provider, this.home, this.log);
+    return prepared;
   }
 
   private async launch(
@@ -187,10 +191,11 @@ export class Runner {
     options: StartOptions,
     earlier: RunEnvelope[] | null,
     resumed: RunHandle["resumed"],
-    run: (dependencies: RunDependencies, runOptions: RunOptions) => Promise<RunResult>,
+    /** Runs the task as the pre-flight left it (its image pulled or built). */
+    run: (task: Task, dependencies: RunDependencies, runOptions: RunOptions) => Promise<RunResult>,
   ): Promise<RunHandle> {
     if (this.closed) throw new Error("this Runner is closed; create another one");
-    await this.prepareOnce(task);
+    const prepared = await this.prepareOnce(task);
     const controller = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
     setMaxListeners(0, signal); // one abort listener per concurrent tool call and model call
@@ -201,6 +206,7 @@ export class Runner {
     const broker = options.approvals;
     let runId = "";
     const finished = run(
+      prepared,
       { sandboxProvider: this.provider, openModel: this.openModel, runnerHome: this.home, diskEnforcement: diskEnforcementChoice(this.environment), log: this.log },
       {
         signal,

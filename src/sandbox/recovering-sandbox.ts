@@ -17,7 +17,7 @@ const MAX_RESTARTS = 3;
 
 const RESTART_NOTICE =
   "the sandbox was restarted because its control process died or stopped answering (e.g. killed by the out-of-memory killer). " +
-  "Files in /workspace are intact; processes started earlier are gone.";
+  "Files in the workspace are intact; processes started earlier are gone.";
 
 /**
  * A {@link Sandbox} that survives the loss of the sandbox's control process
@@ -43,6 +43,10 @@ export class RecoveringSandbox implements Sandbox {
 
   get id(): string {
     return this.current.id;
+  }
+
+  get workdir(): string {
+    return this.current.workdir;
   }
 
   async exec(request: ExecRequest): Promise<ExecResult> {

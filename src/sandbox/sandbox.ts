@@ -4,13 +4,14 @@ import { SandboxError } from "../errors.js";
 
 /**
  * The sandbox contract: where every tool of a task runs. Paths are workspace
- * relative (or absolute under {@link WORKSPACE_ROOT}); an implementation
+ * relative (or absolute under the workspace root, {@link Sandbox.workdir}); an implementation
  * resolves `..` and symlinks *inside* the sandbox and refuses anything that
  * ends up outside the workspace by throwing {@link PathOutsideWorkspaceError}.
  *
  * A non-zero exit code or a missing file is data, not an exception; only an
  * infrastructure failure (container gone, channel broken) throws `SandboxError`.
  */
+/** Where the repository is mounted in a sandbox unless the task sets `sandbox.workdir`. */
 export const WORKSPACE_ROOT = "/workspace";
 
 export interface ExecRequest {
@@ -108,6 +109,8 @@ export interface SandboxProcess {
 export interface Sandbox {
   /** Identifier for logs and events (the container id for Docker). */
   readonly id: string;
+  /** Absolute path of the workspace root in the sandbox (`SandboxSpec.workdir`). */
+  readonly workdir: string;
   exec(request: ExecRequest): Promise<ExecResult>;
   /** Reads a regular file; `null` when it does not exist. Throws PathOutsideWorkspaceError, NotAFileError. */
   readFile(path: string, options?: { maxBytes?: number }): Promise<FileContent | null>;
@@ -157,7 +160,7 @@ export class SandboxGoneError extends SandboxError {}
 /** A path resolved (after `..` and symlinks) to somewhere outside the workspace. */
 export class PathOutsideWorkspaceError extends Error {
   constructor(readonly requested: string, readonly resolved: string) {
-    super(`path "${requested}" resolves to "${resolved}", outside ${WORKSPACE_ROOT}; only files under ${WORKSPACE_ROOT} can be used`);
+    super(`path "${requested}" resolves to "${resolved}", outside the workspace; only files in the workspace can be used`);
     this.name = "PathOutsideWorkspaceError";
   }
 }
@@ -178,8 +181,15 @@ export interface SandboxSpec {
   agentId: string;
   /** Image reference, e.g. `agent-runner/sandbox:bookworm`. */
   image: string;
-  /** Host directory mounted read-write (or read-only) at {@link WORKSPACE_ROOT}. */
+  /** Host directory mounted read-write (or read-only) at `workdir`. */
   workspace: { hostPath: string; readOnly?: boolean };
+  /**
+   * Absolute container path the workspace is mounted at, the working
+   * directory of every process and the root tool paths are relative to
+   * (env `RUNNER_WORKSPACE`); default {@link WORKSPACE_ROOT}. Checked by
+   * `workdirProblem` (src/sandbox/workdir.ts) when the task is loaded.
+   */
+  workdir?: string;
   /** Further read-only host paths (git metadata), mounted at `containerPath`. */
   readOnlyMounts: { hostPath: string; containerPath: string }[];
   /** The container's whole environment beyond the image's own: no host variable passes implicitly. */

@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import { WORKSPACE_ROOT, type Sandbox } from "../sandbox/sandbox.js";
+import type { Sandbox } from "../sandbox/sandbox.js";
 import { isValidSkillName, parseSkillFile } from "./parse-skill-file.js";
 import {
   MAX_SKILL_FILE_BYTES,
@@ -27,8 +27,8 @@ export interface WorkspaceSkillOptions {
    * The repository's git directory as the container sees it, mounted
    * read-only: for a run, its common git directory (containers see it at its
    * host path, see `containerGitMounts`), which every agent's container of
-   * the run mounts. Never a path in /workspace: the agent can rewrite
-   * `/workspace/.git` to point git at objects it forged.
+   * the run mounts. Never a path in the workspace: the agent can rewrite
+   * `<workdir>/.git` to point git at objects it forged.
    */
   gitDirectory: string;
   signal?: AbortSignal;
@@ -60,8 +60,9 @@ export async function readWorkspaceSkills(options: WorkspaceSkillOptions): Promi
     throw new Error(`readWorkspaceSkills: baseCommit must be a full object id, got ${JSON.stringify(baseCommit)}`);
   }
   const gitDirectory = posix.normalize(options.gitDirectory);
-  if (!posix.isAbsolute(gitDirectory) || gitDirectory === WORKSPACE_ROOT || gitDirectory.startsWith(`${WORKSPACE_ROOT}/`)) {
-    throw new Error(`readWorkspaceSkills: gitDirectory must be an absolute path outside ${WORKSPACE_ROOT} (the read-only git directory), got ${JSON.stringify(options.gitDirectory)}`);
+  const workdir = options.sandbox.workdir;
+  if (!posix.isAbsolute(gitDirectory) || gitDirectory === workdir || gitDirectory.startsWith(`${workdir}/`)) {
+    throw new Error(`readWorkspaceSkills: gitDirectory must be an absolute path outside ${workdir} (the workspace; give the read-only git directory), got ${JSON.stringify(options.gitDirectory)}`);
   }
   const git = gitCommand(gitDirectory);
   const listing = await options.sandbox.exec({

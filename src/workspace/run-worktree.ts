@@ -15,7 +15,7 @@ export interface RunWorktree {
   repositoryRoot: string;
   /** The repository's common git directory (real path). */
   commonGitDirectory: string;
-  /** Host path of the worktree (mounted at /workspace). */
+  /** Host path of the worktree (mounted at the task's `sandbox.workdir`, default /workspace). */
   path: string;
   /** The worktree's own git directory, `<common>/worktrees/<name>`. */
   gitDirectory: string;
@@ -346,12 +346,12 @@ const CONTAINER_WORKTREE_ADMIN = `${CONTAINER_GIT_DIRECTORY}/worktrees/workspace
  * files that hold host paths are covered in the container: the worktree's
  * `.git` file (git wrote the host path of the admin directory there) by one
  * naming the container's, and the admin directory's `gitdir` (the host path
- * of the worktree) by `/workspace/.git`. The host's own files stay as git wrote
+ * of the worktree) by `<workdir>/.git` (`sandbox.workdir`, default /workspace). The host's own files stay as git wrote
  * them: host-side git never reads the worktree's `.git` file (explicit
  * `--git-dir`), and a person can still use the worktree on the host.
  * The small files are written to `viewDirectory` (the run's disk).
  */
-export async function containerGitMounts(worktree: RunWorktree, viewDirectory: string): Promise<{ hostPath: string; containerPath: string }[]> {
+export async function containerGitMounts(worktree: RunWorktree, viewDirectory: string, workdir: string = WORKSPACE_ROOT): Promise<{ hostPath: string; containerPath: string }[]> {
   const read = async (key: string) => {
     try {
       return (await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, ["config", "--get", key])).trim();
@@ -373,7 +373,7 @@ export async function containerGitMounts(worktree: RunWorktree, viewDirectory: s
   };
   const sanitized = view("config", `${lines.join("\n")}\n`);
   const dotGit = view("dot-git", `gitdir: ${CONTAINER_WORKTREE_ADMIN}\n`);
-  const adminGitdir = view("worktree-gitdir", `${WORKSPACE_ROOT}/.git\n`);
+  const adminGitdir = view("worktree-gitdir", `${workdir}/.git\n`);
   const empty = view("empty", "");
   const common = worktree.commonGitDirectory;
   const mounts = CONTAINER_GIT_ENTRIES.filter((entry) => existsSync(join(common, entry))).map((entry) => ({
@@ -383,7 +383,7 @@ export async function containerGitMounts(worktree: RunWorktree, viewDirectory: s
   mounts.push({ hostPath: sanitized, containerPath: `${CONTAINER_GIT_DIRECTORY}/config` });
   mounts.push({ hostPath: worktree.gitDirectory, containerPath: CONTAINER_WORKTREE_ADMIN });
   mounts.push({ hostPath: adminGitdir, containerPath: `${CONTAINER_WORKTREE_ADMIN}/gitdir` });
-  mounts.push({ hostPath: dotGit, containerPath: `${WORKSPACE_ROOT}/.git` });
+  mounts.push({ hostPath: dotGit, containerPath: `${workdir}/.git` });
   // git copies the user's config.worktree into a new worktree when worktreeConfig is on.
   if (existsSync(join(worktree.gitDirectory, "config.worktree"))) {
     mounts.push({ hostPath: empty, containerPath: `${CONTAINER_WORKTREE_ADMIN}/config.worktree` });

@@ -19,7 +19,7 @@ describe("ToolRegistry", () => {
     const registry = new ToolRegistry(workspaceTools());
     const result = await registry.execute("read_file", JSON.stringify({ path: "../etc/passwd" }), context(new FakeSandbox()));
     expect(result.isError).toBe(true);
-    expect(result.content).toMatch(/^Error: path "\.\.\/etc\/passwd" resolves to "\/etc\/passwd", outside \/workspace/);
+    expect(result.content).toMatch(/^Error: path "\.\.\/etc\/passwd" resolves to "\/etc\/passwd", outside the workspace/);
   });
 
   it("edit_file refuses 0 and several matches, naming the count and lines, and leaves the file alone", async () => {

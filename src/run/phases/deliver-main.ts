@@ -28,7 +28,7 @@ export async function deliverMainAgent(scope: RunScope, workspace: RunWorkspace,
       await recordMainCommit(scope, worktree, committed);
       throwIfAborted(signal);
     },
-    verify: task.verify ?? null,
+    verify: task.verify ? { ...task.verify, setup: task.sandbox.setup } : null,
     verifyContext: { agentId: MAIN_AGENT, provider, specFor: environment.specFor, directory: scope.paths.verify, baseCommit: worktree.baseCommit, events, signal },
     merge: mergeWanted
       ? () => {

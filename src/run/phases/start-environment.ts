@@ -15,6 +15,8 @@ import type { RunDisk } from "../../workspace/run-disk.js";
 import { CONTAINER_GIT_DIRECTORY, containerGitMounts, type RunWorktree } from "../../workspace/run-worktree.js";
 import { PermissionGuard, type AskApproval } from "../permission-guard.js";
 import { MAIN_AGENT } from "../report-counter.js";
+import { runSetupCommands, SetupFailedError } from "../../delivery/setup-commands.js";
+import { throwIfAborted } from "./deliver-main.js";
 import type { RunScope } from "../run-scope.js";
 import type { RunWorkspace } from "./open-workspace.js";
 
@@ -79,7 +81,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   const hooks = new ToolHooks(task.hooks, { cwd: hostCwd, env: scope.hostEnvironment, events, runId: scope.runId });
   const guardFor = async (policy: Policy) =>
     new PermissionGuard({
-      checker: await PermissionChecker.create(policy),
+      checker: await PermissionChecker.create(policy, { workdir: task.sandbox.workdir }),
       hooks: hooks.isEmpty ? null : hooks,
       events,
       signal,
@@ -93,6 +95,11 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
     type: "sandbox.created",
     data: { sandbox_id: sandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: workspace.worktree.sandboxUser.uid },
   });
+
+  // sandbox.setup, once, before anything else runs in the sandbox (a resumed run's new container too).
+  const setup = await runSetupCommands(sandbox, task.sandbox.setup, { phase: "agent", agentId: MAIN_AGENT, events, signal });
+  throwIfAborted(signal);
+  if (setup.failed) throw new SetupFailedError(setup.failed);
 
   // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
   const skills = await loadSkills({
@@ -121,7 +128,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
 
 /**
  * Builds sandbox specs for this run: the task's image, limits, environment
- * and network, the given worktree at /workspace and its git metadata read-only,
+ * and network, the given worktree at the task's workdir and its git metadata read-only,
  * writable directories on the run's disk. Network decisions are emitted as
  * events (the report counts them); a reached disk limit goes to `onDiskLimit`.
  */
@@ -146,7 +153,8 @@ function sandboxSpecFactory(
     agentId,
     image: task.sandbox.image,
     workspace: { hostPath: worktree.path },
-    readOnlyMounts: await containerGitMounts(worktree, paths.gitView),
+    workdir: task.sandbox.workdir,
+    readOnlyMounts: await containerGitMounts(worktree, paths.gitView, task.sandbox.workdir),
     env: containerEnvironment(task.sandbox, hostEnvironment),
     user: worktree.sandboxUser,
     network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
@@ -163,6 +171,9 @@ function sandboxSpecFactory(
   });
 }
 
+/** Where Python keeps bytecode in a sandbox: the container's own /tmp, fresh for each container (PYTHONPYCACHEPREFIX). */
+const PYTHON_BYTECODE_CACHE = "/tmp/.pycache";
+
 /**
  * The container's environment: fixed variables, the task's literal `env`, and
  * the host variables it names in `pass_env` and `secret_env`. Nothing else of the host's.
@@ -171,14 +182,17 @@ export function containerEnvironment(sandbox: Pick<Task["sandbox"], "env" | "pas
   const environment: Record<string, string> = {
     HOME: "/tmp",
     LANG: "C.UTF-8",
-    PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    // $HOME/.local/bin first: pip installs scripts there when the read-only image makes it install for the user.
+    PATH: "/tmp/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     // Read-only git in the container: never write the (read-only) index, trust the mounted repository.
     GIT_OPTIONAL_LOCKS: "0",
     GIT_CONFIG_COUNT: "1",
     GIT_CONFIG_KEY_0: "safe.directory",
     GIT_CONFIG_VALUE_0: "*",
     PIP_DISABLE_PIP_VERSION_CHECK: "1",
-    PYTHONDONTWRITEBYTECODE: "1",
+    // Bytecode is cached in the container's own scratch space, never in the worktree: each container starts
+    // with an empty cache, so a verification never runs a .pyc the agent's container wrote (README "Task images").
+    PYTHONPYCACHEPREFIX: PYTHON_BYTECODE_CACHE,
   };
   Object.assign(environment, sandbox.env);
   for (const name of [...sandbox.pass_env, ...sandbox.secret_env]) {

@@ -3,7 +3,7 @@ import { constants } from "node:os";
 import { PassThrough, Writable, type Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
-import { SandboxGoneError, WORKSPACE_ROOT, type SandboxProcess, type SandboxProcessExit, type SpawnRequest } from "../sandbox.js";
+import { SandboxGoneError, type SandboxProcess, type SandboxProcessExit, type SpawnRequest } from "../sandbox.js";
 import { INLINE_SCRIPT_VARIABLE, SANDBOX_GID_VARIABLE, SANDBOX_UID_VARIABLE } from "./inline-script.js";
 
 /** How long kill() waits for the process to go after the in-container kill before it drops the connection, ms. */
@@ -46,7 +46,7 @@ export async function startDockerSandboxProcess(container: Docker.Container, req
       // Its own marker: the daemon's kill of another command's tree spares it (that kill
       // also takes every process with no marker at all, as one that wiped its environment).
       Env: [...environment, `${MARKER_VARIABLE}=${marker}`],
-      WorkingDir: WORKSPACE_ROOT,
+      // No WorkingDir: the container's own, the task's workdir (docker-sandbox-provider.ts).
       AttachStdin: true,
       AttachStdout: true,
       AttachStderr: true,

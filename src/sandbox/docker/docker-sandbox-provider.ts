@@ -41,6 +41,7 @@ function daemonSource(): string {
  * Exported so benchmarks start exactly this container.
  */
 export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scratch: string, network: TaskNetwork | null = null): Docker.ContainerCreateOptions {
+  const workdir = spec.workdir ?? WORKSPACE_ROOT;
   const proxyEnvironment = network
     ? Object.fromEntries(
         ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"].map((name) => [name, network.proxyUrl]).concat([
@@ -59,9 +60,9 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scrat
     // all three ids, can neither signal nor ptrace it. Every command it starts,
     // and every Docker exec (docker-sandbox-process.ts), runs as spec.user.
     User: "0:0",
-    WorkingDir: WORKSPACE_ROOT,
+    WorkingDir: workdir,
     Env: [
-      ...Object.entries({ ...spec.env, ...proxyEnvironment }).map(([key, value]) => `${key}=${value}`),
+      ...Object.entries({ ...spec.env, ...proxyEnvironment, RUNNER_WORKSPACE: workdir }).map(([key, value]) => `${key}=${value}`),
       `${SANDBOX_UID_VARIABLE}=${spec.user.uid}`,
       `${SANDBOX_GID_VARIABLE}=${spec.user.gid}`,
       `${INLINE_SCRIPT_VARIABLE}=${daemon}`,
@@ -94,7 +95,7 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scrat
       NanoCpus: Math.round(spec.limits.cpus * 1e9),
       IpcMode: "private",
       Mounts: [
-        { Type: "bind", Source: spec.workspace.hostPath, Target: WORKSPACE_ROOT, ReadOnly: spec.workspace.readOnly ?? false },
+        { Type: "bind", Source: spec.workspace.hostPath, Target: workdir, ReadOnly: spec.workspace.readOnly ?? false },
         ...SCRATCH_MOUNTS.map(({ name, target }) => ({ Type: "bind" as const, Source: join(scratch, name), Target: target, ReadOnly: false })),
         // No name resolution in the sandbox at all (the proxy resolves allowed
         // names): a resolv.conf naming a resolver that is not there fails at

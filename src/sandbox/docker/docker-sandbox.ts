@@ -57,6 +57,10 @@ export class DockerSandbox implements Sandbox {
     this.diskWatch.start();
   }
 
+  get workdir(): string {
+    return this.made.spec.workdir ?? WORKSPACE_ROOT;
+  }
+
   /**
    * What counts against `SandboxSpec.disk.limitBytes` now. `filesystem`: the
    * run's whole filesystem (statfs on the host, no file read). `monitor`: the
@@ -68,7 +72,7 @@ export class DockerSandbox implements Sandbox {
   async measureDisk(): Promise<DiskUsage> {
     const { disk, workspace } = this.made.spec;
     if (disk.enforcement === "filesystem") return filesystemUsage(this.made.scratch);
-    const roots = [...(workspace.readOnly ? [] : [WORKSPACE_ROOT]), ...SCRATCH_MOUNTS.map((mount) => mount.target)];
+    const roots = [...(workspace.readOnly ? [] : [this.workdir]), ...SCRATCH_MOUNTS.map((mount) => mount.target)];
     const { bytes } = await this.channel.request<{ bytes: number }>({ op: "disk_usage", roots });
     return { usedBytes: bytes, full: bytes > disk.limitBytes };
   }

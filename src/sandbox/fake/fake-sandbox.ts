@@ -25,6 +25,7 @@ export type FakeExecHandler = (request: ExecRequest) => Partial<ExecResult> | Pr
  */
 export class FakeSandbox implements Sandbox {
   readonly id = "fake";
+  readonly workdir = WORKSPACE_ROOT;
   readonly files = new Map<string, Buffer>();
   readonly commands: ExecRequest[] = [];
   /** What `spawn` runs, by command; an unknown command exits 127 as in the real sandbox. */

@@ -146,7 +146,7 @@ const commandNotFound: HostDirectoryExecHandler = ({ request }) => ({
 /** Most symlinks followed while resolving one path, as in sandbox-daemon.cjs (and Linux's MAXSYMLINKS). */
 const MAX_SYMLINK_HOPS = 40;
 
-/** A sandbox of {@link HostDirectorySandboxProvider}: its spec's host directory seen as {@link WORKSPACE_ROOT}. */
+/** A sandbox of {@link HostDirectorySandboxProvider}: its spec's host directory seen at its workdir (default {@link WORKSPACE_ROOT}). */
 export class HostDirectorySandbox implements Sandbox {
   /** Commands this sandbox was asked to run, in order. */
   readonly commands: ExecRequest[] = [];
@@ -158,6 +158,8 @@ export class HostDirectorySandbox implements Sandbox {
   freezes = 0;
   /** Aborts the commands in flight (stopAllProcesses, close). */
   private killing = new AbortController();
+  /** Where the workspace is in the "container" (`spec.workdir`, default /workspace): paths resolve and confine against it. */
+  readonly workdir: string;
 
   constructor(
     readonly id: string,
@@ -170,7 +172,9 @@ export class HostDirectorySandbox implements Sandbox {
       record: (request: ExecRequest) => void;
       onClose: () => void;
     },
-  ) {}
+  ) {
+    this.workdir = spec.workdir ?? WORKSPACE_ROOT;
+  }
 
   /**
    * Resolves `requested` (workspace relative, or absolute in the container)
@@ -180,11 +184,12 @@ export class HostDirectorySandbox implements Sandbox {
   resolve(requested: string): { path: string; hostPath: string } {
     if (requested.length === 0) throw new Error("path must be a non-empty string");
     if (requested.includes("\0")) throw new Error("path contains a NUL byte");
-    let pending = posix.resolve(WORKSPACE_ROOT, requested);
+    const root = this.workdir;
+    let pending = posix.resolve(root, requested);
     for (let hop = 0; hop <= MAX_SYMLINK_HOPS; hop += 1) {
-      if (!isInsideWorkspace(pending)) throw new PathOutsideWorkspaceError(requested, pending);
-      const parts = pending === WORKSPACE_ROOT ? [] : pending.slice(WORKSPACE_ROOT.length + 1).split("/");
-      let current = WORKSPACE_ROOT;
+      if (!isInside(pending, root)) throw new PathOutsideWorkspaceError(requested, pending);
+      const parts = pending === root ? [] : pending.slice(root.length + 1).split("/");
+      let current = root;
       let followed = false;
       for (const [index, part] of parts.entries()) {
         const candidate = `${current}/${part}`;
@@ -369,7 +374,7 @@ export class HostDirectorySandbox implements Sandbox {
   }
 
   private hostPathOf(containerPath: string): string {
-    return containerPath === WORKSPACE_ROOT ? this.root : join(this.root, containerPath.slice(WORKSPACE_ROOT.length + 1));
+    return containerPath === this.workdir ? this.root : join(this.root, containerPath.slice(this.workdir.length + 1));
   }
 }
 
@@ -378,8 +383,8 @@ function killedResult(timedOut: boolean, started: number): ExecResult {
   return { exitCode: null, signal: "SIGKILL", stdout: "", stderr: "", timedOut, truncated: false, stdoutBytes: 0, stderrBytes: 0, durationMs: Date.now() - started };
 }
 
-function isInsideWorkspace(path: string): boolean {
-  return path === WORKSPACE_ROOT || path.startsWith(`${WORKSPACE_ROOT}/`);
+function isInside(path: string, root: string): boolean {
+  return path === root || path.startsWith(`${root}/`);
 }
 
 function statOrNull(hostPath: string): Stats | null {

@@ -8,7 +8,7 @@ export const editFileTool = defineTool({
     "Replace an exact string in a file. old_string must match exactly once (including whitespace and indentation) " +
     "unless replace_all is true. Give enough surrounding lines to make it unique. The file is unchanged when the edit fails.",
   input: z.strictObject({
-    path: z.string().min(1).describe("File path, relative to /workspace or absolute inside it"),
+    path: z.string().min(1).describe("File path, relative to the workspace root or absolute inside it"),
     old_string: z.string().min(1).describe("Exact text to replace"),
     new_string: z.string().describe("Replacement text (inserted literally)"),
     replace_all: z.boolean().optional().describe("Replace every occurrence instead of requiring exactly one"),

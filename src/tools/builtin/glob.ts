@@ -1,3 +1,4 @@
+import { posix } from "node:path";
 import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
 
@@ -7,7 +8,7 @@ export const globTool = defineTool({
   name: "glob",
   readOnly: true,
   description:
-    "Find files by glob pattern (e.g. '**/*.py', 'src/**/test_*.ts'), newest first; paths are relative to /workspace. Files ignored by .gitignore and the .git directory are skipped.",
+    "Find files by glob pattern (e.g. '**/*.py', 'src/**/test_*.ts'), newest first; paths are relative to the workspace root. Files ignored by .gitignore and the .git directory are skipped.",
   input: z.strictObject({
     pattern: z.string().min(1).describe("Glob pattern, matched against paths relative to the search directory"),
     path: z.string().min(1).optional().describe("Directory to search in (default: the workspace root)"),
@@ -29,7 +30,7 @@ export const globTool = defineTool({
     });
     if (result.exitCode !== 0 && result.stderr.trim()) return toolError(`glob failed: ${result.stderr.trim()}`);
     // Paths are given relative to the workspace root, like every tool's paths.
-    const prefix = info.path === "/workspace" ? "" : `${info.path.slice("/workspace/".length)}/`;
+    const prefix = info.path === sandbox.workdir ? "" : `${posix.relative(sandbox.workdir, info.path)}/`;
     const paths = result.stdout
       .split("\n")
       .filter(Boolean)

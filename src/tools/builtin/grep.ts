@@ -1,3 +1,4 @@
+import { posix } from "node:path";
 import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
 
@@ -20,13 +21,13 @@ export const grepTool = defineTool({
     if (!info) return toolError(`path not found: ${target}`);
     const result = await sandbox.exec({
       command:
-        'cd /workspace && rg --with-filename --line-number --no-heading --color=never --hidden --glob \'!.git\' --max-columns=500 --max-columns-preview ' +
+        'rg --with-filename --line-number --no-heading --color=never --hidden --glob \'!.git\' --max-columns=500 --max-columns-preview ' +
         '${RUNNER_GREP_GLOB:+--glob "$RUNNER_GREP_GLOB"} -e "$RUNNER_GREP_PATTERN" -- "$RUNNER_GREP_PATH" | head -n ' +
         String(MAX_ROWS + 1) +
         " | sed 's|^\\./||'",
       env: {
         RUNNER_GREP_PATTERN: input.pattern,
-        RUNNER_GREP_PATH: relativeToWorkspace(info.path),
+        RUNNER_GREP_PATH: posix.relative(sandbox.workdir, info.path) || ".",
         RUNNER_GREP_GLOB: input.glob ?? "",
       },
       timeoutMs: 60_000,
@@ -43,8 +44,3 @@ export const grepTool = defineTool({
     return { content: shown.join("\n"), details: { rows: Math.min(rows.length, MAX_ROWS) } };
   },
 });
-
-function relativeToWorkspace(absolute: string): string {
-  const relative = absolute.replace(/^\/workspace\/?/, "");
-  return relative === "" ? "." : relative;
-}

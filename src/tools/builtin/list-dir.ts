@@ -8,7 +8,7 @@ export const listDirTool = defineTool({
   readOnly: true,
   description: "List the entries of a directory in the workspace. Directories end with '/', symlinks with '@'.",
   input: z.strictObject({
-    path: z.string().min(1).default(".").describe("Directory, relative to /workspace or absolute inside it"),
+    path: z.string().min(1).default(".").describe("Directory, relative to the workspace root or absolute inside it"),
   }),
   async execute(input, { sandbox }) {
     const entries = await sandbox.listDir(input.path);

@@ -17,7 +17,7 @@ export const readFileTool = defineTool({
     "Read a text file in the workspace. Returns lines prefixed with their 1-based line numbers. " +
     `Use offset (first line, 1-based) and limit (number of lines, default ${DEFAULT_READ_LINES}) to page through long files. Binary files are refused.`,
   input: z.strictObject({
-    path: z.string().min(1).describe("File path, relative to /workspace or absolute inside it"),
+    path: z.string().min(1).describe("File path, relative to the workspace root or absolute inside it"),
     offset: z.number().int().min(1).optional().describe("1-based line to start at"),
     limit: z.number().int().min(1).optional().describe("Maximum number of lines to return"),
   }),

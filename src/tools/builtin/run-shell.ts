@@ -14,7 +14,7 @@ export const runShellTool = defineTool({
   name: "run_shell",
   readOnly: false,
   description:
-    "Run a bash command in the task's sandbox container, in /workspace. Returns the exit code, stdout and stderr " +
+    "Run a bash command in the task's sandbox container, in the workspace root. Returns the exit code, stdout and stderr " +
     "(long output keeps its head and tail). The command and every process it starts are killed at the timeout. " +
     "There is no network access.",
   input: z.strictObject({

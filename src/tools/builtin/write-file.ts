@@ -7,7 +7,7 @@ export const writeFileTool = defineTool({
   description:
     "Create or overwrite a file in the workspace with the given content. Parent directories are created. Prefer edit_file for changing part of an existing file.",
   input: z.strictObject({
-    path: z.string().min(1).describe("File path, relative to /workspace or absolute inside it"),
+    path: z.string().min(1).describe("File path, relative to the workspace root or absolute inside it"),
     content: z.string().describe("The complete new content of the file"),
   }),
   async execute(input, { sandbox }) {

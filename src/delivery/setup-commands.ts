@@ -1,0 +1,67 @@
+import { RunnerError } from "../errors.js";
+import type { EventSink } from "../events/run-events.js";
+import type { ExecResult, Sandbox } from "../sandbox/sandbox.js";
+
+/** Wall-clock limit of one `sandbox.setup` command, ms (30 min: a dependency install on a slow mirror). */
+const SETUP_COMMAND_TIMEOUT_MS = 30 * 60 * 1000;
+/** Characters of a command's output kept in its event, in report.json and in a verification's output. */
+const OUTPUT_TAIL_CHARACTERS = 4000;
+
+/** Which sandbox ran the setup: the main agent's before its first step, or a verification's clean checkout. */
+export type SetupPhase = "agent" | "verify";
+
+/** How one setup command ended; `output_tail` is stdout then stderr, cut to the last 4000 characters. */
+export interface SetupCommandResult {
+  command: string;
+  exit_code: number | null;
+  timed_out: boolean;
+  duration_ms: number;
+  output_tail: string;
+}
+
+/**
+ * A `sandbox.setup` command failed in the agent's sandbox, before the agent
+ * started: the task's environment is unusable, so the run ends `error` with
+ * reason `setup_failed` (exit 3). The message names the command, its exit
+ * and the tail of its output.
+ */
+export class SetupFailedError extends RunnerError {
+  constructor(readonly result: SetupCommandResult) {
+    super(
+      `sandbox.setup command ${JSON.stringify(result.command)} ${result.timed_out ? `timed out after ${SETUP_COMMAND_TIMEOUT_MS / 1000} s` : `exited ${result.exit_code ?? "without a code (killed)"}`}; fix the command or the image. Its output:\n${result.output_tail}`,
+      3,
+    );
+    this.name = "setup_failed";
+  }
+}
+
+/**
+ * Runs the task's `sandbox.setup` commands in order, each by bash in the
+ * workspace root of `sandbox` as the sandbox user, under its limits, and
+ * stops at the first that does not exit 0. Each is recorded by a
+ * `setup.started` and a `setup.finished` event. Returns every result and the
+ * failed one (null when all passed). Throws SandboxError only when the
+ * sandbox itself fails; an aborted `signal` kills the running command, which
+ * then counts as failed (the caller checks the signal).
+ */
+export async function runSetupCommands(
+  sandbox: Sandbox,
+  commands: readonly string[],
+  options: { phase: SetupPhase; agentId: string; events: EventSink; signal: AbortSignal },
+): Promise<{ results: SetupCommandResult[]; failed: SetupCommandResult | null }> {
+  const results: SetupCommandResult[] = [];
+  for (const [index, command] of commands.entries()) {
+    options.events.emit({ type: "setup.started", data: { agent_id: options.agentId, phase: options.phase, index, command } });
+    const executed = await sandbox.exec({ command, timeoutMs: SETUP_COMMAND_TIMEOUT_MS, signal: options.signal });
+    const result = resultOf(command, executed);
+    results.push(result);
+    options.events.emit({ type: "setup.finished", data: { agent_id: options.agentId, phase: options.phase, index, ...result, output_tail: result.output_tail.slice(-1000) } });
+    if (executed.exitCode !== 0 || executed.timedOut) return { results, failed: result };
+  }
+  return { results, failed: null };
+}
+
+function resultOf(command: string, executed: ExecResult): SetupCommandResult {
+  const output = `${executed.stdout}${executed.stderr ? `${executed.stdout && !executed.stdout.endsWith("\n") ? "\n" : ""}${executed.stderr}` : ""}`;
+  return { command, exit_code: executed.exitCode, timed_out: executed.timedOut, duration_ms: executed.durationMs, output_tail: output.slice(-OUTPUT_TAIL_CHARACTERS) };
+}
