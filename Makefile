@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-assets.mjs
+SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-assets.mjs scripts/build-helper.sh
 # Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
 BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: help setup docker deps build image link demo typecheck test test-unit test-integration bench clean
+.PHONY: help setup docker deps build helper image link demo typecheck test test-unit test-integration bench clean
 
 help:
-	@echo "make setup   Docker engine (if absent), npm deps, build, sandbox image, 'runner' on PATH"
+	@echo "make setup   Docker engine (if absent), npm deps, Go (if absent), build (with the sandbox helper), sandbox image, 'runner' on PATH"
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
 	@echo "make test    all tests: unit, end-to-end and integration (real Docker)"
 	@echo "make bench   sandbox, loop and network benchmarks (medians, ratios; see bench/README.md)"
@@ -29,6 +29,10 @@ build: dist/.built
 dist/.built: $(SOURCES) node_modules/.installed
 	npm run build
 	@touch $@
+
+# The static in-container helper (docs/sandbox-helper.md); npm run build builds it too.
+helper:
+	@bash scripts/build-helper.sh
 
 image: docker
 	@bash sandbox-images/build.sh
@@ -60,4 +64,4 @@ bench: deps build
 	npx tsx bench/subagents.bench.ts
 
 clean:
-	rm -rf dist node_modules/.installed
+	rm -rf dist build node_modules/.installed

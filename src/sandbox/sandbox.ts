@@ -178,8 +178,10 @@ export interface SandboxSpec {
   agentId: string;
   /** Image reference, e.g. `agent-runner/sandbox:bookworm`. */
   image: string;
-  /** Host directory mounted read-write (or read-only) at {@link WORKSPACE_ROOT}. */
+  /** Host directory mounted read-write (or read-only) at {@link SandboxSpec.workdir}. */
   workspace: { hostPath: string; readOnly?: boolean };
+  /** Absolute container path the workspace is mounted at, where commands start and tool paths resolve; default {@link WORKSPACE_ROOT}. */
+  workdir?: string;
   /** Further read-only host paths (git metadata), mounted at `containerPath`. */
   readOnlyMounts: { hostPath: string; containerPath: string }[];
   /** The container's whole environment beyond the image's own: no host variable passes implicitly. */

@@ -2,11 +2,27 @@ import { lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, wri
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
+import { inject } from "vitest";
+import type {} from "../global-setup-no-node.js";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
 import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 
-export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm";
+/**
+ * The image sandboxes of this test file use: RUNNER_TEST_IMAGE, else the
+ * image of the test project (the `no-node` project's image without Node:
+ * vitest.config.ts), else the default image.
+ */
+export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? projectImage() ?? "agent-runner/sandbox:bookworm";
+
+function projectImage(): string | undefined {
+  try {
+    return inject("noNodeImage");
+  } catch {
+    // Not inside a vitest run (bench/ imports these helpers too).
+    return undefined;
+  }
+}
 
 /**
  * Integration tests (and benchmarks) need a running Docker daemon and the
