@@ -19,7 +19,7 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: "no-node", include: NO_NODE_SUITE, globalSetup: ["tests/global-setup.ts", "tests/global-setup-no-node.ts"] },
+        test: { name: "no-node", include: NO_NODE_SUITE, env: { RUNNER_TEST_PROJECT: "no-node" }, globalSetup: ["tests/global-setup.ts", "tests/global-setup-no-node.ts"] },
       },
     ],
   },

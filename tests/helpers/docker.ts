@@ -2,26 +2,22 @@ import { lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, wri
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
-import { inject } from "vitest";
-import type {} from "../global-setup-no-node.js";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
 import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 
 /**
- * The image sandboxes of this test file use: RUNNER_TEST_IMAGE, else the
- * image of the test project (the `no-node` project's image without Node:
- * vitest.config.ts), else the default image.
+ * The image sandboxes of this test file use: RUNNER_TEST_IMAGE, else in the
+ * `no-node` test project (vitest.config.ts) the default image without Node
+ * that its global setup built, else the default image.
  */
 export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? projectImage() ?? "agent-runner/sandbox:bookworm";
 
 function projectImage(): string | undefined {
-  try {
-    return inject("noNodeImage");
-  } catch {
-    // Not inside a vitest run (bench/ imports these helpers too).
-    return undefined;
-  }
+  if (process.env.RUNNER_TEST_PROJECT !== "no-node") return undefined;
+  const image = process.env.RUNNER_NO_NODE_IMAGE;
+  if (!image) throw new Error("the no-node test project runs without RUNNER_NO_NODE_IMAGE: its global setup (tests/global-setup-no-node.ts) did not run");
+  return image;
 }
 
 /**
