@@ -327,10 +327,12 @@ func execOp(req *request, respond func(interface{})) error {
 			readers.Wait()
 			close(drained)
 		}()
+		// After a kill the tree is gone and the pipes end at once; the short
+		// grace only lets the readers empty what the pipes still hold.
 		timedOut, killed := command.state()
 		grace := 200 * time.Millisecond
 		if timedOut || killed {
-			grace = 0
+			grace = 50 * time.Millisecond
 		}
 		select {
 		case <-drained:
