@@ -6,7 +6,7 @@ SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-ass
 # Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
 BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: help setup docker deps build helper image link demo typecheck test test-unit test-integration bench clean
+.PHONY: help setup docker deps build helper image link demo typecheck test test-deps test-unit test-integration bench clean
 
 help:
 	@echo "make setup   Docker engine (if absent), npm deps, Go (if absent), build (with the sandbox helper), sandbox image, 'runner' on PATH"
@@ -48,13 +48,17 @@ demo: build
 typecheck: deps
 	npm run typecheck
 
-test: build typecheck
+test: build typecheck test-deps
 	npx vitest run
+
+# busybox-static for the any-image tests (scripts/ensure-test-deps.sh).
+test-deps:
+	@bash scripts/ensure-test-deps.sh
 
 test-unit: build
 	npx vitest run tests/unit
 
-test-integration: build
+test-integration: build test-deps
 	npx vitest run tests/integration tests/e2e
 
 bench: deps build
