@@ -106,6 +106,18 @@ describe("the helper in a glibc image without Node (agent-runner/base:bookworm)"
     expect((await sandbox.exec({ command: "echo still-here" })).stdout).toBe("still-here\n");
   });
 
+  it("grep and glob, which run ripgrep in the sandbox, say that the image has no rg instead of finding nothing", async () => {
+    const call = toolCaller(() => sandbox);
+    for (const [tool, args] of [
+      ["grep", { pattern: "app" }],
+      ["glob", { pattern: "*.txt" }],
+    ] as const) {
+      const result = await call(tool, args);
+      expect(result.isError, tool).toBe(true);
+      expect(result.content).toContain(`${tool} needs ripgrep (rg) in the sandbox image, which this image does not have`);
+    }
+  });
+
   it("an MCP server started with npx fails with what the image lacks", async () => {
     await expect(sandbox.spawn({ command: "npx", args: ["-y", "some-mcp-server"] })).rejects.toThrow(
       /"npx" is not in the sandbox image agent-runner\/base:bookworm .*needs Node\.js \(node and npx on PATH\) in the task image/,
