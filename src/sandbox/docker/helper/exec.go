@@ -135,11 +135,13 @@ func runningKey(req *request) string {
 // setgroups/setgid/setuid, which Go's fork runs in the child before exec (and
 // before the chdir, so `dir` is entered as the sandbox user: root without
 // CAP_DAC_OVERRIDE could not enter a 0700 workspace anyway). Both are still
-// in the permitted set (root is the real and saved uid), so one OS thread
-// raises them into its effective set with capset(2), forks, and is then
-// discarded: the goroutine exits locked, which makes the Go runtime end that
-// thread, and no other thread ever holds an effective capability. (Go also
-// never clones a new runtime thread from a locked one.)
+// in the permitted set (root is the real and saved uid), so one OS thread,
+// locked to this goroutine, raises them into its own effective set with
+// capset(2) (per thread), forks, and lowers them again before it is
+// unlocked. If lowering fails, the goroutine exits still locked, which makes
+// the Go runtime end that thread: no other goroutine ever runs on a thread
+// with an effective capability (and Go never clones a new runtime thread
+// from a locked one).
 func startAsSandboxUser(argv []string, dir string, env []string, files []*os.File) (*os.Process, error) {
 	type started struct {
 		process *os.Process
@@ -148,10 +150,10 @@ func startAsSandboxUser(argv []string, dir string, env []string, files []*os.Fil
 	result := make(chan started, 1)
 	go func() {
 		runtime.LockOSThread()
-		// Deliberately never unlocked (see above).
-		if err := raiseCredentialCapabilities(); err != nil {
+		if err := setCredentialCapabilities(true); err != nil {
+			setCredentialCapabilities(false)
 			result <- started{nil, err}
-			return
+			return // still locked: the thread ends
 		}
 		process, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
 			Dir:   dir,
@@ -163,9 +165,33 @@ func startAsSandboxUser(argv []string, dir string, env []string, files []*os.Fil
 			},
 		})
 		result <- started{process, err}
+		if setCredentialCapabilities(false) == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
 	outcome := <-result
 	return outcome.process, outcome.err
+}
+
+// warmThreads makes the runtime start `count` OS threads now, which it then
+// keeps parked for later use. The container's pids limit counts threads: once
+// the agent's processes have used it up (a fork bomb), a helper that needed a
+// new thread could not get one, and the Go runtime aborts when thread creation
+// fails.
+func warmThreads(count int) {
+	var ready, release sync.WaitGroup
+	ready.Add(count)
+	release.Add(1)
+	for index := 0; index < count; index++ {
+		go func() {
+			runtime.LockOSThread()
+			ready.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	release.Done()
 }
 
 // capget/capset(2) structures, _LINUX_CAPABILITY_VERSION_3.
@@ -186,15 +212,20 @@ const (
 	capSetuid          = 7
 )
 
-// raiseCredentialCapabilities puts CAP_SETUID and CAP_SETGID into the calling
-// thread's effective set (pid 0: this thread only).
-func raiseCredentialCapabilities() error {
+// setCredentialCapabilities puts CAP_SETUID and CAP_SETGID into the calling
+// thread's effective set (raise) or takes them out (pid 0: this thread only).
+func setCredentialCapabilities(raise bool) error {
 	header := capabilityHeader{version: capabilityVersion3}
 	var data [2]capabilityData
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPGET, uintptr(unsafe.Pointer(&header)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
 		return os.NewSyscallError("capget", errno)
 	}
-	data[0].effective |= 1<<capSetuid | 1<<capSetgid
+	if raise {
+		data[0].effective |= 1<<capSetuid | 1<<capSetgid
+	} else {
+		data[0].effective = 0
+		data[1].effective = 0
+	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&header)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
 		return os.NewSyscallError("capset", errno)
 	}

@@ -81,6 +81,7 @@ func main() {
 	}
 	workspaceReal = real
 	findShell()
+	warmThreads(8)
 
 	send(response{ID: json.RawMessage("0"), OK: true, Result: map[string]interface{}{"ready": true, "pid": os.Getpid(), "uid": sandboxUID}})
 	serve(os.Stdin)
