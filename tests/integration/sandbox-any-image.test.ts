@@ -99,6 +99,18 @@ describe("the helper in a glibc image without Node (agent-runner/base:bookworm)"
     expect(new Set(threads.filter((line) => line.startsWith("CapEff:")))).toEqual(new Set(["CapEff: 0000000000000000"]));
   });
 
+  it("a timeout's kill of one command's tree spares commands started meanwhile", async () => {
+    for (let round = 0; round < 5; round += 1) {
+      const timedOut = sandbox.exec({ command: "for i in $(seq 40); do sleep 300 & done; sleep 300", timeoutMs: 400 });
+      // A burst of commands spread over the moment the timeout's kill runs.
+      const others = Array.from({ length: 30 }, (_, index) =>
+        new Promise((resolve) => setTimeout(resolve, 300 + index * 5)).then(() => sandbox.exec({ command: "echo ok" })),
+      );
+      expect((await timedOut).timedOut).toBe(true);
+      for (const other of await Promise.all(others)) expect(other).toMatchObject({ exitCode: 0, stdout: "ok\n" });
+    }
+  });
+
   it("survives kill -9 -1 by the agent and keeps answering", async () => {
     // kill(-1) spares only its caller: the background sleep dies, the helper (real uid 0) does not.
     const killed = await sandbox.exec({ command: "sleep 100 & kill -9 -1; wait $!; echo \"sleep-status=$?\"" });

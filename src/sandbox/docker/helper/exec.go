@@ -155,6 +155,7 @@ func startAsSandboxUser(argv []string, dir string, env []string, files []*os.Fil
 			result <- started{nil, err}
 			return // still locked: the thread ends
 		}
+		processLock.Lock()
 		process, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
 			Dir:   dir,
 			Env:   env,
@@ -164,6 +165,7 @@ func startAsSandboxUser(argv []string, dir string, env []string, files []*os.Fil
 				Credential: &syscall.Credential{Uid: uint32(sandboxUID), Gid: uint32(sandboxGID), Groups: []uint32{}},
 			},
 		})
+		processLock.Unlock()
 		result <- started{process, err}
 		if setCredentialCapabilities(false) == nil {
 			runtime.UnlockOSThread()
@@ -351,6 +353,11 @@ func execOp(req *request, respond func(interface{})) error {
 	}
 	go func() {
 		state, waitErr := process.Wait()
+		// A kill of this command's tree (timeout, kill, stop_all) that
+		// ended the shell is still running: answer once it is done, with
+		// the whole tree gone.
+		processLock.Lock()
+		processLock.Unlock()
 		// A background process that kept our pipes open must not hold the
 		// answer: give the pipes a moment to drain, then answer with what we have.
 		drained := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,6 +23,14 @@ var (
 	markerPrefix = []byte(markerVariable + "=")
 	spawnMarker  = regexp.MustCompile(`^spawn-[A-Za-z0-9-]+$`)
 )
+
+// processLock is held by every kill for its whole length and by every
+// process start: a command started while another command's tree is being
+// killed would otherwise count as hiding there (a process between fork and
+// setuid, still with root's real uid, has an environment the helper cannot
+// read) and be killed with it. The Node daemon got this from its single
+// thread.
+var processLock sync.Mutex
 
 // killDeadline is how long a kill keeps at it before it reports failure.
 // SIGKILL is delivered asynchronously: a process stays visible (not yet a
@@ -93,6 +102,8 @@ func isRunning(pid string) bool {
 // process group of groupLeader, when > 0) until none is left, for at most
 // killDeadline; false when some were still there at the deadline.
 func killMatching(marker *string, groupLeader int) bool {
+	processLock.Lock()
+	defer processLock.Unlock()
 	deadline := time.Now().Add(killDeadline)
 	// Repeat: a process may fork while we scan, and a killed one takes a moment to go.
 	for round := 0; ; round++ {
