@@ -6,12 +6,14 @@ SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-ass
 # Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
 BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: help setup docker deps build helper image link demo typecheck test test-deps test-unit test-integration bench clean
+.PHONY: help setup docker deps build helper image link demo typecheck check format test test-deps test-unit test-integration bench clean
 
 help:
 	@echo "make setup   Docker engine (if absent), npm deps, Go (if absent), build (with the sandbox helper), sandbox image, 'runner' on PATH"
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
-	@echo "make test    all tests: unit, end-to-end and integration (real Docker)"
+	@echo "make check   typecheck, folder import cycles, dead exports, eslint, prettier (npm run check)"
+	@echo "make test    make check, then all tests: unit, end-to-end and integration (real Docker)"
+	@echo "make test-unit  the unit project only: no Docker daemon needed, seconds"
 	@echo "make bench   sandbox, loop and network benchmarks (medians, ratios; see bench/README.md)"
 
 setup: docker deps build image link
@@ -48,18 +50,25 @@ demo: build
 typecheck: deps
 	npm run typecheck
 
-test: build typecheck test-deps
+check: deps
+	npm run check
+
+format: deps
+	npm run format
+
+test: build check test-deps
 	npx vitest run
 
 # busybox-static for the any-image tests (scripts/ensure-test-deps.sh).
 test-deps:
 	@bash scripts/ensure-test-deps.sh
 
+# The vitest projects (vitest.config.ts): `unit` needs no Docker daemon, `docker` and `docker-no-node` do.
 test-unit: build
-	npx vitest run tests/unit
+	npx vitest run --project unit
 
 test-integration: build test-deps
-	npx vitest run tests/integration tests/e2e
+	npx vitest run --project docker --project docker-no-node
 
 bench: deps build
 	npx tsx bench/sandbox.bench.ts

@@ -3,7 +3,11 @@
  * and its handles, and the types a caller needs to read what they return.
  */
 export { createRunner, Runner, type ApprovalBroker, type ApprovalRequest, type RunHandle, type RunnerOptions, type StartOptions } from "./runner/runner.js";
-export type { RunEnvelope } from "./runner/event-replay.js";
+export { cloudEventType, EVENT_CATALOGUE, readEvent, type EventRead, type ReadEventOptions, type RunEnvelope, type RunEvent, type RunEventData, type RunEventName } from "./events/event-catalogue.js";
 export type { RunReport, RunStatus } from "./run/run-report.js";
 export type { ApprovalAnswer } from "./policy/approval.js";
 export { ConfigError, SandboxError, CancelledError, RunnerError } from "./errors.js";
+export { listRuns, readRunRecord, type RunRecord, type RunSummary } from "./runner/run-records.js";
+export { RUN_FILES } from "./run/run-store.js";
+export { HostDirectorySandboxProvider, type HostDirectorySandboxOptions } from "./sandbox/fake/host-directory-sandbox.js";
+export type { SandboxProvider, Sandbox, SandboxSpec } from "./sandbox/sandbox.js";

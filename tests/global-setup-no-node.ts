@@ -1,5 +1,5 @@
 /**
- * For the `no-node` test project (vitest.config.ts): builds the image the tool
+ * For the `docker-no-node` test project (vitest.config.ts): builds the image the tool
  * suite and the security probes run in (the default image without Node,
  * tests/helpers/test-images.ts) and hands its tag to the test workers as
  * RUNNER_NO_NODE_IMAGE (tests/helpers/docker.ts reads it in that project only).

@@ -80,7 +80,7 @@ export function textOfSize(bytes: number): string {
 }
 
 /** Parent of the bench containers' writable directories outside /workspace. */
-export const BENCH_SCRATCH_DIRECTORY = join(tmpdir(), `agent-runner-bench-scratch-${process.pid}`);
+const BENCH_SCRATCH_DIRECTORY = join(tmpdir(), `agent-runner-bench-scratch-${process.pid}`);
 
 let benchScratchPath: string | null = null;
 

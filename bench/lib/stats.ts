@@ -23,7 +23,7 @@ export function p90(samples: number[]): number {
 }
 
 /** Nearest-rank quantile on a sorted copy; NaN for no samples. */
-export function quantile(samples: number[], q: number): number {
+function quantile(samples: number[], q: number): number {
   if (samples.length === 0) return Number.NaN;
   const sorted = [...samples].sort((a, b) => a - b);
   if (q === 0.5 && sorted.length % 2 === 0) {

@@ -24,7 +24,7 @@ import { ToolRegistry } from "../../src/tools/tool-registry.js";
 import { workspaceTools } from "../../src/tools/builtin/index.js";
 import { interleave, type Row } from "../lib/stats.js";
 
-export const LOOP_STEPS = 50;
+const LOOP_STEPS = 50;
 
 class TimingSink implements EventSink {
   readonly modelStarted: number[] = [];

@@ -55,7 +55,7 @@ const WARMUP_STEPS = 30;
 
 export type LoopVariant = "managed" | "unmanaged";
 
-export const VARIANT_WINDOW: Record<LoopVariant, number> = { managed: SMALL_WINDOW, unmanaged: HUGE_WINDOW };
+const VARIANT_WINDOW: Record<LoopVariant, number> = { managed: SMALL_WINDOW, unmanaged: HUGE_WINDOW };
 
 /** What one child reports about its measured run. */
 export interface LongLoopResult {
@@ -142,7 +142,7 @@ function testSource(index: number): string {
 }
 
 /** The fake project: 20 modules of ~6 KB, 20 test files of ~2.5 KB, a README. */
-export function longRunFiles(): Record<string, string> {
+function longRunFiles(): Record<string, string> {
   const files: Record<string, string> = { "README.md": "# bench project\n\nA generated project for the long-run bench.\n" };
   for (let index = 0; index < MODULES; index += 1) {
     files[`src/module_${String(index).padStart(2, "0")}.py`] = moduleSource(index, 6 * 1024);
@@ -196,7 +196,7 @@ function turnFor(step: number): ScriptedTurn {
   }
 }
 
-export function longRunScript(steps: number): Script {
+function longRunScript(steps: number): Script {
   return { turns: Array.from({ length: steps }, (_, step) => turnFor(step)) };
 }
 

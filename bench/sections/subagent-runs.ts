@@ -37,11 +37,11 @@ export interface Envelope {
 }
 
 /** `dev.agent-runner.tool_call.started.v1` → `tool_call.started`. */
-export function shortType(envelope: Envelope): string {
+function shortType(envelope: Envelope): string {
   return envelope.type.slice(EVENT_PREFIX.length).replace(/\.v\d+$/, "");
 }
 
-export function eventTime(envelope: Envelope): number {
+function eventTime(envelope: Envelope): number {
   return Date.parse(envelope.time);
 }
 
@@ -114,7 +114,7 @@ function agentCall(k: number) {
 }
 
 /** The scripted trajectory (JSON, which is YAML) of a plan. */
-export function scriptFor(plan: Plan, workers: number, sleepSeconds: number): string {
+function scriptFor(plan: Plan, workers: number, sleepSeconds: number): string {
   const count = plan === "single" ? 1 : workers;
   const ks = Array.from({ length: count }, (_, index) => index + 1);
   const allTests = { name: "run_shell", arguments: { command: "python3 -m pytest -q test_mod*.py" } };

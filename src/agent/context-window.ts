@@ -100,7 +100,7 @@ export class TokenEstimator {
 export const SKILL_RESULT_PREFIX = "[skill]";
 
 /** Start of the placeholder that replaces a cleared tool result. */
-export const CLEARED_PREFIX = "[cleared to save context:";
+const CLEARED_PREFIX = "[cleared to save context:";
 
 /**
  * Replaces the content of every tool result except the latest `keep` (and

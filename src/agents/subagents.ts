@@ -14,8 +14,8 @@ import { defineTool, toolError, type Tool, type ToolGuard } from "../tools/defin
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
 import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js";
-import { commitRunWorktree, createBranchWorktree, removeRunWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
-import { verifyCommit } from "../run/verify-commit.js";
+import { commitRunWorktree, createBranchWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
+import { WorkDelivery } from "../delivery/deliver.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
 
 export type SubagentMode = "explore" | "worker";
@@ -214,6 +214,10 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
     data: { agent_id: agentId, parent_id: host.parent.agentId, mode: request.mode, description: request.description, branch: report.branch, fork: report.fork, background: report.background },
   });
   let sandbox: Sandbox | null = null;
+  // A worker's work goes through the same stop → commit → verify → merge as the main agent's.
+  const work = request.worktree
+    ? new WorkDelivery({ agentId, worktree: request.worktree, provider: host.provider, commitLimits: host.commitLimits, events: host.events, sandbox: () => sandbox })
+    : null;
   try {
     const worktree = request.worktree ?? host.parent.worktree;
     const spec = await host.specFor(agentId, worktree, { readOnly: request.mode === "explore" });
@@ -239,14 +243,14 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       ...(request.forkFrom ? { forkFrom: request.forkFrom } : {}),
     });
     report.final_message = outcome.finalMessage;
-    if (request.mode === "explore") {
+    if (!work) {
       report.status = "finished";
       return finish(host, report, started, {
         status: "completed",
         output: `Explore subagent ${agentId} (${request.description}) ${outcome.reason === "max_steps" ? "stopped at its step limit" : "finished"}. Its report:\n${outcome.finalMessage ?? "(no report)"}`,
       });
     }
-    return await finishWorker(host, request, report, sandbox, outcome, signal, started);
+    return await finishWorker(host, request, report, work, outcome, signal, started);
   } catch (error) {
     if (taskSignal.aborted) {
       report.status = "cancelled";
@@ -260,110 +264,92 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
       output: `Error: subagent ${agentId} (${request.description}) failed: ${report.error}${report.branch ? `. Its branch ${report.branch} keeps its work (committed as it stopped).` : ""}`,
     });
   } finally {
-    const idle = await closeUntilIdle(host, sandbox, request.worktree, agentId);
-    if (request.worktree && idle) {
-      // A worker that failed, timed out or was stopped keeps its edits on its branch (its container is gone,
-      // so nothing races host git); a commit that already happened makes this a no-op.
-      if (report.status === "failed" || report.status === "cancelled") {
-        await commitRunWorktree(request.worktree, host.redact(`agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`), host.commitLimits).catch((error: unknown) =>
-          host.events.emit({ type: "cleanup.failed", data: { what: `commit of ${agentId}'s partial work`, error: errorMessage(error) } }),
-        );
-      }
-      const failure = await removeRunWorktree(request.worktree);
-      if (failure) host.events.emit({ type: "cleanup.failed", data: { what: `worktree of ${agentId}`, error: failure.message } });
+    if (work) {
+      // A worker that failed, timed out or was stopped keeps its edits on its branch.
+      await work.close({ partialMessage: host.redact(`agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`), removeWorktree: true });
+    } else {
+      await sandbox?.close().catch((error: unknown) => host.events.emit({ type: "cleanup.failed", data: { what: `sandbox of ${agentId}`, error: errorMessage(error) } }));
     }
   }
 }
 
-/**
- * Closes a subagent's sandbox and confirms that nothing mounting its worktree
- * writable can run; false (with a cleanup.failed event) when that cannot be
- * confirmed: the host then neither commits nor removes the worktree, and the
- * next start's sweep does both once the container is gone.
- */
-async function closeUntilIdle(host: SubagentHost, sandbox: Sandbox | null, worktree: RunWorktree | null, agentId: string): Promise<boolean> {
-  try {
-    await sandbox?.close();
-    if (worktree) await host.provider.ensureWorkspaceIdle(worktree.path);
-    return true;
-  } catch (error) {
-    host.events.emit({ type: "cleanup.failed", data: { what: `sandbox of ${agentId}${worktree ? ` (worktree left at ${worktree.path})` : ""}`, error: errorMessage(error) } });
-    return false;
-  }
-}
-
-/** Commit, verify on a clean checkout, merge only when verified; the text tells the parent what happened. */
+/** Delivers a worker's work (commit, verify on a clean checkout, merge only when verified); the text tells the parent what happened. */
 async function finishWorker(
   host: SubagentHost,
   request: SubagentRequest,
   report: SubagentReport,
-  sandbox: Sandbox,
+  work: WorkDelivery,
   outcome: AgentOutcome,
   signal: AbortSignal,
   started: number,
 ): Promise<TaskResult> {
-  const worktree = request.worktree!;
+  const { worktree } = work;
   const { agentId } = request;
-  // The worker's container goes before host git reads its worktree: nothing of its processes may run meanwhile.
-  await sandbox.close();
-  await host.provider.ensureWorkspaceIdle(worktree.path);
-  const committed = await commitRunWorktree(worktree, host.redact(`agent-runner: worker ${agentId}: ${request.description}`), host.commitLimits);
+  const parent = host.parent;
+  const command = request.verify ?? host.verify?.command;
+  const mergeIntoParent = () =>
+    host.parentGit.runExclusive(() =>
+      parent.sandbox.freeze(async () => {
+        await host.provider.ensureWorkspaceIdle(parent.worktree.path);
+        // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
+        const own = await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`, host.commitLimits);
+        if (own.timedOut) throw new Error(`committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`);
+        return mergeBranchInto(parent.worktree, worktree.branch, host.redact(`agent-runner: merge worker ${agentId} (${request.description})`));
+      }),
+    );
+  const delivered = await work.deliver({
+    message: host.redact(`agent-runner: worker ${agentId}: ${request.description}`),
+    skipVerify: (committed) => (outcome.reason === "max_steps" ? "max_steps" : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
+    verify: command ? { command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] } : null,
+    verifyContext: {
+      provider: host.provider,
+      specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
+      directory: join(host.workersDirectory, `${agentId}-verify`),
+      // The parent is the main agent: its worktree's base is the run's base commit, never a snapshot of agent work.
+      baseCommit: parent.worktree.baseCommit,
+      events: host.events,
+      signal,
+    },
+    merge: () => {
+      // A worker waiting to merge must not hold a max_parallel slot (a blocking call holding the gate may wait for it).
+      request.releaseSlot();
+      return request.holdsGate ? mergeIntoParent() : parent.gate.runExclusive(mergeIntoParent);
+    },
+  });
+  const { committed, verify, merged } = delivered;
   const said = `${leftOutNote(committed)}Its final report:\n${outcome.finalMessage ?? "(none)"}`;
   report.commit = { left_out: committed.leftOut, left_out_count: committed.leftOutCount, timed_out: committed.timedOut };
+  if (verify) report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out, sandbox_lost: verify.sandbox_lost };
   const notMerged = (detail: string, output: string): TaskResult => {
     report.status = "not_merged";
     report.merge = { status: "skipped", files: [], detail };
     return finish(host, report, started, { status: "failed", output });
   };
-  if (committed.timedOut) {
-    return notMerged(
-      "commit_timed_out",
-      `Worker ${agentId}'s work was NOT merged: committing its files ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s), so none of its last changes were committed. ${said}`,
-    );
+  switch (delivered.skipped) {
+    case "commit_timed_out":
+      return notMerged(
+        "commit_timed_out",
+        `Worker ${agentId}'s work was NOT merged: committing its files ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s), so none of its last changes were committed. ${said}`,
+      );
+    case "max_steps":
+      return notMerged("max_steps", `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`);
+    case "no_changes":
+      report.status = "finished";
+      report.merge = { status: "up_to_date", files: [], detail: "no changes" };
+      return finish(host, report, started, { status: "completed", output: `Worker ${agentId} finished without changing any file; nothing to merge. ${said}` });
+    case "no_verify_command":
+      return notMerged(
+        "no_verify_command",
+        `Worker ${agentId}'s work was NOT merged: there is no verification command (give verify in the agent call, or verify.command in the task). Its branch ${worktree.branch} keeps the work. ${said}`,
+      );
   }
-  if (outcome.reason === "max_steps") {
-    return notMerged("max_steps", `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`);
-  }
-  if (!committed.changed) {
-    report.status = "finished";
-    report.merge = { status: "up_to_date", files: [], detail: "no changes" };
-    return finish(host, report, started, { status: "completed", output: `Worker ${agentId} finished without changing any file; nothing to merge. ${said}` });
-  }
-  const command = request.verify ?? host.verify?.command;
-  if (!command) {
-    return notMerged(
-      "no_verify_command",
-      `Worker ${agentId}'s work was NOT merged: there is no verification command (give verify in the agent call, or verify.command in the task). Its branch ${worktree.branch} keeps the work. ${said}`,
-    );
-  }
-  const verify = await verifyCommit({ command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] }, worktree, committed.head, {
-    provider: host.provider,
-    specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
-    directory: join(host.workersDirectory, `${agentId}-verify`),
-    // The parent is the main agent: its worktree's base is the run's base commit, never a snapshot of agent work.
-    baseCommit: host.parent.worktree.baseCommit,
-    events: host.events,
-    signal,
-  });
-  report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out, sandbox_lost: verify.sandbox_lost };
-  if (!verify.passed) {
+  if (!verify?.passed || merged === null) {
     return notMerged(
       "verify_failed",
-      `Worker ${agentId}'s work was NOT merged: verification \`${command}\` failed (exit ${verify.exit_code}${verify.timed_out ? ", timed out" : ""}). ` +
-        `Its branch ${worktree.branch} keeps the work; your files are unchanged.\nOutput tail:\n${verify.output_tail}\n${said}`,
+      `Worker ${agentId}'s work was NOT merged: verification \`${command}\` failed (exit ${verify?.exit_code ?? null}${verify?.timed_out ? ", timed out" : ""}). ` +
+        `Its branch ${worktree.branch} keeps the work; your files are unchanged.\nOutput tail:\n${verify?.output_tail ?? ""}\n${said}`,
     );
   }
-  const parent = host.parent;
-  const merge = () =>
-    host.parentGit.runExclusive(() => parent.sandbox.freeze(async () => {
-      await host.provider.ensureWorkspaceIdle(parent.worktree.path);
-      // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
-      const own = await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`, host.commitLimits);
-      if (own.timedOut) throw new Error(`committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`);
-      return mergeBranchInto(parent.worktree, worktree.branch, host.redact(`agent-runner: merge worker ${agentId} (${request.description})`));
-    }));
-  request.releaseSlot();
-  const merged = request.holdsGate ? await merge() : await parent.gate.runExclusive(merge);
   if (merged.status === "conflict") {
     report.status = "not_merged";
     report.merge = { status: "conflict", files: merged.files, detail: "conflict" };

@@ -4,7 +4,6 @@ import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
 import { runnerHome } from "../runner/runner-home.js";
-import { runEventOf } from "../runner/event-replay.js";
 import { Runner, type ApprovalBroker, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
@@ -54,10 +53,7 @@ async function follow(run: RunHandle, task: Task, options: { json?: boolean }, f
   const shown = (async () => {
     for await (const envelope of run.events({ from })) {
       if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(envelope)}\n`));
-      else {
-        const event = runEventOf(envelope);
-        if (event) view!.emit(event);
-      }
+      else view!.show(envelope);
     }
   })();
   const report = await run.result;

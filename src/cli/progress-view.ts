@@ -1,4 +1,5 @@
 import pc from "picocolors";
+import { readEvent, type RunEnvelope } from "../events/event-catalogue.js";
 import type { EventSink, RunEvent } from "../events/run-events.js";
 import { oneLine, terminalSafe } from "../terminal-text.js";
 
@@ -22,7 +23,21 @@ export class ProgressView implements EventSink {
   }
 
   emit(event: RunEvent): void {
-    const line = this.describe(safeStrings(event));
+    this.writeLine(this.describe(safeStrings(event)));
+  }
+
+  /**
+   * Shows one envelope of the run's stream, read through the event catalogue;
+   * one the catalogue cannot read (an unknown type or version, data off its
+   * schema) is shown as such instead of being guessed at.
+   */
+  show(envelope: RunEnvelope): void {
+    const read = readEvent(envelope);
+    if (read.kind === "event") this.emit(read.event);
+    else this.writeLine(this.colours.dim(`event ${terminalSafe(read.type ?? "?")} not shown (${read.kind}): ${oneLine(terminalSafe(read.reason), 160)}`));
+  }
+
+  private writeLine(line: string | null): void {
     if (line) this.stream.write(`${this.colours.dim(this.elapsed())} ${line.replace(/\n/g, "\\n")}\n`);
   }
 

@@ -1,40 +1,7 @@
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigError } from "../errors.js";
-import { restoreSession } from "../agent/session-journal.js";
 import type { ChatMessage } from "../model/messages.js";
-import { isOwnerAlive } from "../process/process-owner.js";
+import { listRuns, readRunRecord } from "../runner/run-records.js";
 import { oneLine, terminalSafe, terminalSafeJson } from "../terminal-text.js";
-
-interface RunSummary {
-  id: string;
-  task: string;
-  status: string;
-  branch: string;
-  started: Date;
-}
-
-/** Runs under `<home>/runs`, newest first. A run without report.json is `running` while its runner lives, else `unfinished`. */
-export function listRuns(home: string): RunSummary[] {
-  const runs = join(home, "runs");
-  if (!existsSync(runs)) return [];
-  return readdirSync(runs)
-    .map((id) => {
-      const directory = join(runs, id);
-      const report = readJson(join(directory, "report.json")) as { task?: string; status?: string; branch?: string } | null;
-      const lock = readJson(join(directory, "run.json")) as { owner?: string; branch?: string } | null;
-      const recordedTask = readJson(join(directory, "task.json")) as { name?: string } | null;
-      const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
-      return {
-        id,
-        task: report?.task ?? recordedTask?.name ?? "?",
-        status,
-        branch: report?.branch ?? lock?.branch ?? "-",
-        started: statSync(directory).birthtime,
-      };
-    })
-    .sort((a, b) => (a.id < b.id ? 1 : -1));
-}
 
 /** `runner runs`: a table (or JSON lines) of the runs in RUNNER_HOME. */
 export function runsCommand(home: string, options: { json?: boolean }): number {
@@ -56,20 +23,10 @@ export function runsCommand(home: string, options: { json?: boolean }): number {
 
 /** `runner show <run-id>`: the report and a readable transcript. Accepts a unique prefix of the id. */
 export function showCommand(home: string, idOrPrefix: string): number {
-  const matches = listRuns(home).filter((run) => run.id.startsWith(idOrPrefix));
-  if (matches.length !== 1) {
-    throw new ConfigError(
-      matches.length === 0 ? `no run ${idOrPrefix} in ${join(home, "runs")} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).map((match) => match.id).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
-    );
-  }
-  const directory = join(home, "runs", matches[0]!.id);
-  const report = readJson(join(directory, "report.json"));
-  const out: string[] = [`run ${matches[0]!.id}  (${directory})`, ""];
-  out.push(report ? JSON.stringify(report, null, 2) : "(no report.json: the run has not finished)", "");
-  // session.json is written when a run ends; a run that is going on or died has only its journal.
-  const session = readJson(join(directory, "session.json")) as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
-  const agents = session?.agents ?? Object.fromEntries([...restoreSession(join(directory, "session.jsonl"))].map(([id, agent]) => [id, { messages: agent.messages }]));
-  for (const [agent, { messages }] of Object.entries(agents)) {
+  const run = readRunRecord(home, idOrPrefix);
+  const out: string[] = [`run ${run.id}  (${run.directory})`, ""];
+  out.push(run.report ? JSON.stringify(run.report, null, 2) : "(no report.json: the run has not finished)", "");
+  for (const [agent, { messages }] of Object.entries(run.agents)) {
     out.push(`== transcript (${agent})`);
     for (const message of messages) out.push(...describeMessage(message));
   }
@@ -105,12 +62,4 @@ function age(started: Date): string {
   if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
   if (seconds < 172800) return `${Math.round(seconds / 3600)}h`;
   return `${Math.round(seconds / 86400)}d`;
-}
-
-function readJson(path: string): unknown {
-  try {
-    return JSON.parse(readFileSync(path, "utf8"));
-  } catch {
-    return null;
-  }
 }

@@ -3,7 +3,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, relative, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { ConfigError } from "../errors.js";
-import { describeIssue } from "./describe-issue.js";
+import { describeIssue } from "../describe-issue.js";
 import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy/load-policy.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
 

@@ -1,10 +1,10 @@
 import { z } from "zod";
-import { checkCidr, parseAllowEntry, type AllowRule } from "./network-allow-list.js";
+import { checkCidr, parseAllowEntry, type AllowRule } from "../sandbox/network-allow-list.js";
 import { hooksSchema } from "../hooks/tool-hooks.js";
 import { mcpServersSchema } from "../mcp/mcp-servers-schema.js";
 
 /** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
-export function parseMemory(value: string | number): number | null {
+function parseMemory(value: string | number): number | null {
   if (typeof value === "number") return Number.isFinite(value) && value > 0 ? Math.floor(value) : null;
   const match = /^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$/i.exec(value);
   if (!match) return null;
@@ -28,12 +28,12 @@ function sizeOfAtLeast(minimum: string) {
 const memory = sizeOfAtLeast("16m");
 
 /** Bytes a task may write, by default (10 GiB): room for a large checkout, its dependencies and build output. */
-export const DEFAULT_DISK_BYTES = 10 * 1024 ** 3;
+const DEFAULT_DISK_BYTES = 10 * 1024 ** 3;
 const DEFAULT_LIMITS = { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3, disk: DEFAULT_DISK_BYTES };
 
 const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
 
-export const modelSchema = z.strictObject({
+const modelSchema = z.strictObject({
   provider: z.enum(["openai", "scripted"]).default("openai"),
   /** Scripted only: path of the script, relative to task.yaml. */
   script: z.string().min(1).optional(),
@@ -66,7 +66,7 @@ export const contextSchema = z
   })
   .refine((context) => context.clear_at < context.compact_at, { message: "clear_at must be below compact_at", path: ["clear_at"] });
 
-export const sandboxSchema = z.strictObject({
+const sandboxSchema = z.strictObject({
   image: z
     .string()
     .regex(
@@ -126,7 +126,7 @@ const protectPattern = z
     message: 'expected a glob relative to the repository\'s top level, like "tests/**" or "**/conftest.py" (no leading "/" or ":", no "..")',
   });
 
-export const verifySchema = z.strictObject({
+const verifySchema = z.strictObject({
   command: z.string().min(1),
   timeout_sec: z.number().int().positive().max(24 * 3600).default(600),
   /**
@@ -148,7 +148,7 @@ const commitSize = z.union([z.string(), z.number()]).transform((value, context) 
 });
 
 /** Bounds of the host-side commit of the agent's work (README "What a run produces"). */
-export const commitSchema = z.strictObject({
+const commitSchema = z.strictObject({
   /** Larger files are left out of the commit and reported (apparent size: sparse files count in full). */
   max_file_size: commitSize.default(100 * 1024 ** 2),
   /** New or changed content past this total is left out and reported. */

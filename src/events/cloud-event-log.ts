@@ -2,7 +2,8 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { CloudEvent } from "cloudevents";
 import type { Redactor } from "../redaction/redactor.js";
 import { AppendOnlyFile } from "./append-only-file.js";
-import { EVENT_SCHEMA_VERSION, type EventSink, type RunEvent } from "./run-events.js";
+import { cloudEventType } from "./event-catalogue.js";
+import type { EventSink, RunEvent } from "./run-events.js";
 
 export interface CloudEventLogOptions {
   /** Redacts secrets in every event's data before it is written or handed to {@link CloudEventLog.onEnvelope}. */
@@ -15,9 +16,10 @@ export function newTraceId(): string {
 }
 
 /**
- * Wraps run events in CloudEvents 1.0 envelopes (type `dev.agent-runner.<event>.v<N>`,
- * `traceparent` from the W3C Trace Context / CloudEvents distributed-tracing
- * extension) and appends them, one JSON object per line, to events.jsonl.
+ * Wraps run events in CloudEvents 1.0 envelopes (type `dev.agent-runner.<event>.v<N>`
+ * with N from the event catalogue, `traceparent` from the W3C Trace Context /
+ * CloudEvents distributed-tracing extension; docs/events.md) and appends
+ * them, one JSON object per line, to events.jsonl.
  * Each line is written with a single write() so a crash never leaves half a line.
  * With a redactor, event data is redacted (every string, at any depth) before
  * the envelope is built, so neither the file nor `onEnvelope` sees a secret.
@@ -43,7 +45,7 @@ export class CloudEventLog implements EventSink {
     const envelope = new CloudEvent({
       id: randomUUID(),
       source: `agent-runner://runs/${this.runId}`,
-      type: `dev.agent-runner.${event.type}.v${EVENT_SCHEMA_VERSION}`,
+      type: cloudEventType(event.type),
       datacontenttype: "application/json",
       time: new Date().toISOString(),
       traceparent: `00-${this.traceId}-${randomBytes(8).toString("hex")}-01`,

@@ -5,7 +5,7 @@ import type { EventSink } from "../events/run-events.js";
 import type { GuardedCall, ToolResult } from "../tools/define-tool.js";
 
 /** Exit code with which a pre-tool hook blocks the call (its stderr is the reason), as in Claude Code's hooks. */
-export const BLOCKING_EXIT_CODE = 2;
+const BLOCKING_EXIT_CODE = 2;
 /** How long output may still arrive after a hook exits before its pipes are closed, ms. */
 const OUTPUT_GRACE_MS = 200;
 /** Output kept from a hook, per stream, bytes. */

@@ -2,6 +2,17 @@ import pino from "pino";
 import type { Redactor } from "../redaction/redactor.js";
 import { terminalSafeJson } from "../terminal-text.js";
 
+/** Where a Runner's diagnostic log goes (RunnerOptions `log`): a pino destination and level. */
+export interface LogSettings {
+  /** Default: fd 2. */
+  destination?: pino.DestinationStream;
+  /** Default: RUNNER_LOG_LEVEL, else `warn`. */
+  level?: string;
+}
+
+/** A diagnostic logger made by {@link createLogger}. */
+export type Logger = pino.Logger;
+
 export interface LoggerOptions {
   /** Redacts this logger's lines (in addition to the runs' ones added with {@link addLogRedactor}). */
   redactor?: Redactor | null;
@@ -52,7 +63,7 @@ function redactLine(line: string, redactors: Redactor[]): string {
  * value (every string of every line) through the redactors of the active
  * runs ({@link addLogRedactor}) and `options.redactor`.
  */
-export function createLogger(bindings: Record<string, string> = {}, options: LoggerOptions = {}) {
+export function createLogger(bindings: Record<string, string> = {}, options: LoggerOptions = {}): Logger {
   const own = options.redactor ?? null;
   return pino(
     {

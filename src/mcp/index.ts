@@ -3,17 +3,10 @@ export { connectMcpServers, McpServerStartError, type ConnectMcpServersOptions, 
 export type { McpEvent, McpEventSink, McpTransportKind } from "./mcp-events.js";
 export type { McpServerState, McpServerStatus } from "./mcp-server-connection.js";
 export {
-  DEFAULT_MCP_TIMEOUT_MS,
-  isStdioServer,
-  mcpHttpServerSchema,
-  mcpServerNameSchema,
-  mcpServerSchema,
   mcpServersSchema,
-  mcpStdioServerSchema,
   type McpHttpServerConfig,
   type McpServerConfig,
   type McpServersConfig,
   type McpStdioServerConfig,
 } from "./mcp-servers-schema.js";
 export { mcpToolName, MAX_TOOL_NAME_LENGTH } from "./mcp-tool-names.js";
-export { mcpToolResult } from "./mcp-tool-result.js";

@@ -55,7 +55,7 @@ export function isStdioServer(config: McpServerConfig): config is McpStdioServer
  * by the key present, so a mistake is reported against that shape (an
  * unknown field, a bad URL) rather than as "matches neither".
  */
-export const mcpServerSchema = z.unknown().transform((value, context): McpServerConfig => {
+const mcpServerSchema = z.unknown().transform((value, context): McpServerConfig => {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     context.addIssue({ code: "custom", message: "expected a mapping with `command` (a stdio server) or `url` (a streamable HTTP server)", input: value });
     return z.NEVER;
@@ -79,7 +79,7 @@ export const mcpServerSchema = z.unknown().transform((value, context): McpServer
 });
 
 /** Server names: they become part of tool names `mcp__<server>__<tool>`. */
-export const mcpServerNameSchema = z
+const mcpServerNameSchema = z
   .string()
   .regex(/^[a-z0-9][a-z0-9_-]*$/, "expected lowercase letters, digits, `_` and `-`, like github or docs_search")
   .max(32, "at most 32 characters (tool names are limited to 64)")

@@ -42,7 +42,7 @@ export function mcpToolResult(result: CallToolResult, origin: McpCallOrigin): To
 }
 
 /** One content block as text for the model. */
-export function describeContentBlock(block: ContentBlock): string {
+function describeContentBlock(block: ContentBlock): string {
   switch (block.type) {
     case "text":
       return block.text;

@@ -1,5 +1,6 @@
 import OpenAI from "openai";
 import { CancelledError, ModelError } from "../errors.js";
+import { abortableSleep } from "../process/abortable-sleep.js";
 import type { ToolCall } from "./messages.js";
 import type { ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
 
@@ -14,9 +15,9 @@ export const ATTEMPT_HEADER = "x-agent-runner-attempt";
 export const PURPOSE_HEADER = "x-agent-runner-purpose";
 
 /** Retries after the first attempt unless the caller says otherwise (task.yaml `model.max_retries` has the same default). */
-export const DEFAULT_MAX_RETRIES = 4;
+const DEFAULT_MAX_RETRIES = 4;
 /** Per-attempt timeout unless the caller says otherwise: 300 s (task.yaml `model.request_timeout_sec` default). */
-export const DEFAULT_TIMEOUT_MS = 300_000;
+const DEFAULT_TIMEOUT_MS = 300_000;
 /**
  * Backoff before retry n (0-based) when the server names no delay:
  * `random() * min(RETRY_MAX_DELAY_MS, RETRY_BASE_DELAY_MS * 2^n)` ("full jitter",
@@ -25,8 +26,8 @@ export const DEFAULT_TIMEOUT_MS = 300_000;
  * in `calculateDefaultRetryTimeoutMillis`, openai 6.x `client.ts`); openai-node
  * itself jitters only the top 25 %.
  */
-export const RETRY_BASE_DELAY_MS = 500;
-export const RETRY_MAX_DELAY_MS = 8_000;
+const RETRY_BASE_DELAY_MS = 500;
+const RETRY_MAX_DELAY_MS = 8_000;
 /** Longest `retry-after` / `retry-after-ms` we honour, in ms (openai-node also stops trusting the header at 60 s). Longer asks are cut to this. */
 export const RETRY_AFTER_CAP_MS = 60_000;
 
@@ -191,25 +192,6 @@ export function retryAfterMs(headers: Headers | undefined, now: number = Date.no
   const date = Date.parse(value);
   if (Number.isNaN(date)) return undefined;
   return Math.min(Math.max(0, date - now), RETRY_AFTER_CAP_MS);
-}
-
-/** Resolves after `ms`, or rejects with CancelledError as soon as `signal` aborts. */
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(new CancelledError());
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(new CancelledError());
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /** Checks the reply's shape; a reply without a usable first choice is a retryable failure. */

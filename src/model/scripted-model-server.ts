@@ -84,7 +84,6 @@ export const scriptSchema = z.strictObject({
 export type Script = z.infer<typeof scriptSchema>;
 export type ScriptedTurn = z.infer<typeof scriptedTurnSchema>;
 export type ScriptedFault = z.infer<typeof faultSchema>;
-export type ScriptedCompaction = z.infer<typeof scriptedCompactionSchema>;
 
 /** A request as the server saw it (see {@link ScriptedModelServer.requests}). */
 export interface ScriptedRequest {
@@ -261,7 +260,7 @@ export class ScriptedModelServer {
  * every distinct `"path":"..."` found in the tool-call arguments of the
  * request's messages, in order of first appearance (`Files: (none)` if none).
  */
-export function defaultSummary(messages: ChatMessage[]): string {
+function defaultSummary(messages: ChatMessage[]): string {
   const paths: string[] = [];
   for (const message of messages) {
     if (message.role !== "assistant") continue;
@@ -310,7 +309,7 @@ function waitUnlessGone(ms: number, response: ServerResponse, signal: AbortSigna
 }
 
 /** Text of the tool results that follow the last assistant message. */
-export function trailingToolResults(messages: ChatMessage[]): string {
+function trailingToolResults(messages: ChatMessage[]): string {
   const results: string[] = [];
   for (let index = messages.length - 1; index >= 0; index -= 1) {
     const message = messages[index]!;

@@ -91,7 +91,7 @@ export function resolveApprovalAnswer(context: ApprovalContext, answer: Approval
 }
 
 /** Whether an "always" answer may be remembered for this tool (the policy's `remember` globs). */
-export function rememberable(policy: Pick<Policy, "remember">, toolName: string): boolean {
+function rememberable(policy: Pick<Policy, "remember">, toolName: string): boolean {
   return policy.remember.some((glob) => picomatch(glob)(toolName));
 }
 
@@ -100,7 +100,7 @@ export function rememberable(policy: Pick<Policy, "remember">, toolName: string)
  * asked for confirmation, so approving `git push` once does not approve
  * `rm -rf /` later.
  */
-export function rememberKeys(toolName: string, decision: PermissionDecision): string[] {
+function rememberKeys(toolName: string, decision: PermissionDecision): string[] {
   return confirmRules(decision).map((rule) => `${toolName} ${rule}`);
 }
 

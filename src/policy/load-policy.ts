@@ -1,4 +1,4 @@
-import { describeIssue } from "../config/describe-issue.js";
+import { describeIssue } from "../describe-issue.js";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,7 +7,7 @@ import { ConfigError } from "../errors.js";
 import { policySchema, type Policy } from "./policy-schema.js";
 
 /** The policies shipped with the runner (`policies/<name>.yaml` of this package). */
-export const SHIPPED_POLICY_DIRECTORY = fileURLToPath(new URL("../../policies/", import.meta.url));
+const SHIPPED_POLICY_DIRECTORY = fileURLToPath(new URL("../../policies/", import.meta.url));
 
 /** One problem in a policy file: where, and what is expected. */
 export interface PolicyProblem {

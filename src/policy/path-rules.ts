@@ -3,7 +3,7 @@ import picomatch from "picomatch";
 import type { Policy, PathRules, Risk } from "./policy-schema.js";
 
 /** Where the task's files are inside the sandbox; every tool path is relative to it. */
-export const WORKSPACE_ROOT = "/workspace";
+const WORKSPACE_ROOT = "/workspace";
 
 export type PathAccess = "read" | "write";
 

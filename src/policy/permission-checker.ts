@@ -24,7 +24,7 @@ export interface PermissionDecision {
 }
 
 /** File tools and the argument naming their path; a missing path means the workspace root. */
-export const PATH_TOOLS: Readonly<Record<string, { argument: string; access: PathAccess }>> = {
+const PATH_TOOLS: Readonly<Record<string, { argument: string; access: PathAccess }>> = {
   read_file: { argument: "path", access: "read" },
   list_dir: { argument: "path", access: "read" },
   glob: { argument: "path", access: "read" },
@@ -34,7 +34,7 @@ export const PATH_TOOLS: Readonly<Record<string, { argument: string; access: Pat
 };
 
 /** The tool whose `command` argument the command rules judge. */
-export const SHELL_TOOL = "run_shell";
+const SHELL_TOOL = "run_shell";
 
 /** MCP tools (`mcp__<server>__<tool>`), and the argument names under which they commonly take workspace paths. */
 const MCP_TOOL_PREFIX = "mcp__";

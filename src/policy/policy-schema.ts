@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { parseAllowEntry } from "../config/network-allow-list.js";
+import { parseAllowEntry } from "../sandbox/network-allow-list.js";
 import { parseCommandPattern } from "./command-pattern.js";
 
 /** How risky an action is, and so what happens to it: run, ask first, or refuse. */

@@ -214,7 +214,7 @@ function standardInputOf(command: Node): ShellWord | null {
 }
 
 /** The value bash gives a word node, or `dynamic` when it depends on expansions. */
-export function evaluateWord(node: Node): ShellWord {
+function evaluateWord(node: Node): ShellWord {
   const state = { value: "", unquoted: "", dynamic: false, glob: false };
   const visit = (part: Node): void => {
     if (DYNAMIC_NODES.has(part.type)) {

@@ -1,4 +1,4 @@
-import { abortableSleep } from "../model/openai-model-client.js";
+import { abortableSleep } from "./abortable-sleep.js";
 
 /** One minute, ms: the window of a policy's per-minute limits. */
 const MINUTE_MS = 60_000;

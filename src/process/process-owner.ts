@@ -5,7 +5,7 @@ import { hostname } from "node:os";
  * Identity of a runner process that survives pid reuse: host name, pid, and the
  * process start time (field 22 of /proc/<pid>/stat, clock ticks since boot).
  */
-export function processStartTicks(pid: number): string | null {
+function processStartTicks(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // The command name (field 2) may contain spaces and parentheses: split after the last ')'.

@@ -7,11 +7,27 @@ import type { PermissionChecker } from "../policy/permission-checker.js";
 import type { GuardedCall, ToolGuard, ToolResult } from "../tools/define-tool.js";
 import { MinuteWindow } from "../process/minute-window.js";
 
-/** Asks the person at the terminal; absent when nobody can be asked (CI, no TTY). */
-export type AskApproval = (question: string, canRemember: boolean, signal: AbortSignal) => Promise<ApprovalAnswer>;
+/** One approval question: the call (agent, tool call id, tool, the subject the rule matched) and the policy's rule and reason. */
+export interface ApprovalQuestion {
+  agentId: string;
+  toolCallId: string;
+  toolName: string;
+  /** The command or path the rule matched, when the rule is about one. */
+  subject: string | null;
+  /** The policy rule that asks (e.g. `commands.confirm[0]`). */
+  rule: string;
+  reason: string;
+  /** The question in words, as the terminal prompt shows it. */
+  question: string;
+  /** True when an "always" answer is allowed (the policy's `remember` list). */
+  canRemember: boolean;
+}
+
+/** Asks someone to approve a call (the terminal, the library's ApprovalBroker); absent when nobody can be asked (CI, no TTY). */
+export type AskApproval = (question: ApprovalQuestion, signal: AbortSignal) => Promise<ApprovalAnswer>;
 
 /** Rule id under which calls blocked by a pre-tool hook are counted. */
-export const HOOK_RULE = "hooks.pre_tool_use";
+const HOOK_RULE = "hooks.pre_tool_use";
 
 export interface PermissionGuardOptions {
   checker: PermissionChecker;
@@ -55,7 +71,11 @@ export class PermissionGuard implements ToolGuard {
       const canRemember = step.canRemember;
       const answer = await this.questions.runExclusive(async () => {
         this.options.events.emit({ type: "approval.requested", data: { agent_id: call.agentId, tool_call_id: call.toolCallId, name: call.name, question, can_remember: canRemember } });
-        const given = await ask(question, canRemember, this.options.signal);
+        const subject = decision.subject ?? null;
+        const given = await ask(
+          { agentId: call.agentId, toolCallId: call.toolCallId, toolName: call.name, subject, rule: decision.rule, reason: decision.reason, question, canRemember },
+          this.options.signal,
+        );
         this.options.events.emit({
           type: "approval.resolved",
           data: { agent_id: call.agentId, tool_call_id: call.toolCallId, answer: given.answer, reason: given.answer === "no" ? (given.reason ?? null) : null, timed_out: given.answer === "no" && Boolean(given.timedOut) },

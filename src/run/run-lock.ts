@@ -1,5 +1,6 @@
-import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { RunStore } from "./run-store.js";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
@@ -22,22 +23,11 @@ export interface RunLock extends RecordedWorktree {
 }
 
 export function readRunLock(runDirectory: string): RunLock | null {
-  return readJson(join(runDirectory, "run.json")) as RunLock | null;
-}
-
-/** A JSON file's value, or null when it is missing or unreadable. */
-function readJson(path: string): unknown {
-  try {
-    return JSON.parse(readFileSync(path, "utf8"));
-  } catch {
-    return null;
-  }
+  return new RunStore(runDirectory).readJson("lock") as RunLock | null;
 }
 
 export function writeRunLock(runDirectory: string, lock: RunLock): void {
-  const path = join(runDirectory, "run.json");
-  writeFileSync(`${path}.tmp`, `${JSON.stringify(lock, null, 2)}\n`, { mode: 0o600 });
-  renameSync(`${path}.tmp`, path);
+  new RunStore(runDirectory).writeJson("lock", lock);
 }
 
 /**
@@ -45,7 +35,10 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
  * gone (crash, `kill -9`): commits what their worktree holds on the run
  * branch (safe host git, as at the end of a run), removes the worktree
  * directory and writes a report.json with status `error`, reason
- * `runner_died`, naming `runner resume`, and removes the run's disk. Call it
+ * `runner_died`, naming `runner resume`, and removes the run's disk. A run
+ * that finished but left a worktree behind (its disk is still there: a
+ * sandbox on it was not confirmed gone) gets the same commit and removal,
+ * its report kept. Call it
  * after the containers of dead runs are gone: a run whose worktrees
  * `sandboxes` cannot confirm idle (a container still mounts one) is left for
  * a later start, untouched. Returns the swept run ids.
@@ -53,12 +46,18 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
 export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxProvider, "ensureWorkspaceIdle">): Promise<string[]> {
   const runs = join(runnerHome, "runs");
   if (!existsSync(runs)) return [];
-  const dead: { runId: string; directory: string; lock: RunLock }[] = [];
+  const dead: { runId: string; directory: string; lock: RunLock; finished: boolean }[] = [];
   for (const runId of readdirSync(runs)) {
     const directory = join(runs, runId);
-    if (existsSync(join(directory, "report.json"))) continue;
+    const store = new RunStore(directory);
     const lock = readRunLock(directory);
-    if (lock && !isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock });
+    if (!lock) continue;
+    if (store.has("report")) {
+      // A finished run whose disk is still there left a worktree behind (its sandbox was not confirmed gone).
+      if (existsSync(runPaths(directory).disk) && !store.has("resumeLock")) dead.push({ runId, directory, lock, finished: true });
+      continue;
+    }
+    if (!isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock, finished: false });
   }
   // Every dead run's disk is mounted before any `git worktree prune` runs: prune
   // would take the worktree of a disk not mounted (after a reboot) for a deleted one.
@@ -67,7 +66,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     await mountRunDiskIfPresent(directory).catch((error: unknown) => unmountable.set(directory, errorMessage(error)));
   }
   const swept: string[] = [];
-  for (const { runId, directory, lock } of dead) {
+  for (const { runId, directory, lock, finished } of dead) {
     const paths = runPaths(directory);
     const workers = paths.workers;
     const worktrees = [lock.worktree, paths.verify, ...(existsSync(workers) ? readdirSync(workers).map((name) => join(workers, name)) : [])];
@@ -84,7 +83,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
       const reopened = await reopenRunWorktree(lock, { create: false });
       if (reopened) {
         // The task's own commit limits (task.json, written before the run started).
-        const task = readJson(join(directory, "task.json")) as { commit?: Parameters<typeof commitLimitsOf>[0] } | null;
+        const task = new RunStore(directory).readJson("task") as { commit?: Parameters<typeof commitLimitsOf>[0] } | null;
         const committed = await commitRunWorktree(reopened.worktree, `agent-runner: run ${lock.run_id} (runner died: partial work)`, commitLimitsOf(task?.commit));
         if (committed.timedOut) {
           saved = `its worktree could not be committed within the commit time limit and is kept at ${lock.worktree}`;
@@ -101,6 +100,10 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
       await removeWorktreeDirectory(lock.repository, lock.worktree);
       await closeRunDisk(directory);
     }
+    if (finished) {
+      swept.push(runId);
+      continue;
+    }
     const report = {
       run_id: lock.run_id,
       status: "error",
@@ -108,7 +111,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
       error: `the runner process ended without finishing this run (crash or kill -9); ${saved}; continue it with \`runner resume ${lock.run_id}\``,
       branch: lock.branch,
     };
-    writeFileSync(join(directory, "report.json"), `${JSON.stringify(report, null, 2)}\n`, { mode: 0o600 });
+    new RunStore(directory).writeJson("report", report);
     swept.push(runId);
   }
   return swept;

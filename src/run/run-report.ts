@@ -2,6 +2,9 @@ import type { SubagentReport } from "../agents/subagents.js";
 import type { Usage } from "../model/messages.js";
 import type { LeftOutPath } from "../workspace/commit-selection.js";
 import type { UserMergeOutcome } from "../workspace/merge.js";
+import type { VerifyResult } from "../delivery/verify-commit.js";
+
+export type { ProtectedPaths, VerifyResult } from "../delivery/verify-commit.js";
 
 export type RunStatus = "succeeded" | "failed" | "error" | "cancelled";
 
@@ -54,33 +57,6 @@ export interface RunReport {
   duration_ms: number;
 }
 
-/** report.json `verify`. */
-export interface VerifyResult {
-  command: string;
-  /** Null when the command did not exit by itself (timed out, or its sandbox was lost). */
-  exit_code: number | null;
-  passed: boolean;
-  timed_out: boolean;
-  output_tail: string;
-  /** Why the verification sandbox went away while the command ran (the command killed its helper or container); null otherwise. */
-  sandbox_lost: string | null;
-  /** What `verify.protect` restored from the base commit in the verification checkout; null without `protect`. */
-  protected: ProtectedPaths | null;
-}
-
-/** report.json `verify.protected`. */
-export interface ProtectedPaths {
-  /** The task's `verify.protect` globs. */
-  patterns: string[];
-  /** The run's base commit the protected paths came from. */
-  from_commit: string;
-  /** Paths the agent changed or deleted, put back as in `from_commit` (at most 100 listed). */
-  restored: string[];
-  /** Paths the agent added (or turned into something else) that were removed (at most 100 listed). */
-  deleted: string[];
-  /** How many changed paths the two lists leave out. */
-  omitted: number;
-}
 
 /** report.json `commit`. */
 export interface CommitReport {

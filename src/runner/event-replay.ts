@@ -1,19 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
-import type { RunEvent } from "../events/run-events.js";
-
-/** A CloudEvents 1.0 envelope exactly as one line of events.jsonl holds it. */
-export interface RunEnvelope {
-  specversion: string;
-  id: string;
-  /** `dev.agent-runner.<event>.v<N>`. */
-  type: string;
-  source: string;
-  time?: string;
-  traceparent?: string;
-  runid?: string;
-  data?: unknown;
-  [attribute: string]: unknown;
-}
+import type { RunEnvelope } from "../events/event-catalogue.js";
 
 /**
  * The events of one run with replay: every envelope is kept in order (its
@@ -58,25 +43,4 @@ export class EventReplay {
     this.waiting = [];
     for (const resolve of waiting) resolve();
   }
-}
-
-/** The run event an envelope carries (`dev.agent-runner.<type>.v<N>` → `<type>`), or null for a type of another producer. */
-export function runEventOf(envelope: RunEnvelope): RunEvent | null {
-  const type = /^dev\.agent-runner\.(.+)\.v\d+$/.exec(envelope.type)?.[1];
-  return type ? ({ type, data: envelope.data } as RunEvent) : null;
-}
-
-/** The envelopes of an events.jsonl file, in order; a line a crash cut short is skipped (the next attempt starts a new one). */
-export function readEnvelopes(path: string): RunEnvelope[] {
-  if (!existsSync(path)) return [];
-  const envelopes: RunEnvelope[] = [];
-  for (const line of readFileSync(path, "utf8").split("\n")) {
-    if (!line) continue;
-    try {
-      envelopes.push(JSON.parse(line) as RunEnvelope);
-    } catch {
-      // cut short
-    }
-  }
-  return envelopes;
 }

@@ -1,9 +1,10 @@
 import type { Task } from "../config/load-task.js";
-import { createLogger } from "../logging/logger.js";
+import { createLogger, type LogSettings } from "../logging/logger.js";
 import { loadScript } from "../model/scripted-model-server.js";
-import { openAIClient } from "../model/open-model.js";
+import { openAIClient } from "./open-model.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
+import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
 
 /**
@@ -18,16 +19,20 @@ export async function prepareRun(task: Task, provider: DockerSandboxProvider, en
 }
 
 /**
- * Leftovers of runs whose runner died (kill -9, crash): containers and
- * networks first, then the runs' worktrees (committed on their branches) and
- * disks. Failures are logged, never thrown: one stuck leftover must not stop a start.
+ * Leftovers of runs whose runner died (kill -9, crash): for Docker, containers
+ * and networks first; then, whatever the backend, the runs' worktrees
+ * (committed on their branches, once the provider's ensureWorkspaceIdle lets
+ * host git at them) and disks. Failures are logged, never thrown: one stuck
+ * leftover must not stop a start.
  */
-export async function sweepDeadRunLeftovers(provider: DockerSandboxProvider, home: string): Promise<void> {
-  const logger = createLogger({ component: "sweep" });
-  await sweepLeftovers(provider.docker).then(
-    (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
-    (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
-  );
+export async function sweepDeadRunLeftovers(provider: SandboxProvider, home: string, log: LogSettings = {}): Promise<void> {
+  const logger = createLogger({ component: "sweep" }, log);
+  if (provider instanceof DockerSandboxProvider) {
+    await sweepLeftovers(provider.docker).then(
+      (swept) => (swept.containers.length || swept.networks.length) && logger.info({ swept }, "removed leftovers of dead runs"),
+      (error: unknown) => logger.warn({ err: error }, "could not sweep leftover containers"),
+    );
+  }
   await sweepDeadRuns(home, provider).then(
     (runs) => runs.length && logger.info({ runs }, "committed and removed the worktrees of runs whose runner died (continue them with runner resume)"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),

@@ -1,26 +1,31 @@
 import { setMaxListeners } from "node:events";
-import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError, ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
-import { openModel as openTaskModel } from "../model/open-model.js";
+import { openModel as openTaskModel } from "./open-model.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
+import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
+import { RunStore } from "../run/run-store.js";
+import type { LogSettings } from "../logging/logger.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
-import { EventReplay, readEnvelopes, type RunEnvelope } from "./event-replay.js";
+import type { RunEnvelope } from "../events/event-catalogue.js";
+import { readEnvelopes } from "../events/event-log-reader.js";
+import { EventReplay } from "./event-replay.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 
-/** A question the policy asks before a call it rates `confirm` (README "Policies"). */
-export interface ApprovalRequest {
+/**
+ * A question the policy asks before a call it rates `confirm` (README
+ * "Policies"): the run, the call (agent, tool call id, tool, the command or
+ * path the rule matched), the rule and its reason, the question in words as
+ * the terminal prompt shows it, and whether "always" is allowed.
+ */
+export interface ApprovalRequest extends ApprovalQuestion {
   runId: string;
-  /** The call in words, as the terminal prompt shows it (agent, tool, arguments, the rule's reason). */
-  question: string;
-  /** True when an "always" answer is allowed (the policy's remember list). */
-  canRemember: boolean;
 }
 
 /**
@@ -36,12 +41,21 @@ export interface ApprovalBroker {
 export interface RunnerOptions {
   /** RUNNER_HOME: runs go to `<home>/runs/<run-id>/`. Default `$RUNNER_HOME`, else `~/.runner`. */
   home?: string;
-  /** Where sandboxes come from. Default: Docker (checked, and leftovers of dead runs swept, at the first start). */
+  /**
+   * Where sandboxes come from. Default: Docker (checked at each start). With
+   * any provider, the first start or resume sweeps runs whose runner died:
+   * their worktrees committed and removed once `ensureWorkspaceIdle` allows.
+   */
   sandboxProvider?: SandboxProvider;
   /** Opens a task's model. Default: the task's provider (a scripted server, or the openai client). */
   openModel?: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>;
   /** Host environment for `sandbox.pass_env`/`secret_env` and the model's keys. Default `process.env`. */
   environment?: NodeJS.ProcessEnv;
+  /**
+   * Where the runner's diagnostic log goes: pino JSON lines (default fd 2, level RUNNER_LOG_LEVEL else `warn`).
+   * Each run logs through a logger of its own, bound to its run id and redacted with its own redactor.
+   */
+  log?: LogSettings;
 }
 
 export interface StartOptions {
@@ -59,6 +73,8 @@ export interface RunHandle {
   readonly id: string;
   /** `<home>/runs/<id>/`: report.json, events.jsonl, patch.diff, ... */
   readonly directory: string;
+  /** The validated task the run carries out (as task.json holds it; for a resumed run, the recorded task). */
+  readonly task: Task;
   /**
    * The run's CloudEvents, exactly the lines of events.jsonl, from sequence
    * number `from` (the line index, default 0): what happened, then live;
@@ -79,9 +95,8 @@ export interface RunHandle {
  * has its own event stream, redaction (its secrets never reach another
  * run's records or the shared log in clear) and clean-up.
  *
- * `runner exec` and `runner resume` drive one. Not built yet (issue "The run
- * core as a library"): the phase split of the run itself, the event
- * catalogue module, a Docker-free run tier.
+ * `runner exec` and `runner resume` drive one. A run is five phases over a
+ * run scope (src/run/run-task.ts).
  */
 export class Runner {
   private readonly active = new Set<{ handle: RunHandle; controller: AbortController }>();
@@ -93,6 +108,7 @@ export class Runner {
     private readonly provider: SandboxProvider,
     private readonly openModel: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>,
     private readonly environment: NodeJS.ProcessEnv,
+    private readonly log: LogSettings,
   ) {}
 
   /** See {@link createRunner}. */
@@ -100,7 +116,7 @@ export class Runner {
     const environment = options.environment ?? process.env;
     const home = runnerHome(options.home ? { ...environment, RUNNER_HOME: options.home } : environment);
     const provider = options.sandboxProvider ?? new DockerSandboxProvider({ egressNetwork: environment.RUNNER_EGRESS_NETWORK });
-    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), environment);
+    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), environment, options.log ?? {});
   }
 
   /**
@@ -132,7 +148,7 @@ export class Runner {
       throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
     }
     await resolveRepository(run.task.workspacePath);
-    const earlier = readEnvelopes(join(run.runDirectory, "events.jsonl"));
+    const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
     const resumed = { atModelCall: run.restored.nextStep + 1, earlierEvents: earlier.length };
     return this.launch(run.task, options, earlier, resumed, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(options.maxSteps ? { maxSteps: options.maxSteps } : {}) }));
   }
@@ -148,11 +164,10 @@ export class Runner {
   }
 
   private async prepareOnce(task: Task | null): Promise<void> {
-    if (!(this.provider instanceof DockerSandboxProvider)) return;
-    if (task) await prepareRun(task, this.provider, this.environment);
+    if (task && this.provider instanceof DockerSandboxProvider) await prepareRun(task, this.provider, this.environment);
     if (this.prepared) return;
     this.prepared = true;
-    await sweepDeadRunLeftovers(this.provider, this.home);
+    await sweepDeadRunLeftovers(this.provider, this.home, this.log);
   }
 
   private async launch(
@@ -174,7 +189,7 @@ export class Runner {
     const broker = options.approvals;
     let runId = "";
     const finished = run(
-      { sandboxProvider: this.provider, openModel: this.openModel, runnerHome: this.home, diskEnforcement: diskEnforcementChoice(this.environment) },
+      { sandboxProvider: this.provider, openModel: this.openModel, runnerHome: this.home, diskEnforcement: diskEnforcementChoice(this.environment), log: this.log },
       {
         signal,
         hostEnvironment: this.environment,
@@ -183,7 +198,7 @@ export class Runner {
           created({ id, directory });
         },
         onEnvelope: (line) => replay.push(JSON.parse(line) as RunEnvelope),
-        ...(broker ? { askApproval: (question: string, canRemember: boolean, askSignal: AbortSignal) => broker.request({ runId, question, canRemember }, askSignal) } : {}),
+        ...(broker ? { askApproval: (question: ApprovalQuestion, askSignal: AbortSignal) => broker.request({ runId, ...question }, askSignal) } : {}),
       },
     ).finally(() => replay.end());
     // A failure before the run exists (a bad workspace, a policy that will not load) rejects start().
@@ -194,6 +209,7 @@ export class Runner {
     entry.handle = {
       id,
       directory,
+      task,
       events: (subscription = {}) => replay.subscribe(subscription.from ?? 0),
       result,
       resumed,

@@ -15,7 +15,7 @@ import {
 /** Restarts allowed per sandbox before a loss ends the run. */
 const MAX_RESTARTS = 3;
 
-export const RESTART_NOTICE =
+const RESTART_NOTICE =
   "the sandbox was restarted because its control process died or stopped answering (e.g. killed by the out-of-memory killer). " +
   "Files in /workspace are intact; processes started earlier are gone.";
 

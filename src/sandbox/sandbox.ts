@@ -1,5 +1,5 @@
 import type { Readable, Writable } from "node:stream";
-import type { AllowRule } from "../config/network-allow-list.js";
+import type { AllowRule } from "./network-allow-list.js";
 import { SandboxError } from "../errors.js";
 
 /**

@@ -9,7 +9,7 @@ import type { SkillSet } from "./skill-set.js";
  * a skill's other files may be long, so they are ordinary results that
  * clearing may remove (the model can load them again).
  */
-export const SKILL_FILE_RESULT_PREFIX = "[skill file]";
+const SKILL_FILE_RESULT_PREFIX = "[skill file]";
 
 /** Same test as git's: a NUL in the first 8000 bytes means binary. */
 const BINARY_SNIFF_BYTES = 8000;
@@ -63,7 +63,7 @@ export function loadSkillTool(skills: SkillSet): Tool {
 }
 
 /** What `load_skill {name}` returns (exported for tests and the terminal view). */
-export function skillText(skills: SkillSet, skill: Skill): string {
+function skillText(skills: SkillSet, skill: Skill): string {
   const parts = [`${SKILL_RESULT_PREFIX} ${skill.name}\n${skill.body}`];
   if (skill.resources.length) {
     parts.push(

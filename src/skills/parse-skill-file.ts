@@ -3,9 +3,9 @@ import { z } from "zod";
 import { MAX_SKILL_FILE_BYTES } from "./skill.js";
 
 /** Longest skill name, characters. */
-export const MAX_SKILL_NAME_LENGTH = 64;
+const MAX_SKILL_NAME_LENGTH = 64;
 /** Longest description, characters (after whitespace is collapsed). */
-export const MAX_SKILL_DESCRIPTION_LENGTH = 1024;
+const MAX_SKILL_DESCRIPTION_LENGTH = 1024;
 
 const NAME_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 
@@ -23,7 +23,7 @@ const requiredString = (what: string) =>
  * written for other agents. Anything else is refused, so a misspelt key is
  * reported instead of silently dropped.
  */
-export const skillFrontMatterSchema = z.strictObject({
+const skillFrontMatterSchema = z.strictObject({
   name: requiredString("the skill's directory name")
     .max(MAX_SKILL_NAME_LENGTH, `must be at most ${MAX_SKILL_NAME_LENGTH} characters`)
     .regex(NAME_PATTERN, "must use only a-z, 0-9 and single hyphens between them, e.g. run-the-tests-first"),
@@ -104,6 +104,5 @@ export function parseSkillFile(content: Buffer, location: string, directoryName:
 
 /** Whitespace runs (newlines included) become one space; control characters are dropped. */
 function collapseWhitespace(text: string): string {
-  // eslint-disable-next-line no-control-regex
   return text.replace(/[\u0000-\u0008\u000e-\u001f\u007f]/g, "").replace(/\s+/g, " ").trim();
 }

@@ -12,7 +12,7 @@ import {
 } from "./skill.js";
 
 /** The workspace's skills directory, relative to the repository's top level. */
-export const WORKSPACE_SKILLS_DIRECTORY = "skills";
+const WORKSPACE_SKILLS_DIRECTORY = "skills";
 /** Most bytes of `git ls-tree` output read (about 10 000 entries). */
 const MAX_TREE_LISTING_BYTES = 1024 * 1024;
 /** Time limit of each git command in the sandbox, ms. */

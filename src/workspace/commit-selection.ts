@@ -42,7 +42,7 @@ export interface LeftOutPath {
 }
 
 /** Left-out paths a report lists; the count covers the rest. */
-export const LEFT_OUT_LISTED = 100;
+const LEFT_OUT_LISTED = 100;
 
 export interface CommitSelection {
   /** Leading paths (bytes) `git add` must skip, as `:(exclude,literal)` pathspecs. */

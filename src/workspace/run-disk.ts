@@ -1,9 +1,9 @@
 import { execFile } from "node:child_process";
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { statfs } from "node:fs/promises";
 import { promisify } from "node:util";
 import { SandboxError, errorMessage } from "../errors.js";
+// run-task.ts reads the run disk's free space through this module; the statfs reading itself sits below the sandbox, which needs it too.
 
 const run = promisify(execFile);
 
@@ -150,22 +150,6 @@ export async function closeRunDisk(runDirectory: string): Promise<Error | null> 
     return error as Error;
   }
 }
-
-/**
- * Bytes in use on the filesystem holding `path`, bytes an unprivileged writer
- * still has, and whether it is full; reads only the filesystem's counters (statfs).
- */
-export async function filesystemUsage(path: string): Promise<{ usedBytes: number; availableBytes: number; full: boolean }> {
-  const stats = await statfs(path);
-  return {
-    usedBytes: (stats.blocks - stats.bfree) * stats.bsize,
-    availableBytes: stats.bavail * stats.bsize,
-    full: stats.bavail * stats.bsize < FULL_MARGIN_BYTES || stats.ffree === 0,
-  };
-}
-
-/** Free space below which a filesystem counts as full: a write refused with ENOSPC leaves less than this (a few blocks). */
-const FULL_MARGIN_BYTES = 1024 * 1024;
 
 async function mountImage(image: string, directory: string): Promise<void> {
   await system("mount", ["-o", "loop,nosuid,nodev,noatime", image, directory]);

@@ -1,13 +1,13 @@
 import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError, SandboxError, errorMessage } from "../errors.js";
-import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath, LEFT_OUT_LISTED } from "./commit-selection.js";
+import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath } from "./commit-selection.js";
 import { driverOverrides, GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 import { checkStagedContent } from "./staged-content-check.js";
 import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
-export const FALLBACK_SANDBOX_UID = 1000;
+const FALLBACK_SANDBOX_UID = 1000;
 
 /** A task's own git worktree on branch `runner/<run-id>`, created from the repository's HEAD. */
 export interface RunWorktree {
@@ -201,7 +201,7 @@ export interface CommitOutcome {
   head: string;
   /** Whether the head differs from the worktree's base commit. */
   changed: boolean;
-  /** Paths left out of the commit (the first {@link LEFT_OUT_LISTED}) and how many in all. */
+  /** Paths left out of the commit (the first `LEFT_OUT_LISTED` of commit-selection.ts) and how many in all. */
   leftOut: LeftOutPath[];
   leftOutCount: number;
   /** The commit ran past `limits.timeoutMs`: nothing of this commit was recorded. */

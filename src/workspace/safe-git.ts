@@ -62,7 +62,7 @@ const BASE_CONFIG = [
 ];
 
 /** The environment every host git process gets: nothing inherited but PATH and locale. */
-export function safeGitEnvironment(indexFile?: string): Record<string, string> {
+function safeGitEnvironment(indexFile?: string): Record<string, string> {
   return {
     ...(indexFile ? { GIT_INDEX_FILE: indexFile } : {}),
     PATH: process.env.PATH ?? "/usr/bin:/bin",

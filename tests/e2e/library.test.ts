@@ -9,8 +9,8 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { createRunner } from "../../src/runner/runner.js";
-import type { RunEnvelope } from "../../src/runner/event-replay.js";
+import { createRunner, type ApprovalRequest } from "../../src/runner/runner.js";
+import type { RunEnvelope } from "../../src/events/event-catalogue.js";
 import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 import { randomToken, waitFor } from "../integration/security-harness.js";
@@ -123,9 +123,9 @@ describe("the Runner library", () => {
     writeFileSync(script, JSON.stringify({ turns: [shell("echo first"), shell("echo second"), { content: "Done." }] }));
     const policy = join(files.path, "ask.yaml");
     writeFileSync(policy, "name: ask\ndescription: asks before every command\ntools: { allow: ['*'] }\ndefault_command_risk: confirm\nconfirmations: prompt\n");
-    const questions: { runId: string; question: string }[] = [];
+    const questions: ApprovalRequest[] = [];
     const approvals = {
-      async request(approval: { runId: string; question: string; canRemember: boolean }) {
+      async request(approval: ApprovalRequest) {
         questions.push(approval);
         return questions.length === 1 ? { answer: "yes" as const } : { answer: "no" as const, reason: "not today" };
       },
@@ -135,6 +135,10 @@ describe("the Runner library", () => {
     const report = await run.result;
     expect(questions.map((question) => question.runId)).toEqual([run.id, run.id]);
     expect(questions[0]!.question).toContain("echo first");
+    // The broker gets the call itself, not only the sentence: agent, tool call, tool, the matched command, rule and reason.
+    expect(questions[0]).toMatchObject({ agentId: "main", toolName: "run_shell", subject: "echo first", rule: "default_command_risk", canRemember: expect.any(Boolean) });
+    expect(questions[0]!.toolCallId).toMatch(/\S/);
+    expect(questions[0]!.reason).toMatch(/\S/);
     expect(report.denials).toEqual({ default_command_risk: 1 });
     const types = fileEnvelopes(run.directory).map((envelope) => envelope.type.replace(/^dev\.agent-runner\.|\.v1$/g, ""));
     expect(types.filter((type) => type.startsWith("approval."))).toEqual(["approval.requested", "approval.resolved", "approval.requested", "approval.resolved"]);

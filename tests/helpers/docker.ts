@@ -3,12 +3,12 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
-import { parseAllowEntry, type AllowRule } from "../../src/config/network-allow-list.js";
+import { parseAllowEntry, type AllowRule } from "../../src/sandbox/network-allow-list.js";
 import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 
 /**
  * The image sandboxes of this test file use: RUNNER_TEST_IMAGE, else in the
- * `no-node` test project (vitest.config.ts) the default image without Node
+ * `docker-no-node` test project (vitest.config.ts) the default image without Node
  * that its global setup built, else the default image.
  */
 export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? projectImage() ?? "agent-runner/sandbox:bookworm";
@@ -16,7 +16,7 @@ export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? projectImage() ?? 
 function projectImage(): string | undefined {
   if (process.env.RUNNER_TEST_PROJECT !== "no-node") return undefined;
   const image = process.env.RUNNER_NO_NODE_IMAGE;
-  if (!image) throw new Error("the no-node test project runs without RUNNER_NO_NODE_IMAGE: its global setup (tests/global-setup-no-node.ts) did not run");
+  if (!image) throw new Error("the docker-no-node test project runs without RUNNER_NO_NODE_IMAGE: its global setup (tests/global-setup-no-node.ts) did not run");
   return image;
 }
 
@@ -43,7 +43,7 @@ export async function requireDocker(image = SANDBOX_IMAGE): Promise<Docker> {
 let counter = 0;
 
 /** Parent of the test sandboxes' writable directories outside /workspace (each container's own is removed with it). */
-export const TEST_SCRATCH_DIRECTORY = join(tmpdir(), "agent-runner-test-scratch");
+const TEST_SCRATCH_DIRECTORY = join(tmpdir(), "agent-runner-test-scratch");
 
 /**
  * The spec tests use: `workspace` at /workspace, uid 1000, no network, modest

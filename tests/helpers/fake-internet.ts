@@ -18,7 +18,6 @@ import type Docker from "dockerode";
 
 /** Marks every resource of a fake internet (never the runner's run-id label: the runner's sweep would take them). */
 export const FAKE_INTERNET_LABEL = "dev.agent-runner.test.fake-internet";
-export const SERVER_PORTS = [80, 443, 8443] as const;
 
 export interface FakeServerSpec {
   /** Network aliases; the first is the server's name (and its `/` body). */

@@ -16,7 +16,7 @@ export interface RecordedMessage {
 }
 
 /** The `session.jsonl` entries of one agent, in order (an unparsable line is skipped). */
-export function journalEntries(runDirectory: string, agentId: string): Record<string, unknown>[] {
+function journalEntries(runDirectory: string, agentId: string): Record<string, unknown>[] {
   const path = join(runDirectory, "session.jsonl");
   if (!existsSync(path)) return [];
   const entries: Record<string, unknown>[] = [];
@@ -47,7 +47,7 @@ export function firstSystemPrompt(runDirectory: string, agentId: string): string
 }
 
 /** The agent's final conversation (session.json, written when the run ends). */
-export function agentMessages(runDirectory: string, agentId: string): RecordedMessage[] {
+function agentMessages(runDirectory: string, agentId: string): RecordedMessage[] {
   const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as { agents: Record<string, { messages: RecordedMessage[] }> };
   const agent = session.agents[agentId];
   if (!agent) throw new Error(`${runDirectory}/session.json has no agent ${agentId} (agents: ${Object.keys(session.agents).join(", ")})`);

@@ -10,6 +10,7 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { cloudEventType, readEvent, type RunEventName } from "../../src/events/event-catalogue.js";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 export const CLI = join(ROOT, "dist/cli/main.js");
@@ -92,25 +93,34 @@ export interface RunEnvelope {
   [key: string]: unknown;
 }
 
-/** The envelopes of `<run>/events.jsonl` so far (an incomplete last line is skipped). */
+/**
+ * The envelopes of `<run>/events.jsonl` so far (an incomplete last line is
+ * skipped). Throws when a line does not read strictly against the event
+ * catalogue (src/events/event-catalogue.ts): every e2e test that looks at a
+ * run's events also checks that its emit sites match their schemas.
+ */
 export function readEvents(runDirectory: string): RunEnvelope[] {
   const path = join(runDirectory, "events.jsonl");
   if (!existsSync(path)) return [];
   const events: RunEnvelope[] = [];
-  for (const line of readFileSync(path, "utf8").split("\n")) {
+  for (const [index, line] of readFileSync(path, "utf8").split("\n").entries()) {
     if (!line.trim()) continue;
+    let envelope: RunEnvelope;
     try {
-      events.push(JSON.parse(line) as RunEnvelope);
+      envelope = JSON.parse(line) as RunEnvelope;
     } catch {
-      // a line being written
+      continue; // a line being written
     }
+    const read = readEvent(envelope, { strict: true });
+    if (read.kind !== "event") throw new Error(`${path}: line ${index + 1} is not a catalogue event (${read.kind}): ${read.reason}\n${line}`);
+    events.push(envelope);
   }
   return events;
 }
 
-/** Envelopes of one event type, given without prefix and version (`tool_call.started`). */
-export function eventsOfType(events: RunEnvelope[], type: string): RunEnvelope[] {
-  return events.filter((event) => event.type === `dev.agent-runner.${type}.v1`);
+/** Envelopes of one event type, given by its catalogue name (`tool_call.started`). */
+export function eventsOfType(events: RunEnvelope[], type: RunEventName): RunEnvelope[] {
+  return events.filter((event) => event.type === cloudEventType(type));
 }
 
 /** The run directories under `<home>/runs`. */
@@ -132,7 +142,7 @@ export function onlyRunDirectory(home: string): string | undefined {
  */
 export function waitForRunEvent(
   home: string,
-  type: string,
+  type: RunEventName,
   matches: (data: Record<string, unknown>) => boolean,
   options: { timeoutMs?: number; process?: RunningCli } = {},
 ): Promise<{ runDirectory: string; event: RunEnvelope }> {

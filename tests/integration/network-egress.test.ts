@@ -24,9 +24,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openModel } from "../../src/model/open-model.js";
+import { openModel } from "../../src/runner/open-model.js";
 import { validateTask } from "../../src/config/load-task.js";
-import { EVENT_SCHEMA_VERSION } from "../../src/events/run-events.js";
+import { cloudEventType } from "../../src/events/event-catalogue.js";
 import { runTask } from "../../src/run/run-task.js";
 import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
@@ -303,10 +303,10 @@ describe("a host not on the list", () => {
         .map((line) => JSON.parse(line) as { type: string; data: Record<string, unknown> });
       const network = lines.filter((line) => line.type.includes(".network."));
       expect(network.map((line) => [line.type, line.data.method, line.data.host, line.data.port])).toEqual([
-        [`dev.agent-runner.network.allowed.v${EVENT_SCHEMA_VERSION}`, "GET", "allowed.test", 80],
-        [`dev.agent-runner.network.denied.v${EVENT_SCHEMA_VERSION}`, "GET", "denied.test", 80],
-        [`dev.agent-runner.network.denied.v${EVENT_SCHEMA_VERSION}`, "GET", "denied.test", 80],
-        [`dev.agent-runner.network.denied.v${EVENT_SCHEMA_VERSION}`, "CONNECT", "denied.test", 443],
+        [cloudEventType("network.allowed"), "GET", "allowed.test", 80],
+        [cloudEventType("network.denied"), "GET", "denied.test", 80],
+        [cloudEventType("network.denied"), "GET", "denied.test", 80],
+        [cloudEventType("network.denied"), "CONNECT", "denied.test", 443],
       ]);
       expect(network[1]!.data.reason).toBe("not on this task's network allow-list");
     } finally {

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Docker from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openModel } from "../../src/model/open-model.js";
+import { openModel } from "../../src/runner/open-model.js";
 import { ProgressView } from "../../src/cli/progress-view.js";
 import { validateTask } from "../../src/config/load-task.js";
 import { runTask } from "../../src/run/run-task.js";

@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
-import { openModel } from "../../src/model/open-model.js";
+import { openModel } from "../../src/runner/open-model.js";
 import { validateTask, type Task } from "../../src/config/load-task.js";
 import type { EventSink, RunEvent } from "../../src/events/run-events.js";
 import { runTask, type RunDependencies, type RunResult } from "../../src/run/run-task.js";
@@ -19,8 +19,6 @@ import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-p
 import { LABEL_RUN_ID } from "../../src/sandbox/docker/labels.js";
 import type { Sandbox, SandboxProvider, SandboxSpec } from "../../src/sandbox/sandbox.js";
 import { SANDBOX_IMAGE } from "../helpers/docker.js";
-
-export { LABEL_RUN_ID };
 
 /** A scripted model turn (DESIGN.md "Scripted model"). */
 export type Turn = Record<string, unknown>;

@@ -81,7 +81,7 @@ describe("findings of the review, end to end", () => {
       "subprocess.run(['git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-q', '-m', 's'], check=True)",
       "open('.git/HEAD', 'w').write('ref: refs/heads/master\\n')",
       `open('.git/refs/heads/master', 'w').write('${recorded}\\n')`,
-      `open('.git/config', 'a').write('[filter \"evil\"]\\n\\tclean = \"id > ${marker}; cat\"\\n')`,
+      `open('.git/config', 'a').write('[filter "evil"]\\n\\tclean = "id > ${marker}; cat"\\n')`,
       "open('.gitattributes', 'w').write('g filter=evil\\n')",
       "os.utime('g', (978307200, 978307200))",
       `commit = subprocess.run(['git', '-C', '/workspace', 'cat-file', 'commit', '${recorded}'], capture_output=True, check=True).stdout`,

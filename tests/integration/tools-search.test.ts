@@ -108,7 +108,7 @@ describe("grep", () => {
     expect(python.content).toBe("gr/a.py:3:def foo():");
 
     const fromRoot = await call("grep", { pattern: "return 1" });
-    expect(fromRoot.content).toMatch(/^(\.\/)?gr\/a\.py:4:    return 1$/);
+    expect(fromRoot.content).toMatch(/^(\.\/)?gr\/a\.py:4: {4}return 1$/);
 
     const none = await call("grep", { pattern: "no_such_identifier_anywhere", path: "gr" });
     expect(none.isError).toBeFalsy();

@@ -39,7 +39,7 @@ afterAll(async () => {
 });
 
 describe("run_shell", () => {
-  it("runs in the suite's image without Node (vitest.config.ts: the no-node project), unless RUNNER_TEST_IMAGE says otherwise", async () => {
+  it("runs in the suite's image without Node (vitest.config.ts: the docker-no-node project), unless RUNNER_TEST_IMAGE says otherwise", async () => {
     if (process.env.RUNNER_TEST_IMAGE) return;
     const parts = parseShell((await call("run_shell", { command: "command -v node npx || echo no-node" })).content);
     expect(parts.stdout).toBe("no-node");

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SandboxError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/events/run-events.js";
-import { verifyCommit, type VerifyContext } from "../../src/run/verify-commit.js";
+import { verifyCommit, type VerifyContext } from "../../src/delivery/verify-commit.js";
 import { FakeSandbox, type FakeExecHandler } from "../../src/sandbox/fake/fake-sandbox.js";
 import { SandboxGoneError, type SandboxProvider } from "../../src/sandbox/sandbox.js";
 import { createRunWorktree, removeRunWorktree, type RunWorktree } from "../../src/workspace/run-worktree.js";

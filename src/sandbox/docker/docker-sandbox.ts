@@ -15,7 +15,7 @@ import {
   WORKSPACE_ROOT,
 } from "../sandbox.js";
 import { DiskWatch, SCRATCH_MOUNTS, type DiskUsage } from "./disk-watch.js";
-import { filesystemUsage } from "../../workspace/run-disk.js";
+import { filesystemUsage } from "../../process/filesystem-usage.js";
 import { startDockerSandboxProcess, type DockerSandboxProcess } from "./docker-sandbox-process.js";
 import type { SandboxChannel } from "./sandbox-channel.js";
 import type { TaskNetwork } from "./task-network.js";

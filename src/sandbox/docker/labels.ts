@@ -4,7 +4,7 @@ import { currentOwner } from "../../process/process-owner.js";
 export const LABEL_RUN_ID = "dev.agent-runner.run-id";
 /** `<hostname>:<pid>:<process start time in clock ticks>` of the runner process that owns the resource. */
 export const LABEL_OWNER = "dev.agent-runner.owner";
-export const LABEL_AGENT_ID = "dev.agent-runner.agent-id";
+const LABEL_AGENT_ID = "dev.agent-runner.agent-id";
 
 /** The labels every container and network of a sandbox carries. */
 export function resourceLabels(spec: { runId: string; agentId: string }): Record<string, string> {

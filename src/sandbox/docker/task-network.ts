@@ -12,7 +12,7 @@ import { INLINE_SCRIPT_VARIABLE, inlineScriptCommand } from "./inline-script.js"
 import { ATTACHED_STDIO, resourceLabels } from "./labels.js";
 
 const PROXY_FILE = fileURLToPath(new URL("./egress-proxy/egress-proxy.cjs", import.meta.url));
-export const PROXY_PORT = 3128;
+const PROXY_PORT = 3128;
 /**
  * Task networks are /29s picked at random in 198.18.0.0/15 (RFC 2544's
  * benchmarking range: rarely used on real LANs, and the bridge gets no host

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
 
 /** Lines returned when the model gives no `limit`. */
-export const DEFAULT_READ_LINES = 2000;
+const DEFAULT_READ_LINES = 2000;
 /** Longest line shown, in characters; the rest is cut with a marker. */
 const MAX_LINE_CHARACTERS = 2000;
 /** Bytes read from the sandbox at most; larger files must be paged with offset/limit within this. */

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
 
 /** Longest timeout a single command may ask for, ms. */
-export const MAX_SHELL_TIMEOUT_MS = 60 * 60 * 1000;
+const MAX_SHELL_TIMEOUT_MS = 60 * 60 * 1000;
 /**
  * Bytes kept per stream (head and tail halves). The agent loop cuts the
  * result to the model's budget and keeps the whole text in the run directory

@@ -40,7 +40,7 @@ export function describeIssue(issue: z.core.$ZodIssue, readmeSection: string): F
 }
 
 /** A short description of a YAML value: `a list`, `a mapping`, `number 3`, `string "x"`. */
-export function describeValue(value: unknown): string {
+function describeValue(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "a list";
   if (typeof value === "object") return "a mapping";

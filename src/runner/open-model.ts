@@ -1,8 +1,8 @@
 import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
-import type { ModelClient } from "./model-client.js";
-import { OpenAIModelClient } from "./openai-model-client.js";
-import { loadScript, ScriptedModelServer } from "./scripted-model-server.js";
+import type { ModelClient } from "../model/model-client.js";
+import { OpenAIModelClient } from "../model/openai-model-client.js";
+import { loadScript, ScriptedModelServer } from "../model/scripted-model-server.js";
 
 /**
  * Opens the task's model. `scripted` starts the scripted server on

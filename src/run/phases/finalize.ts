@@ -1,0 +1,54 @@
+import { restoreSession } from "../../agent/session-journal.js";
+import { CancelledError, ModelError, RunnerError, errorMessage } from "../../errors.js";
+import { exitCodeFor, type RunReport } from "../run-report.js";
+import type { RunScope } from "../run-scope.js";
+import { setOutcome } from "./deliver-main.js";
+
+/**
+ * The report's outcome for a run that ended by an exception: `failed` when a
+ * monitored disk limit stopped it (the agent's doing), `cancelled` when the
+ * caller cancelled it (the reason given to `RunHandle.cancel` kept), `error`
+ * otherwise, named by the error (`rate_limited`, `SandboxError`, ...).
+ */
+export function recordFailure(scope: RunScope, error: unknown): void {
+  const { report } = scope;
+  if (scope.diskStop.signal.aborted && !scope.callerSignal.aborted) {
+    setOutcome(report, "failed", "disk_limit_exceeded");
+  } else if (error instanceof CancelledError || scope.callerSignal.aborted) {
+    setOutcome(report, "cancelled", "interrupted");
+    const reason: unknown = scope.callerSignal.reason;
+    if (reason instanceof CancelledError && reason.message !== "interrupted") report.error = `cancelled: ${reason.message}`;
+  } else {
+    setOutcome(report, "error", error instanceof ModelError ? error.reason : error instanceof RunnerError ? error.name : "internal_error");
+    report.error = errorMessage(error);
+  }
+}
+
+/**
+ * Phase 5, finalize: undoes what the phases opened (the clean-up stack: tasks,
+ * MCP servers, model, the sandbox and the worktree with its partial-work
+ * commit, the disk), then writes session.json and report.json (redacted,
+ * atomically), emits `run.finished`, closes events.jsonl and takes the run's
+ * redactor off the loggers. Returns the report as written. Never throws for
+ * a clean-up problem (those are `cleanup.failed` events).
+ */
+export async function finalizeRun(scope: RunScope): Promise<RunReport> {
+  const { report, events, store } = scope;
+  await scope.cleanup.run(events, scope.logger);
+  scope.journal.close();
+  // The conversation as the journal holds it (already redacted), for readers that want one JSON document.
+  const agents = Object.fromEntries([...restoreSession(store.path("journal"))].map(([id, agent]) => [id, { messages: agent.messages }]));
+  store.writeJson("session", { run_id: scope.runId, trace_id: scope.traceId, task: scope.task.name, agents });
+  report.duration_ms = Date.now() - scope.started;
+  // What callers get is what report.json holds: redacted (a summary printed from it must not show a secret).
+  const written = scope.redactDeep(report);
+  store.writeJson("report", written);
+  events.emit({
+    type: "run.finished",
+    data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
+  });
+  scope.log.close();
+  scope.releaseLogRedactor();
+  if (scope.resume) store.remove("resumeLock");
+  return written;
+}

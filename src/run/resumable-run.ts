@@ -1,0 +1,96 @@
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { restoreSession, type RestoredAgent } from "../agent/session-journal.js";
+import type { SubagentReport } from "../agents/subagents.js";
+import type { Task } from "../config/load-task.js";
+import { ConfigError } from "../errors.js";
+import { newTraceId } from "../events/cloud-event-log.js";
+import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
+import { MAIN_AGENT } from "./report-counter.js";
+import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
+import { RunStore } from "./run-store.js";
+
+/** A run `runner resume` can continue, as found on disk by {@link findResumableRun}. */
+export interface ResumableRun {
+  task: Task;
+  runId: string;
+  traceId: string;
+  runDirectory: string;
+  lock: RunLock;
+  restored: RestoredAgent;
+  /** Ids of the subagents earlier attempts started (their journal entries). */
+  subagentIds: string[];
+  /** The subagents an earlier attempt's report listed (kept in the resumed report). */
+  previousAgents: SubagentReport[];
+}
+
+/**
+ * Checks that run `idOrPrefix` under `<home>/runs` can be resumed: it has a
+ * task record and a session, no live runner owns it, and it did not end
+ * succeeded or failed. Throws ConfigError (exit 2) saying why not.
+ */
+export function findResumableRun(home: string, idOrPrefix: string): ResumableRun {
+  const runs = join(home, "runs");
+  const matches = existsSync(runs) ? readdirSync(runs).filter((id) => id.startsWith(idOrPrefix)) : [];
+  if (matches.length !== 1) {
+    throw new ConfigError(matches.length === 0 ? `no run ${idOrPrefix} in ${runs} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`);
+  }
+  const runId = matches[0]!;
+  const runDirectory = join(runs, runId);
+  const store = new RunStore(runDirectory);
+  const lock = readRunLock(runDirectory);
+  if (!lock || !store.has("task")) {
+    throw new ConfigError(`run ${runId} has no run.json or task.json (it never started, or an older runner made it); start a new run instead`);
+  }
+  const previous = store.readJson("report") as { status?: string; reason?: string; agents?: SubagentReport[] } | null;
+  if (previous?.status === "succeeded" || previous?.status === "failed") {
+    throw new ConfigError(`run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs can be resumed — start a new run`);
+  }
+  // A run with a report has ended, even when its runner lives on (a library process that cancelled it).
+  if (!previous && isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
+  const session = restoreSession(store.path("journal"));
+  const restored = session.get(MAIN_AGENT);
+  if (!restored || restored.messages.length === 0) {
+    throw new ConfigError(`run ${runId} ended before its agent started (${previous?.reason ?? "no report"}): there is no conversation to resume; fix the cause and start a new run`);
+  }
+  const task = JSON.parse(readFileSync(store.path("task"), "utf8")) as Task;
+  const subagentIds = [...session.keys()].filter((id) => id !== MAIN_AGENT);
+  const previousAgents = (previous?.agents ?? []).filter((agent) => typeof agent?.id === "string");
+  return { task, runId, traceId: lock.trace_id ?? newTraceId(), runDirectory, lock, restored, subagentIds, previousAgents };
+}
+
+/**
+ * The final answer of a restored conversation (its last message is an
+ * assistant message without tool calls), or undefined when the agent had not
+ * answered yet: a resume then needs only commit and verification.
+ */
+export function finalAnswerOf(restored: RestoredAgent): string | null | undefined {
+  const last = restored.messages.at(-1);
+  if (restored.unfinishedTurn || last?.role !== "assistant" || last.tool_calls?.length) return undefined;
+  return last.content;
+}
+
+/**
+ * Makes this process the run's owner before anything is touched, atomically
+ * (`O_EXCL` on resume.lock), so two `runner resume` of one run cannot both go
+ * on. A claim left by a runner that died is taken over. Throws ConfigError
+ * when a live runner holds it. The finalize phase removes the claim.
+ */
+export function claimRun(store: RunStore, runId: string): void {
+  const claim = store.path("resumeLock");
+  for (let attempt = 0; attempt < 2; attempt += 1) {
+    try {
+      const fd = openSync(claim, "wx", 0o600);
+      writeSync(fd, currentOwner());
+      closeSync(fd);
+      writeRunLock(store.directory, { ...readRunLock(store.directory)!, owner: currentOwner() });
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const holder = readFileSync(claim, "utf8").trim();
+      if (isOwnerAlive(holder)) throw new ConfigError(`run ${runId} is being resumed by another runner (${holder}); wait for it or stop it`);
+      rmSync(claim, { force: true });
+    }
+  }
+  throw new ConfigError(`run ${runId}: could not claim it for resume (another runner raced for it); try again`);
+}

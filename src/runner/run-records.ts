@@ -1,0 +1,62 @@
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { restoreSession } from "../agent/session-journal.js";
+import { ConfigError } from "../errors.js";
+import type { ChatMessage } from "../model/messages.js";
+import { isOwnerAlive } from "../process/process-owner.js";
+import { RunStore } from "../run/run-store.js";
+
+/** One run of RUNNER_HOME as `runner runs` lists it. */
+export interface RunSummary {
+  id: string;
+  /** The task's name (from report.json, else task.json), `?` when neither is readable. */
+  task: string;
+  /** report.json's status; without one `running` while its runner lives, else `unfinished`. */
+  status: string;
+  /** The run branch, `-` before the worktree existed. */
+  branch: string;
+  /** When the run directory was made. */
+  started: Date;
+}
+
+/** Runs under `<home>/runs`, newest first, read from their records (report.json, run.json, task.json). */
+export function listRuns(home: string): RunSummary[] {
+  const runs = join(home, "runs");
+  if (!existsSync(runs)) return [];
+  return readdirSync(runs)
+    .map((id) => {
+      const store = new RunStore(join(runs, id));
+      const report = store.readJson("report") as { task?: string; status?: string; branch?: string } | null;
+      const lock = store.readJson("lock") as { owner?: string; branch?: string } | null;
+      const recordedTask = store.readJson("task") as { name?: string } | null;
+      const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
+      return { id, task: report?.task ?? recordedTask?.name ?? "?", status, branch: report?.branch ?? lock?.branch ?? "-", started: statSync(store.directory).birthtime };
+    })
+    .sort((a, b) => (a.id < b.id ? 1 : -1));
+}
+
+/** A run's records for reading: its report (null before it ended) and each agent's conversation. */
+export interface RunRecord {
+  id: string;
+  directory: string;
+  report: unknown;
+  /** Per agent id, its messages: session.json when the run ended, else the journal (a run going on, or one that died). */
+  agents: Record<string, { messages: ChatMessage[] }>;
+}
+
+/** Reads run `idOrPrefix` (a unique prefix of a run id will do). Throws ConfigError when none or several runs match. */
+export function readRunRecord(home: string, idOrPrefix: string): RunRecord {
+  const matches = listRuns(home).filter((run) => run.id.startsWith(idOrPrefix));
+  if (matches.length !== 1) {
+    throw new ConfigError(
+      matches.length === 0
+        ? `no run ${idOrPrefix} in ${join(home, "runs")} (see \`runner runs\`)`
+        : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).map((match) => match.id).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
+    );
+  }
+  const id = matches[0]!.id;
+  const store = new RunStore(join(home, "runs", id));
+  const session = store.readJson("session") as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
+  const agents = session?.agents ?? Object.fromEntries([...restoreSession(store.path("journal"))].map(([agentId, agent]) => [agentId, { messages: agent.messages }]));
+  return { id, directory: store.directory, report: store.readJson("report"), agents };
+}

@@ -1,0 +1,140 @@
+/**
+ * Runs that die are resumed through the library API, without Docker (issue 11
+ * item 5): a runner killed mid-turn (SIGKILL: no clean-up, no report) has its
+ * journal replayed, a tool call that finished is not run again, the one in
+ * flight is reported interrupted; one killed during verification is only
+ * verified again; an errored run resumes in the same process.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { runPaths } from "../../../src/workspace/run-disk.js";
+import { temporaryDirectory } from "../../helpers/git-repository.js";
+import { eventData, eventsFile, fakeRunner, fakeShell, isEvent, toolCall, writeScriptedTask } from "../../helpers/fake-runner.js";
+
+const CHILD = fileURLToPath(new URL("../../helpers/fake-runner-child.ts", import.meta.url));
+
+/** Turn 1's second call is in flight when the runner dies; turns 2 and 3 run after the resume and check what the model sees. */
+const SCRIPT = {
+  turns: [
+    { tool_calls: [toolCall("run_shell", { command: "echo once >> count.txt" })] },
+    { tool_calls: [toolCall("write_file", { path: "a.txt", content: "alpha\n" }), toolCall("run_shell", { command: "sleep 600" })] },
+    {
+      expect: { tool_result_matches: "^Wrote 6 bytes to a\\.txt\\nError: \\[interrupted\\] this tool call has no result[^\\n]*$" },
+      tool_calls: [toolCall("run_shell", { command: "echo twice >> count.txt" }), toolCall("write_file", { path: "b.txt", content: "after resume\n" })],
+    },
+    { content: "Done after the resume." },
+  ],
+};
+
+function runUntilKilled(home: string, task: string, dieAt: string): Promise<{ runId: string; signal: NodeJS.Signals | null; stderr: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", CHILD, home, task, dieAt], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) => child.on("close", (_code, signal) => resolve({ runId: stdout.trim(), signal, stderr })));
+}
+
+describe("resume in the Docker-free tier", () => {
+  it("after the runner is killed mid-turn: finished calls are not run again, the in-flight one is interrupted, the run completes", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task, git } = writeScriptedTask(directory.path, { script: SCRIPT, task: { name: "resume-kill" } });
+
+    const first = await runUntilKilled(fake.home, task, "sleep 600");
+    expect(first.signal, first.stderr).toBe("SIGKILL");
+    const runDirectory = join(fake.home, "runs", first.runId);
+    expect(existsSync(join(runDirectory, "report.json"))).toBe(false);
+
+    const run = await fake.runner.resume(first.runId);
+    expect(run.resumed).toEqual({ atModelCall: 3, earlierEvents: expect.any(Number) });
+    const report = await run.result;
+
+    expect(report).toMatchObject({
+      run_id: first.runId,
+      status: "succeeded",
+      reason: "finished_unverified",
+      resumes: 1,
+      branch: `runner/${first.runId}`,
+      // 2 model calls before the kill, 2 after; calls: echo, write a.txt, the interrupted sleep, echo, write b.txt.
+      steps: 4,
+      tool_calls: 5,
+      final_message: "Done after the resume.",
+    });
+    // The resumed attempt ran only its own commands: the first echo is not played again.
+    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => !command.includes(" ls-tree "))).toEqual(["echo twice >> count.txt"]);
+    expect(git("show", `runner/${first.runId}:count.txt`)).toBe("once\ntwice\n");
+    expect(git("show", `runner/${first.runId}:a.txt`)).toBe("alpha\n");
+    expect(git("show", `runner/${first.runId}:b.txt`)).toBe("after resume\n");
+    expect(git("rev-parse", `runner/${first.runId}`).trim()).toBe(report.head_commit);
+
+    const events = eventsFile(runDirectory);
+    expect(events.slice(0, run.resumed!.earlierEvents).some((envelope) => isEvent(envelope, "run.finished"))).toBe(false);
+    expect(eventData(events, "tool_call.started").filter((data) => String(data.arguments).includes("echo once"))).toHaveLength(1);
+    expect(eventData(events, "tool_call.interrupted")).toEqual([expect.objectContaining({ name: "run_shell", step: 1 })]);
+    expect(eventData(events, "tool_call.replayed")).toEqual([expect.objectContaining({ name: "write_file", step: 1 })]);
+    // The resume's sweep committed the dead attempt's worktree and removed it: the resume makes a new one of the branch.
+    expect(eventData(events, "run.resumed")).toEqual([expect.objectContaining({ resumes: 1, next_step: 2, worktree: "recreated" })]);
+    expect(git("log", "--format=%s", `main..runner/${first.runId}`).trim().split("\n")).toEqual([
+      `agent-runner: resume-kill (run ${first.runId})`,
+      `agent-runner: run ${first.runId} (runner died: partial work)`,
+    ]);
+    expect(git("show", `runner/${first.runId}~1:a.txt`)).toBe("alpha\n");
+    expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "succeeded", exit_code: 0 })]);
+    expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
+    const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as { agents: { main: { messages: { role: string; content: string | null }[] } } };
+    expect(session.agents.main.messages.filter((message) => message.role === "tool" && String(message.content).includes("[interrupted]"))).toHaveLength(1);
+  });
+  it("after the runner is killed during verification: resume verifies the committed work again, without a model call", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: { turns: [{ tool_calls: [toolCall("write_file", { path: "done.txt", content: "done\n" })] }, { content: "Finished." }] },
+      // max_steps 2: all used; the agent had answered, so the resume needs none.
+      task: { name: "resume-verify", max_steps: 2, verify: { command: "grep -q done done.txt", timeout_sec: 30 } },
+    });
+    const first = await runUntilKilled(fake.home, task, "grep -q done done.txt");
+    expect(first.signal, first.stderr).toBe("SIGKILL");
+    const runDirectory = join(fake.home, "runs", first.runId);
+
+    const run = await fake.runner.resume(first.runId);
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "succeeded", reason: "verified", resumes: 1, steps: 2, tool_calls: 1, final_message: "Finished.", verify: { passed: true } });
+    expect(git("show", `runner/${first.runId}:done.txt`)).toBe("done\n");
+    const events = eventsFile(runDirectory);
+    expect(eventData(events, "model_call.started")).toHaveLength(2);
+    expect(eventData(events.slice(run.resumed!.earlierEvents), "model_call.started")).toEqual([]);
+    expect(eventData(events, "verify.finished")).toEqual([expect.objectContaining({ passed: true })]);
+    expect(fake.provider.created.map((sandbox) => sandbox.spec.agentId)).toEqual(["main", "verify"]);
+    expect(existsSync(runPaths(runDirectory).verify)).toBe(false);
+  });
+
+  it("an errored run (the model rate-limited for good) resumes in the same process once the model answers, without redoing finished turns", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const turns = (faults: unknown[]) => [
+      { tool_calls: [toolCall("run_shell", { command: "echo first >> log.txt" })] },
+      { faults, expect: { tool_result_matches: "^exit_code: 0" }, tool_calls: [toolCall("run_shell", { command: "echo second >> log.txt" })] },
+      { content: "Logged twice." },
+    ];
+    const limited = { status: 429, retry_after: 0 };
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: { turns: turns([limited, limited]) },
+      task: { name: "resume-error", model: { provider: "scripted", script: "./script.yaml", max_retries: 1 } },
+    });
+    const failed = await (await fake.runner.start(task)).result;
+    expect(failed).toMatchObject({ status: "error", reason: "rate_limited", steps: 1, tool_calls: 1 });
+
+    writeFileSync(join(directory.path, "script.yaml"), JSON.stringify({ turns: turns([]) }));
+    const run = await fake.runner.resume(failed.run_id);
+    expect(run.resumed).toMatchObject({ atModelCall: 2 });
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "succeeded", resumes: 1, steps: 3, tool_calls: 2, final_message: "Logged twice." });
+    expect(git("show", `runner/${failed.run_id}:log.txt`)).toBe("first\nsecond\n");
+    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual(["echo first >> log.txt", "echo second >> log.txt"]);
+    expect(eventData(eventsFile(run.directory), "run.finished").map((data) => data.status)).toEqual(["error", "succeeded"]);
+  });
+});
