@@ -33,11 +33,19 @@ function hostSpawn(command: string, args: string[]): Promise<void> {
 }
 
 const docker = await requireDocker();
-for (const image of IMAGES) await docker.getImage(image).inspect().catch(() => {
-  throw new Error(`this bench needs ${image} (run \`make setup\`)`);
-});
+for (const image of IMAGES)
+  await docker
+    .getImage(image)
+    .inspect()
+    .catch(() => {
+      throw new Error(`this bench needs ${image} (run \`make setup\`)`);
+    });
 sweepOnSignals(docker);
-console.log(`agent-runner helper bench: node ${process.version}, ${cpus().length} CPUs, load ${loadavg().map((value) => value.toFixed(2)).join(" ")}`);
+console.log(
+  `agent-runner helper bench: node ${process.version}, ${cpus().length} CPUs, load ${loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ")}`,
+);
 const workspace = createWorkspace({ "README.md": "# bench\n" });
 const provider = new DockerSandboxProvider({ docker });
 const registry = new ToolRegistry(workspaceTools());
@@ -82,7 +90,9 @@ try {
     ];
     printTable(`${image}`, rows);
     const ratio = median(trip.tool!) / median(trip.hostTrue!);
-    goals.push(`  ${image}: run_shell round trip <= 1.3x host spawn: ${ratio <= 1.3 ? "MET " : "MISS"} (${ratio.toFixed(2)}x; ${fmt(median(trip.tool!))} vs ${fmt(median(trip.hostTrue!))} ms)`);
+    goals.push(
+      `  ${image}: run_shell round trip <= 1.3x host spawn: ${ratio <= 1.3 ? "MET " : "MISS"} (${ratio.toFixed(2)}x; ${fmt(median(trip.tool!))} vs ${fmt(median(trip.hostTrue!))} ms)`,
+    );
     goals.push(goal(`${image}: container ready`, ready, 300));
   }
   console.log("\n== goals");
@@ -94,6 +104,10 @@ try {
   workspace.dispose();
   const leftovers = await sweepBenchContainers(docker);
   if (leftovers.length) console.log(`swept ${leftovers.length} bench container(s): ${leftovers.join(", ")}`);
-  console.log(`load now ${loadavg().map((value) => value.toFixed(2)).join(" ")}`);
+  console.log(
+    `load now ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
+  );
 }
 process.exit(failed ? 1 : 0);

@@ -9,10 +9,9 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
-import { pack } from "tar-fs";
 
 /** The sandbox image setup builds; the images below derive from it or from the debootstrap base. */
-export const DEFAULT_IMAGE = "agent-runner/sandbox:bookworm";
+const DEFAULT_IMAGE = "agent-runner/sandbox:bookworm";
 /** glibc, bash and coreutils; no Node, python, git or rg (setup's debootstrap base). */
 export const BASE_IMAGE = "agent-runner/base:bookworm";
 /** Debian's statically linked busybox (package busybox-static), copied into `FROM scratch` images. */
@@ -50,7 +49,14 @@ export const EMPTY_IMAGE: TestImage = {
 /** A user's image with its own USER, ENTRYPOINT, CMD and WORKDIR (all of which the runner overrides). */
 export const USER_ENTRYPOINT_IMAGE: TestImage = {
   name: "user-entrypoint-workdir",
-  dockerfile: [`FROM ${BASE_IMAGE}`, "RUN mkdir -p /app && chown 1234:1234 /app", "USER 1234", "WORKDIR /app", 'ENTRYPOINT ["/bin/false"]', 'CMD ["never-run"]'].join("\n"),
+  dockerfile: [
+    `FROM ${BASE_IMAGE}`,
+    "RUN mkdir -p /app && chown 1234:1234 /app",
+    "USER 1234",
+    "WORKDIR /app",
+    'ENTRYPOINT ["/bin/false"]',
+    'CMD ["never-run"]',
+  ].join("\n"),
 };
 
 /**
@@ -65,24 +71,47 @@ export async function ensureTestImage(image: TestImage, docker = new Docker()): 
     const id = await docker
       .getImage(from)
       .inspect()
-      .then((info) => info.Id, () => null);
+      .then(
+        (info) => info.Id,
+        () => null,
+      );
     if (id === null) throw new Error(`the test image ${image.name} is built FROM ${from}, which is not present (run \`make setup\`)`);
     hash.update(id);
   }
   for (const [name, source] of Object.entries(image.files ?? {})) hash.update(`\0${name}\0`).update(readOrThrow(source));
   const tag = `agent-runner/test-${image.name}:${hash.digest("hex").slice(0, 16)}`;
-  if (await docker.getImage(tag).inspect().then(() => true, () => false)) return tag;
+  if (
+    await docker
+      .getImage(tag)
+      .inspect()
+      .then(
+        () => true,
+        () => false,
+      )
+  )
+    return tag;
   const context = mkdtempSync(join(tmpdir(), "agent-runner-test-image-"));
   try {
     writeFileSync(join(context, "Dockerfile"), `${image.dockerfile}\n`);
     writeFileSync(join(context, "marker.txt"), "marker\n");
     for (const [name, source] of Object.entries(image.files ?? {})) copyFileSync(source, join(context, name));
-    const stream: NodeJS.ReadableStream = await docker.buildImage(pack(context) as unknown as NodeJS.ReadableStream, { t: tag, networkmode: "none", rm: true, forcerm: true });
+    const stream: NodeJS.ReadableStream = await docker.buildImage(
+      { context, src: ["Dockerfile", "marker.txt", ...Object.keys(image.files ?? {})] },
+      { t: tag, networkmode: "none", rm: true, forcerm: true },
+    );
     const output = await new Promise<Array<{ error?: string; stream?: string }>>((resolve, reject) => {
-      docker.modem.followProgress(stream, (error: Error | null, result: Array<{ error?: string; stream?: string }>) => (error ? reject(error) : resolve(result)));
+      docker.modem.followProgress(stream, (error: Error | null, result: Array<{ error?: string; stream?: string }>) =>
+        error ? reject(error) : resolve(result),
+      );
     });
     const failure = output.find((line) => line.error);
-    if (failure) throw new Error(`building test image ${tag} failed: ${failure.error}\n${output.map((line) => line.stream ?? "").join("").slice(-2000)}`);
+    if (failure)
+      throw new Error(
+        `building test image ${tag} failed: ${failure.error}\n${output
+          .map((line) => line.stream ?? "")
+          .join("")
+          .slice(-2000)}`,
+      );
     return tag;
   } finally {
     rmSync(context, { recursive: true, force: true });

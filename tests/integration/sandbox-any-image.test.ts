@@ -113,7 +113,7 @@ describe("the helper in a glibc image without Node (agent-runner/base:bookworm)"
 
   it("survives kill -9 -1 by the agent and keeps answering", async () => {
     // kill(-1) spares only its caller: the background sleep dies, the helper (real uid 0) does not.
-    const killed = await sandbox.exec({ command: "sleep 100 & kill -9 -1; wait $!; echo \"sleep-status=$?\"" });
+    const killed = await sandbox.exec({ command: 'sleep 100 & kill -9 -1; wait $!; echo "sleep-status=$?"' });
     expect(killed.stdout).toBe("sleep-status=137\n");
     expect((await sandbox.exec({ command: "echo still-here" })).stdout).toBe("still-here\n");
   });
@@ -151,7 +151,11 @@ describe("the egress proxy whatever the task image is", () => {
     await using workspace = createSandboxWorkspace({});
     const events: NetworkEvent[] = [];
     await using sandbox = await new DockerSandboxProvider().create(
-      testSandboxSpec(workspace.path, { image: BASE_IMAGE, network: { rules: allowRules(["allowed.test"]), allowCidrs: [] }, onNetworkEvent: (event) => events.push(event) }),
+      testSandboxSpec(workspace.path, {
+        image: BASE_IMAGE,
+        network: { rules: allowRules(["allowed.test"]), allowCidrs: [] },
+        onNetworkEvent: (event) => events.push(event),
+      }),
     );
     // Plain bash: one request to the proxy for a host off the list (the proxy refuses it without a lookup).
     const asked = await sandbox.exec({

@@ -20,7 +20,7 @@ import { TaskNetwork } from "./task-network.js";
  * {@link HELPER_CONTAINER_PATH} and run as the container's command, so the
  * image needs nothing (docs/sandbox-helper.md).
  */
-export const HELPER_FILE = fileURLToPath(new URL("../../../build/agent-runner-sandboxd", import.meta.url));
+const HELPER_FILE = fileURLToPath(new URL("../../../build/agent-runner-sandboxd", import.meta.url));
 /** Where a container sees the helper; next to the git metadata (/run/agent-runner/git), a path no image uses. */
 export const HELPER_CONTAINER_PATH = "/run/agent-runner/agent-runner-sandboxd";
 
@@ -35,7 +35,7 @@ let helperCopy: string | null = null;
  * Made once per process. Throws SandboxError (exit 3) with the fix when the
  * helper has not been built.
  */
-export function helperMountSource(): string {
+function helperMountSource(): string {
   if (helperCopy !== null && existsSync(helperCopy)) return helperCopy;
   let binary: Buffer;
   try {

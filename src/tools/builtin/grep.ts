@@ -21,7 +21,7 @@ export const grepTool = defineTool({
     if (!info) return toolError(`path not found: ${target}`);
     const result = await sandbox.exec({
       command:
-        `${requireRipgrep("grep")}cd /workspace && rg --with-filename --line-number --no-heading --color=never --hidden --glob \'!.git\' --max-columns=500 --max-columns-preview ` +
+        `${requireRipgrep("grep")}cd /workspace && rg --with-filename --line-number --no-heading --color=never --hidden --glob '!.git' --max-columns=500 --max-columns-preview ` +
         '${RUNNER_GREP_GLOB:+--glob "$RUNNER_GREP_GLOB"} -e "$RUNNER_GREP_PATTERN" -- "$RUNNER_GREP_PATH" | head -n ' +
         String(MAX_ROWS + 1) +
         " | sed 's|^\\./||'",
