@@ -302,6 +302,7 @@ async function finishWorker(
     skipVerify: (committed) => (outcome.reason === "max_steps" ? "max_steps" : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
     verify: command ? { command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [] } : null,
     verifyContext: {
+      agentId,
       provider: host.provider,
       specFor: (_verifyId, checkout) => host.specFor(`${agentId}-verify`, checkout),
       directory: join(host.workersDirectory, `${agentId}-verify`),

@@ -73,13 +73,22 @@ export class ProgressView implements EventSink {
         const committed = event.data.changed ? `committed ${event.data.commit.slice(0, 10)} on ${event.data.branch}` : "no changes to commit";
         return event.data.left_out_count ? c.yellow(`${committed}${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`) : committed;
       }
+      case "workspace.uncommitted": {
+        const { changed_count: changed, ignored_count: ignored } = event.data;
+        const parts = [changed ? `${changed} uncommitted or untracked (${event.data.changed.join(", ")}${changed > event.data.changed.length ? ", ..." : ""})` : "", ignored ? `${ignored} git-ignored (${event.data.ignored.join(", ")}${ignored > event.data.ignored.length ? ", ..." : ""})` : ""];
+        return c.yellow(`note: the agent works on HEAD; not in its worktree: ${parts.filter(Boolean).join("; ")} — commit what it should see`);
+      }
       case "verify.protected":
-        return `verify: protected paths from ${event.data.from_commit.slice(0, 10)}: ${event.data.restored.length} restored, ${event.data.deleted.length} deleted${event.data.omitted ? ` (+${event.data.omitted})` : ""}`;
+        return `${whose(event.data.agent_id)}verify: protected paths from ${event.data.from_commit.slice(0, 10)}: ${event.data.restored.length} restored, ${event.data.deleted.length} deleted${event.data.omitted ? ` (+${event.data.omitted})` : ""}`;
       case "verify.started":
-        return `${c.bold("verify")} ${event.data.command}`;
-      case "verify.finished":
-        if (event.data.sandbox_lost) return c.red(`verify failed: the sandbox was lost while the command ran (${oneLine(event.data.sandbox_lost, 120)})`);
-        return event.data.passed ? c.green(`verify passed (${event.data.duration_ms} ms)`) : c.red(`verify failed: exit ${event.data.exit_code}${event.data.timed_out ? " (timed out)" : ""}`);
+        return `${whose(event.data.agent_id)}${c.bold("verify")} ${event.data.command}`;
+      case "verify.finished": {
+        const agent = whose(event.data.agent_id);
+        if (event.data.sandbox_lost) return c.red(`${agent}verify failed: the sandbox was lost while the command ran (${oneLine(event.data.sandbox_lost, 120)})`);
+        return event.data.passed
+          ? c.green(`${agent}verify passed (${event.data.duration_ms} ms)`)
+          : c.red(`${agent}verify failed: ${event.data.timed_out ? "timed out" : `exit ${event.data.exit_code}`}`);
+      }
       case "network.denied":
         return c.yellow(`  network: refused ${oneLine(event.data.host, 80)}:${event.data.port} (${event.data.reason})`);
       case "network.proxy_exited":
@@ -145,4 +154,9 @@ function safeStrings<T>(value: T): T {
   if (Array.isArray(value)) return value.map(safeStrings) as T;
   if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, safeStrings(item)])) as T;
   return value;
+}
+
+/** A worker's verify lines name it (`[w1] `); the main agent's need no name. */
+function whose(agentId: string | undefined): string {
+  return agentId && agentId !== "main" ? `[${agentId}] ` : "";
 }

@@ -35,6 +35,8 @@ export interface ProtectedPaths {
 const OUTPUT_TAIL_CHARACTERS = 4000;
 
 export interface VerifyContext {
+  /** Whose work is verified (`main`, `w1`, ...): named in the verify events. */
+  agentId: string;
   provider: SandboxProvider;
   specFor: (agentId: string, worktree: RunWorktree) => Promise<SandboxSpec>;
   /** Host path for the verification checkout; removed afterwards. */
@@ -65,7 +67,7 @@ export async function verifyCommit(
   commit: string,
   context: VerifyContext,
 ): Promise<VerifyResult> {
-  context.events.emit({ type: "verify.started", data: { command: verify.command } });
+  context.events.emit({ type: "verify.started", data: { agent_id: context.agentId, command: verify.command } });
   const patterns = verify.protect ?? [];
   let checkoutCommit = commit;
   let protectedPaths: ProtectedPaths | null = null;
@@ -73,7 +75,7 @@ export async function verifyCommit(
     const applied = await applyProtectedPaths(worktree, commit, context.baseCommit, patterns, `${context.directory}.protect-index`);
     checkoutCommit = applied.commit;
     protectedPaths = { patterns, from_commit: context.baseCommit, restored: applied.restored, deleted: applied.deleted, omitted: applied.omitted };
-    context.events.emit({ type: "verify.protected", data: { ...protectedPaths } });
+    context.events.emit({ type: "verify.protected", data: { agent_id: context.agentId, ...protectedPaths } });
   }
   const checkout = await createDetachedWorktree(worktree, checkoutCommit, context.directory);
   try {
@@ -98,7 +100,7 @@ export async function verifyCommit(
     const passed = exitCode === 0 && !timedOut && !context.signal.aborted;
     context.events.emit({
       type: "verify.finished",
-      data: { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, duration_ms: result?.durationMs ?? Date.now() - started, output_tail: tail.slice(-1000), sandbox_lost: sandboxLost },
+      data: { agent_id: context.agentId, command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, duration_ms: result?.durationMs ?? Date.now() - started, output_tail: tail.slice(-1000), sandbox_lost: sandboxLost },
     });
     return { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, output_tail: tail, sandbox_lost: sandboxLost, protected: protectedPaths };
   } finally {

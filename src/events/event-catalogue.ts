@@ -161,10 +161,13 @@ export const EVENT_CATALOGUE = {
     left_out_count: z.number(),
     timed_out: z.boolean(),
   }),
+  "workspace.uncommitted": event(1, { changed_count: z.number(), changed: z.array(z.string()), ignored_count: z.number(), ignored: z.array(z.string()) }),
   "workspace.merged": event(1, { merged: z.boolean(), branch: z.string().nullable(), detail: z.string() }),
-  "verify.started": event(1, { command: z.string() }),
-  "verify.protected": event(1, { patterns: z.array(z.string()), from_commit: z.string(), restored: z.array(z.string()), deleted: z.array(z.string()), omitted: z.number() }),
+  "verify.started": event(1, { agent_id: z.string().optional(), command: z.string() }),
+  "verify.protected": event(1, { agent_id: z.string().optional(), patterns: z.array(z.string()), from_commit: z.string(), restored: z.array(z.string()), deleted: z.array(z.string()), omitted: z.number() }),
   "verify.finished": event(1, {
+    // Added within v1: lines of older runners lack it, so readers take it as optional.
+    agent_id: z.string().optional(),
     command: z.string(),
     exit_code: z.number().nullable(),
     passed: z.boolean(),

@@ -22,12 +22,15 @@ export interface ResumableRun {
   subagentIds: string[];
   /** The subagents an earlier attempt's report listed (kept in the resumed report). */
   previousAgents: SubagentReport[];
+  /** The run ended `failed` at its step limit: it goes on only with more steps. */
+  stoppedAtStepLimit: boolean;
 }
 
 /**
  * Checks that run `idOrPrefix` under `<home>/runs` can be resumed: it has a
  * task record and a session, no live runner owns it, and it did not end
- * succeeded or failed. Throws ConfigError (exit 2) saying why not.
+ * succeeded or failed (except failed at its step limit, `max_steps`, which
+ * goes on with more steps). Throws ConfigError (exit 2) saying why not.
  */
 export function findResumableRun(home: string, idOrPrefix: string): ResumableRun {
   const runs = join(home, "runs");
@@ -43,8 +46,10 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
     throw new ConfigError(`run ${runId} has no run.json or task.json (it never started, or an older runner made it); start a new run instead`);
   }
   const previous = store.readJson("report") as { status?: string; reason?: string; agents?: SubagentReport[] } | null;
-  if (previous?.status === "succeeded" || previous?.status === "failed") {
-    throw new ConfigError(`run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs can be resumed — start a new run`);
+  // A run that stopped at its step limit can go on with more steps (runner resume --max-steps N); other finished runs are done.
+  const stoppedAtLimit = previous?.status === "failed" && previous.reason === "max_steps";
+  if ((previous?.status === "succeeded" || previous?.status === "failed") && !stoppedAtLimit) {
+    throw new ConfigError(`run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs, and runs stopped at max_steps, can be resumed — start a new run`);
   }
   // A run with a report has ended, even when its runner lives on (a library process that cancelled it).
   if (!previous && isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
@@ -56,7 +61,7 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   const task = JSON.parse(readFileSync(store.path("task"), "utf8")) as Task;
   const subagentIds = [...session.keys()].filter((id) => id !== MAIN_AGENT);
   const previousAgents = (previous?.agents ?? []).filter((agent) => typeof agent?.id === "string");
-  return { task, runId, traceId: lock.trace_id ?? newTraceId(), runDirectory, lock, restored, subagentIds, previousAgents };
+  return { task, runId, traceId: lock.trace_id ?? newTraceId(), runDirectory, lock, restored, subagentIds, previousAgents, stoppedAtStepLimit: stoppedAtLimit };
 }
 
 /**

@@ -82,6 +82,8 @@ export async function resumeRun(run: ResumableRun, dependencies: RunDependencies
   const store = new RunStore(run.runDirectory);
   claimRun(store, run.runId);
   const task = options.maxSteps ? { ...run.task, max_steps: options.maxSteps } : run.task;
+  // A raised step limit is the run's from now on (a later resume reads task.json).
+  if (options.maxSteps) store.writeJson("task", task);
   store.remove("report");
   return executeRun({ task, runId: run.runId, traceId: run.traceId, runDirectory: run.runDirectory, resume: run }, dependencies, options);
 }

@@ -138,19 +138,31 @@ export class Runner {
     return this.launch(validated, options, null, null, (dependencies, runOptions) => runTask(validated, dependencies, runOptions));
   }
 
-  /** Continues an interrupted, crashed or errored run (as `runner resume`); its earlier events replay from events.jsonl. */
+  /**
+   * Continues an interrupted, crashed or errored run, or one stopped at its
+   * step limit (as `runner resume`); its earlier events replay from
+   * events.jsonl. `maxSteps`: that many more model calls from where it stopped
+   * (required for a run stopped at max_steps). Rejects with ConfigError when
+   * the run cannot be resumed, saying why.
+   */
   async resume(runId: string, options: StartOptions & { maxSteps?: number } = {}): Promise<RunHandle> {
     // Sweep first: a run whose runner died gets its worktree committed before it is looked at.
     await this.prepareOnce(null);
     const run = findResumableRun(this.home, runId);
+    const made = run.restored.nextStep;
+    if (run.stoppedAtStepLimit && !options.maxSteps) {
+      throw new ConfigError(`run ${run.runId} stopped at its step limit (${made} model calls, max_steps ${run.task.max_steps}); continue it with --max-steps N (N more model calls)`);
+    }
+    // `maxSteps` more model calls from where the run stopped.
+    const maxSteps = options.maxSteps ? made + options.maxSteps : undefined;
     // A run that already has its final answer needs no model call, only commit and verification.
-    if (finalAnswerOf(run.restored) === undefined && (options.maxSteps ?? run.task.max_steps) <= run.restored.nextStep) {
-      throw new ConfigError(`run ${run.runId} already made ${run.restored.nextStep} of its ${run.task.max_steps} model calls (max_steps); give --max-steps with a higher number`);
+    if (finalAnswerOf(run.restored) === undefined && (maxSteps ?? run.task.max_steps) <= made) {
+      throw new ConfigError(`run ${run.runId} already made ${made} of its ${run.task.max_steps} model calls (max_steps); continue it with --max-steps N (N more model calls)`);
     }
     await resolveRepository(run.task.workspacePath);
     const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
     const resumed = { atModelCall: run.restored.nextStep + 1, earlierEvents: earlier.length };
-    return this.launch(run.task, options, earlier, resumed, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(options.maxSteps ? { maxSteps: options.maxSteps } : {}) }));
+    return this.launch(run.task, options, earlier, resumed, (dependencies, runOptions) => resumeRun(run, dependencies, { ...runOptions, ...(maxSteps ? { maxSteps } : {}) }));
   }
 
   /** Cancels every run this runner started that is still going and waits until each has ended. */

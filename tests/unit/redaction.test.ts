@@ -235,7 +235,7 @@ describe("CloudEventLog with a redactor", () => {
     await using directory = temporaryDirectory();
     const file = join(directory.path, "events.jsonl");
     const log = new CloudEventLog(file, "run-1", "0".repeat(32));
-    log.emit({ type: "verify.started", data: { command: `echo ${tokens.githubPat}` } });
+    log.emit({ type: "verify.started", data: { agent_id: "main", command: `echo ${tokens.githubPat}` } });
     log.close();
     expect(readFileSync(file, "utf8")).toContain(tokens.githubPat);
   });

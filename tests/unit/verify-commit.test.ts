@@ -35,6 +35,7 @@ describe("verifyCommit: a lost sandbox is the agent's verdict, a broken Docker t
   let worktree: RunWorktree;
   let events: RunEvent[];
   const context = (provider: SandboxProvider): VerifyContext => ({
+    agentId: "main",
     provider,
     specFor: async () => ({}) as never,
     directory: join(home.path, "verify"),

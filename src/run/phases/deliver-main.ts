@@ -5,6 +5,7 @@ import { mergeIntoUserBranch } from "../../workspace/merge.js";
 import { writeRunBranchDiff, type CommitOutcome, type RunWorktree } from "../../workspace/run-worktree.js";
 import type { RunReport, RunStatus } from "../run-report.js";
 import type { RunScope } from "../run-scope.js";
+import { MAIN_AGENT } from "../report-counter.js";
 import type { RunEnvironment } from "./start-environment.js";
 import type { RunWorkspace } from "./open-workspace.js";
 
@@ -28,7 +29,7 @@ export async function deliverMainAgent(scope: RunScope, workspace: RunWorkspace,
       throwIfAborted(signal);
     },
     verify: task.verify ?? null,
-    verifyContext: { provider, specFor: environment.specFor, directory: scope.paths.verify, baseCommit: worktree.baseCommit, events, signal },
+    verifyContext: { agentId: MAIN_AGENT, provider, specFor: environment.specFor, directory: scope.paths.verify, baseCommit: worktree.baseCommit, events, signal },
     merge: mergeWanted
       ? () => {
           throwIfAborted(signal);

@@ -7,6 +7,7 @@ import { filesystemUsage } from "../../process/filesystem-usage.js";
 import { closeRunDisk, openRunDisk, type DiskEnforcementChoice, type RunDisk } from "../../workspace/run-disk.js";
 import { checkoutBytes, createRunWorktree, reopenRunWorktree, type RunWorktree } from "../../workspace/run-worktree.js";
 import { writeRunLock } from "../run-lock.js";
+import { uncommittedFiles } from "../../workspace/uncommitted-files.js";
 import type { RunScope } from "../run-scope.js";
 import { WorkDelivery } from "../../delivery/deliver.js";
 import { recordMainCommit } from "./deliver-main.js";
@@ -92,6 +93,13 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
     events.emit({ type: "run.resumed", data: { run_id: runId, resumes: report.resumes, next_step: resume.restored.nextStep, worktree: reused ? "reused" : "recreated" } });
   } else {
     events.emit({ type: "run.started", data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit } });
+  }
+  if (!resume) {
+    // The worktree is HEAD: say once what of the user's checkout the agent will not see.
+    const missing = await uncommittedFiles(worktree.repositoryRoot, worktree.gitConfig);
+    if (missing && missing.changedCount + missing.ignoredCount > 0) {
+      events.emit({ type: "workspace.uncommitted", data: { changed_count: missing.changedCount, changed: missing.changed, ignored_count: missing.ignoredCount, ignored: missing.ignored } });
+    }
   }
   events.emit({ type: "disk.prepared", data: { limit_bytes: disk.limitBytes, enforcement: disk.enforcement, detail: disk.detail } });
   return {

@@ -112,6 +112,35 @@ describe("resume in the Docker-free tier", () => {
     expect(existsSync(runPaths(runDirectory).verify)).toBe(false);
   });
 
+  it("a run stopped at its step limit goes on with --max-steps N more model calls (and only with them), its earlier turns not played again", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: {
+        turns: [
+          { tool_calls: [toolCall("run_shell", { command: "echo one >> steps.txt" })] },
+          { tool_calls: [toolCall("run_shell", { command: "echo two >> steps.txt" })] },
+          { content: "Finished after more steps." },
+        ],
+      },
+      task: { name: "more-steps", max_steps: 1, verify: { command: "grep -q two steps.txt", timeout_sec: 30 } },
+    });
+    const first = await fake.runner.start(task);
+    expect(await first.result).toMatchObject({ status: "failed", reason: "max_steps", steps: 1 });
+
+    await expect(fake.runner.resume(first.id)).rejects.toThrow(/stopped at its step limit \(1 model calls, max_steps 1\); continue it with --max-steps N/);
+    const run = await fake.runner.resume(first.id, { maxSteps: 5 });
+    expect(run.resumed).toEqual({ atModelCall: 2, earlierEvents: expect.any(Number) });
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "succeeded", reason: "verified", resumes: 1, steps: 3, final_message: "Finished after more steps." });
+    expect(git("show", `runner/${first.id}:steps.txt`)).toBe("one\ntwo\n");
+    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual(["echo one >> steps.txt", "echo two >> steps.txt"]);
+    // The raised limit is the run's own now: task.json holds 1 + 5.
+    expect(JSON.parse(readFileSync(join(run.directory, "task.json"), "utf8"))).toMatchObject({ max_steps: 6 });
+    // A finished run stays finished.
+    await expect(fake.runner.resume(first.id, { maxSteps: 5 })).rejects.toThrow(/already ended succeeded/);
+  });
+
   it("an errored run (the model rate-limited for good) resumes in the same process once the model answers, without redoing finished turns", async () => {
     await using directory = temporaryDirectory();
     await using fake = await fakeRunner({ exec: fakeShell() });

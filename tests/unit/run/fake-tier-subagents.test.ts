@@ -54,6 +54,11 @@ describe("subagents in the Docker-free tier", () => {
     // The snapshot and the merge happened with the parent's sandbox frozen.
     expect(fake.provider.sandboxesOf("main")[0]!.freezes).toBe(2);
     expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([expect.objectContaining({ agent_id: "w1", status: "merged", merge: "merged", verify_passed: true, files: ["calc.txt"] })]);
+    // Each verification says whose work it is: the worker's before its merge, then the main agent's.
+    expect(eventData(eventsFile(run.directory), "verify.finished").map((data) => [data.agent_id, data.passed])).toEqual([
+      ["w1", true],
+      ["main", true],
+    ]);
   });
 
   it("a worker whose verification fails is not merged: the parent's files are unchanged, its branch keeps the work", async () => {
