@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-assets.mjs
+SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-assets.mjs scripts/build-helper.sh
 # Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
 BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: help setup docker deps build image link demo typecheck check format test test-unit test-integration bench clean
+.PHONY: help setup docker deps build helper image link demo typecheck check format test test-deps test-unit test-integration bench clean
 
 help:
-	@echo "make setup   Docker engine (if absent), npm deps, build, sandbox image, 'runner' on PATH"
+	@echo "make setup   Docker engine (if absent), npm deps, Go (if absent), build (with the sandbox helper), sandbox image, 'runner' on PATH"
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
 	@echo "make check   typecheck, folder import cycles, dead exports, eslint, prettier (npm run check)"
 	@echo "make test    make check, then all tests: unit, end-to-end and integration (real Docker)"
@@ -32,6 +32,10 @@ dist/.built: $(SOURCES) node_modules/.installed
 	npm run build
 	@touch $@
 
+# The static in-container helper (docs/sandbox-helper.md); npm run build builds it too.
+helper:
+	@bash scripts/build-helper.sh
+
 image: docker
 	@bash sandbox-images/build.sh
 
@@ -52,15 +56,19 @@ check: deps
 format: deps
 	npm run format
 
-test: build check
+test: build check test-deps
 	npx vitest run
 
-# The vitest projects (vitest.config.ts): `unit` needs no Docker daemon, `docker` does.
+# busybox-static for the any-image tests (scripts/ensure-test-deps.sh).
+test-deps:
+	@bash scripts/ensure-test-deps.sh
+
+# The vitest projects (vitest.config.ts): `unit` needs no Docker daemon, `docker` and `docker-no-node` do.
 test-unit: build
 	npx vitest run --project unit
 
-test-integration: build
-	npx vitest run --project docker
+test-integration: build test-deps
+	npx vitest run --project docker --project docker-no-node
 
 bench: deps build
 	npx tsx bench/sandbox.bench.ts
@@ -69,4 +77,4 @@ bench: deps build
 	npx tsx bench/subagents.bench.ts
 
 clean:
-	rm -rf dist node_modules/.installed
+	rm -rf dist build node_modules/.installed

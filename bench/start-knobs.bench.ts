@@ -20,7 +20,7 @@ const workspace = createWorkspace({ "README.md": "x\n" });
 
 /** The runner's exact create options (src's sandboxContainerOptions) running `sleep 60` instead of the daemon. */
 function runnerOptions(): Docker.ContainerCreateOptions {
-  return { ...sandboxContainerOptions(benchSpec(workspace.path), "", benchScratch()), Cmd: ["sleep", "60"] };
+  return { ...sandboxContainerOptions(benchSpec(workspace.path), benchScratch()), Cmd: ["sleep", "60"] };
 }
 
 const knobs: Record<string, (options: Docker.ContainerCreateOptions) => void> = {

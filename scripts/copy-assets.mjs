@@ -1,5 +1,6 @@
-// tsc compiles .ts only; the scripts that run inside containers (the sandbox
-// daemon, the egress proxy) ship as plain CommonJS next to their .js siblings.
+// tsc compiles .ts only; the script that runs inside a container (the egress
+// proxy) ships as plain CommonJS next to its .js siblings. The sandbox helper
+// is a Go binary: scripts/build-helper.sh.
 import { chmodSync, cpSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 

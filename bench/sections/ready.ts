@@ -43,7 +43,7 @@ export interface ReadyResult {
  */
 function floorOptions(spec: ReturnType<typeof benchSpec>): Docker.ContainerCreateOptions {
   return {
-    ...sandboxContainerOptions(spec, "", benchScratch()),
+    ...sandboxContainerOptions(spec, benchScratch()),
     Cmd: ["sleep", "60"],
     AttachStdin: false,
     AttachStdout: false,

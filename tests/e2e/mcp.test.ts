@@ -197,7 +197,7 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
     expect(report.status).toBe("error");
     expect(report.steps).toBe(0);
     // Only the broken server is named as failing; the good one is not blamed.
-    expect(report.error).toMatch(/^MCP server did not start:\n- broken \(in the sandbox: no-such-mcp-server --flag\): it exited while starting \(exit 127[^)]*\); last stderr: .*no-such-mcp-server/);
+    expect(report.error).toMatch(/^MCP server did not start:\n- broken \(in the sandbox: no-such-mcp-server --flag\): "no-such-mcp-server" is not in the sandbox image \S+ \(looked on its PATH\)/);
     expect(report.error).not.toMatch(/- files/);
     expect(result.stdout).toContain("error: MCP server did not start:");
     expect(result.stdout).toContain("- broken (in the sandbox: no-such-mcp-server --flag)");

@@ -6,7 +6,19 @@ import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-p
 import { parseAllowEntry, type AllowRule } from "../../src/sandbox/network-allow-list.js";
 import type { Sandbox, SandboxSpec } from "../../src/sandbox/sandbox.js";
 
-export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm";
+/**
+ * The image sandboxes of this test file use: RUNNER_TEST_IMAGE, else in the
+ * `docker-no-node` test project (vitest.config.ts) the default image without Node
+ * that its global setup built, else the default image.
+ */
+export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? projectImage() ?? "agent-runner/sandbox:bookworm";
+
+function projectImage(): string | undefined {
+  if (process.env.RUNNER_TEST_PROJECT !== "no-node") return undefined;
+  const image = process.env.RUNNER_NO_NODE_IMAGE;
+  if (!image) throw new Error("the docker-no-node test project runs without RUNNER_NO_NODE_IMAGE: its global setup (tests/global-setup-no-node.ts) did not run");
+  return image;
+}
 
 /**
  * Integration tests (and benchmarks) need a running Docker daemon and the

@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { DockerSandboxProvider } from "../../src/sandbox/docker/docker-sandbox-provider.js";
+import { DockerSandboxProvider, HELPER_CONTAINER_PATH } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { RecoveringSandbox } from "../../src/sandbox/recovering-sandbox.js";
 import { createSandboxWorkspace, requireDocker, testSandboxSpec } from "../helpers/docker.js";
 import { createGitRepository } from "../helpers/git-repository.js";
@@ -38,8 +38,8 @@ function containerProcesses(containerId: string): string[] {
   return execFileSync("docker", ["top", containerId, "-eo", "pid,args"], { encoding: "utf8" }).trim().split("\n").slice(1);
 }
 
-/** Finds the daemon's pid inside the container (its process title). */
-const DAEMON_PID = "d=$(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^agent-runner-sandboxd' && echo ${p#/proc/}; done | head -1)";
+/** Finds the helper's pid inside the container (its command line starts with the helper's path). */
+const DAEMON_PID = `d=$(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^${HELPER_CONTAINER_PATH} ' && echo \${p#/proc/}; done | head -1)`;
 
 describe("processes that hide from the daemon", () => {
   it("a non-dumpable, setsid'd, double-forked process dies with its command's timeout", async () => {

@@ -9,6 +9,7 @@ import { realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HELPER_CONTAINER_PATH } from "../../src/sandbox/docker/docker-sandbox-provider.js";
 import { createGitRepository } from "../helpers/git-repository.js";
 import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { parseShellResult, randomToken, runScriptedTask, shellTurn, writeTurn, describeRun, type ScriptedRun } from "./security-harness.js";
@@ -157,7 +158,9 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     const gitEntries = ["HEAD", "objects", "refs", "info", "config", "worktrees/workspace", "worktrees/workspace/gitdir"].map((entry) => `${CONTAINER_GIT}/${entry} ro`);
     // The writable places outside /workspace are the run's own (sandbox.limits.disk); the image itself is read-only.
     const scratch = ["/tmp rw", "/var/tmp rw", "/run/lock rw"];
-    expect(summary).toEqual([`/workspace rw`, "/workspace/.git ro", ...scratch, ...gitEntries].sort());
+    // The sandbox helper, read-only, from a copy in the runner's private temporary directory (docs/sandbox-helper.md).
+    expect(summary).toEqual([`/workspace rw`, "/workspace/.git ro", `${HELPER_CONTAINER_PATH} ro`, ...scratch, ...gitEntries].sort());
+    expect(ours.find((mount) => mount.mountPoint === HELPER_CONTAINER_PATH)!.root).toMatch(/\/agent-runner-helper-\d+\/agent-runner-sandboxd-[0-9a-f]{16}$/);
     expect(mounts.find((mount) => mount.mountPoint === "/")!.options).toContain("ro");
     const byTarget = new Map(ours.map((mount) => [mount.mountPoint, mount]));
     // The run's own files (worktree, scratch directories, the sanitized config) come from the run's own

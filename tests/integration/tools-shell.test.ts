@@ -39,6 +39,12 @@ afterAll(async () => {
 });
 
 describe("run_shell", () => {
+  it("runs in the suite's image without Node (vitest.config.ts: the docker-no-node project), unless RUNNER_TEST_IMAGE says otherwise", async () => {
+    if (process.env.RUNNER_TEST_IMAGE) return;
+    const parts = parseShell((await call("run_shell", { command: "command -v node npx || echo no-node" })).content);
+    expect(parts.stdout).toBe("no-node");
+  });
+
   it("returns a non-zero exit code as data, not as an Error", async () => {
     const result = await call("run_shell", { command: "cat hello.txt; echo oops >&2; exit 3" });
     expect(result.isError).toBeFalsy();

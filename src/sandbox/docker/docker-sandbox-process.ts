@@ -4,7 +4,6 @@ import { PassThrough, Writable, type Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import { SandboxGoneError, type SandboxProcess, type SandboxProcessExit, type SpawnRequest } from "../sandbox.js";
-import { INLINE_SCRIPT_VARIABLE, SANDBOX_GID_VARIABLE, SANDBOX_UID_VARIABLE } from "./inline-script.js";
 
 /** How long kill() waits for the process to go after the in-container kill before it drops the connection, ms. */
 const KILL_WAIT_MS = 5_000;
@@ -20,12 +19,14 @@ interface StartOptions {
   label: string;
   /** Who the process runs as (never the container's root). */
   user: { uid: number; gid: number };
+  /** Where it starts: the workspace's mount point. */
+  workdir: string;
 }
 
 /**
  * Starts `request` in `container` with a Docker exec whose stdin/stdout/stderr
  * are attached (one hijacked connection, demultiplexed). The exec runs as the
- * sandbox user in the workspace root, with the
+ * sandbox user in the workspace's mount point, with the
  * container's environment plus `request.env`; Docker exec processes share the
  * container's cgroup (memory, pids, cpu), capabilities, no-new-privileges,
  * rlimits and network namespace, and die when the container is removed.
@@ -39,14 +40,14 @@ export async function startDockerSandboxProcess(container: Docker.Container, req
   let stream: Duplex;
   try {
     exec = await container.exec({
-      // The daemon's source sits in the container's environment; no one else needs it.
-      Cmd: ["env", "-u", INLINE_SCRIPT_VARIABLE, "-u", SANDBOX_UID_VARIABLE, "-u", SANDBOX_GID_VARIABLE, "--", request.command, ...(request.args ?? [])],
+      // Straight to the command: the image may have no `env` or shell.
+      Cmd: [request.command, ...(request.args ?? [])],
       // The container's user is root (for the daemon alone); the process runs as the sandbox user.
       User: `${options.user.uid}:${options.user.gid}`,
       // Its own marker: the daemon's kill of another command's tree spares it (that kill
       // also takes every process with no marker at all, as one that wiped its environment).
       Env: [...environment, `${MARKER_VARIABLE}=${marker}`],
-      // No WorkingDir: the container's own, the task's workdir (docker-sandbox-provider.ts).
+      WorkingDir: options.workdir,
       AttachStdin: true,
       AttachStdout: true,
       AttachStderr: true,

@@ -1,36 +1,61 @@
-import { readFileSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
+import { privateDirectory } from "../../process/private-directory.js";
 import { WORKSPACE_ROOT, type Sandbox, type SandboxProvider, type SandboxSpec } from "../sandbox.js";
 import { DockerSandbox } from "./docker-sandbox.js";
 import { createScratchDirectory, SCRATCH_MOUNTS } from "./disk-watch.js";
 import { ATTACHED_STDIO, LABEL_RUN_ID, resourceLabels } from "./labels.js";
 import { OPERATION_DEADLINE_MS, SandboxChannel } from "./sandbox-channel.js";
-import { INLINE_SCRIPT_VARIABLE, SANDBOX_GID_VARIABLE, SANDBOX_UID_VARIABLE, inlineScriptCommand } from "./inline-script.js";
 import { TaskNetwork } from "./task-network.js";
 
-const DAEMON_FILE = fileURLToPath(new URL("./daemon/sandbox-daemon.cjs", import.meta.url));
-let cachedDaemonSource: string | null = null;
+/**
+ * The in-container helper: a static binary built from src/sandbox/docker/helper
+ * by `make setup` (scripts/build-helper.sh) into build/, the same path from
+ * src/ (tests) and dist/ (the CLI). Bind-mounted read-only at
+ * {@link HELPER_CONTAINER_PATH} and run as the container's command, so the
+ * image needs nothing (docs/sandbox-helper.md).
+ */
+const HELPER_FILE = fileURLToPath(new URL("../../../build/agent-runner-sandboxd", import.meta.url));
+/** Where a container sees the helper; next to the git metadata (/run/agent-runner/git), a path no image uses. */
+export const HELPER_CONTAINER_PATH = "/run/agent-runner/agent-runner-sandboxd";
+
+let helperCopy: string | null = null;
 
 /**
- * The in-container daemon's source. It travels in an environment variable and
- * runs through `node -e` ({@link inlineScriptCommand}) rather than being copied
- * in with putArchive: one Engine API round trip less (~40 ms of a ~300 ms
- * start, bench/), nothing written into the image's file system, and it works
- * against a remote DOCKER_HOST. ~13 KB, far below Linux's 128 KiB limit for
- * one string (MAX_ARG_STRLEN).
+ * The host file containers mount the helper from: a copy of
+ * {@link HELPER_FILE} in this user's private temporary directory, named by
+ * its content hash (so concurrent runners of different builds never clash).
+ * A bind mount shows its source's path in /proc/self/mountinfo; the copy's
+ * path names neither the checkout nor the home directory the runner lives in.
+ * Made once per process. Throws SandboxError (exit 3) with the fix when the
+ * helper has not been built.
  */
-function daemonSource(): string {
-  cachedDaemonSource ??= readFileSync(DAEMON_FILE, "utf8");
-  return cachedDaemonSource;
+function helperMountSource(): string {
+  if (helperCopy !== null && existsSync(helperCopy)) return helperCopy;
+  let binary: Buffer;
+  try {
+    binary = readFileSync(HELPER_FILE);
+  } catch (error) {
+    throw new SandboxError(`the sandbox helper ${HELPER_FILE} is missing (${errorMessage(error)}); build it with \`make setup\` (or \`bash scripts/build-helper.sh\`, which needs Debian's golang-go)`, { cause: error });
+  }
+  const copy = join(privateDirectory("agent-runner-helper", 0o755), `agent-runner-sandboxd-${createHash("sha256").update(binary).digest("hex").slice(0, 16)}`);
+  if (!existsSync(copy)) {
+    const temporary = `${copy}.${process.pid}`;
+    writeFileSync(temporary, binary, { mode: 0o755 });
+    renameSync(temporary, copy);
+  }
+  helperCopy = copy;
+  return copy;
 }
 
 /**
  * Docker create options of a sandbox container: network none, every
- * capability dropped but the daemon's SETUID/SETGID, no-new-privileges, cgroup limits, commands as an unprivileged user,
+ * capability dropped but the helper's SETUID/SETGID, no-new-privileges, cgroup limits, commands as an unprivileged user,
  * only the workspace (and read-only git metadata) mounted, `--init` so orphans
  * are reaped, and stdin-once so the container ends itself when the runner's
  * attach connection drops. The image's file system is read-only: what the
@@ -40,8 +65,7 @@ function daemonSource(): string {
  * layer would sit on Docker's own disk, where overlay2 on ext4 has no quota).
  * Exported so benchmarks start exactly this container.
  */
-export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scratch: string, network: TaskNetwork | null = null): Docker.ContainerCreateOptions {
-  const workdir = spec.workdir ?? WORKSPACE_ROOT;
+export function sandboxContainerOptions(spec: SandboxSpec, scratch: string, network: TaskNetwork | null = null): Docker.ContainerCreateOptions {
   const proxyEnvironment = network
     ? Object.fromEntries(
         ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"].map((name) => [name, network.proxyUrl]).concat([
@@ -50,23 +74,22 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scrat
         ]),
       )
     : {};
+  const workdir = spec.workdir ?? WORKSPACE_ROOT;
   return {
     name: `agent-runner-${spec.runId}-${spec.agentId}`,
     Image: spec.image,
-    Cmd: inlineScriptCommand(),
+    // The image's ENTRYPOINT, CMD and USER are replaced (its WORKDIR too):
+    // the helper is the container's command, under Docker's init.
+    Cmd: [HELPER_CONTAINER_PATH, "-uid", String(spec.user.uid), "-gid", String(spec.user.gid)],
     Entrypoint: [],
-    // The daemon starts as root and keeps root only as its real and saved uid
-    // (sandbox-daemon.cjs): the agent's processes, which run as spec.user in
+    // The helper starts as root and keeps root only as its real and saved uid
+    // (helper/main.go): the agent's processes, which run as spec.user in
     // all three ids, can neither signal nor ptrace it. Every command it starts,
     // and every Docker exec (docker-sandbox-process.ts), runs as spec.user.
     User: "0:0",
     WorkingDir: workdir,
-    Env: [
-      ...Object.entries({ ...spec.env, ...proxyEnvironment, RUNNER_WORKSPACE: workdir }).map(([key, value]) => `${key}=${value}`),
-      `${SANDBOX_UID_VARIABLE}=${spec.user.uid}`,
-      `${SANDBOX_GID_VARIABLE}=${spec.user.gid}`,
-      `${INLINE_SCRIPT_VARIABLE}=${daemon}`,
-    ],
+    // RUNNER_WORKSPACE: the root the helper confines tool paths to.
+    Env: Object.entries({ ...spec.env, ...proxyEnvironment, RUNNER_WORKSPACE: workdir }).map(([key, value]) => `${key}=${value}`),
     Labels: resourceLabels(spec),
     ...ATTACHED_STDIO,
     ...(network ? { NetworkingConfig: { EndpointsConfig: { [network.name]: { IPAMConfig: { IPv4Address: network.sandboxAddress } } } } } : {}),
@@ -79,7 +102,7 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scrat
 
       ReadonlyRootfs: true,
       CapDrop: ["ALL"],
-      // Only for the daemon to hand its commands to spec.user; a process that
+      // Only for the helper to hand its commands to spec.user; a process that
       // runs as spec.user has none (setuid to a non-zero uid clears them, and
       // no-new-privileges stops setuid binaries and file capabilities).
       CapAdd: ["SETUID", "SETGID"],
@@ -95,6 +118,7 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scrat
       NanoCpus: Math.round(spec.limits.cpus * 1e9),
       IpcMode: "private",
       Mounts: [
+        { Type: "bind", Source: helperMountSource(), Target: HELPER_CONTAINER_PATH, ReadOnly: true },
         { Type: "bind", Source: spec.workspace.hostPath, Target: workdir, ReadOnly: spec.workspace.readOnly ?? false },
         ...SCRATCH_MOUNTS.map(({ name, target }) => ({ Type: "bind" as const, Source: join(scratch, name), Target: target, ReadOnly: false })),
         // No name resolution in the sandbox at all (the proxy resolves allowed
@@ -112,20 +136,31 @@ export function sandboxContainerOptions(spec: SandboxSpec, daemon: string, scrat
   };
 }
 
-/** Milliseconds to wait for the in-container daemon's hello after start. */
+/**
+ * The image the egress proxy runs in: the runner's own (setup builds it), so a
+ * task image needs no Node for its allow-list to work. Its node runs only our
+ * proxy script, in a container of its own.
+ */
+export const PROXY_IMAGE = "agent-runner/sandbox:bookworm";
+
+/** Milliseconds to wait for the in-container helper's hello after start. */
 const READY_TIMEOUT_MS = 30_000;
 
-/** Creates one container per sandbox ({@link sandboxContainerOptions}) and connects to its daemon. */
+/** Creates one container per sandbox ({@link sandboxContainerOptions}) and connects to its helper. */
 export class DockerSandboxProvider implements SandboxProvider {
   readonly docker: Docker;
   /** Network the egress proxies reach the outside through. */
   private readonly egressNetwork: string;
 
-  /** How long the in-container daemon may take to answer a request that is not a command, ms (a miss loses the sandbox). */
+  /** How long the in-container helper may take to answer a request that is not a command, ms (a miss loses the sandbox). */
   private readonly operationDeadlineMs: number;
 
-  constructor(options: { docker?: Docker; egressNetwork?: string; operationDeadlineMs?: number } = {}) {
+  /** Image of the egress proxy containers ({@link PROXY_IMAGE} unless given). */
+  private readonly proxyImage: string;
+
+  constructor(options: { docker?: Docker; egressNetwork?: string; operationDeadlineMs?: number; proxyImage?: string } = {}) {
     this.docker = options.docker ?? new Docker();
+    this.proxyImage = options.proxyImage ?? PROXY_IMAGE;
     this.egressNetwork = options.egressNetwork ?? "bridge";
     this.operationDeadlineMs = options.operationDeadlineMs ?? OPERATION_DEADLINE_MS;
   }
@@ -134,17 +169,20 @@ export class DockerSandboxProvider implements SandboxProvider {
     if (spec.user.uid === 0) {
       throw new SandboxError("refusing to run a sandbox as uid 0; pass an unprivileged uid");
     }
+    helperMountSource();
     await this.requireImage(spec.image);
-    const network = spec.network && spec.network.rules.length > 0 ? await TaskNetwork.create(this.docker, spec) : null;
+    const egress = spec.network !== null && spec.network.rules.length > 0;
+    if (egress) await this.requireProxyImage();
+    const network = egress ? await TaskNetwork.create(this.docker, spec) : null;
     // The proxy starts while the sandbox does (both addresses are fixed); it
     // must be ready before the sandbox is handed out.
-    const proxyStarting = network ? network.startProxy(spec, this.egressNetwork) : Promise.resolve();
+    const proxyStarting = network ? network.startProxy(spec, this.egressNetwork, this.proxyImage) : Promise.resolve();
     proxyStarting.catch(() => undefined);
     let container: Docker.Container | null = null;
     let scratch: string | null = null;
     try {
       scratch = createScratchDirectory(spec.disk.scratchDirectory);
-      container = await this.docker.createContainer(sandboxContainerOptions(spec, daemonSource(), scratch, network)).catch((error: unknown) => {
+      container = await this.docker.createContainer(sandboxContainerOptions(spec, scratch, network)).catch((error: unknown) => {
         throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error });
       });
       const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
@@ -155,8 +193,8 @@ export class DockerSandboxProvider implements SandboxProvider {
         this.operationDeadlineMs,
       );
       await container.start();
-      await withTimeout(channel.ready, READY_TIMEOUT_MS, `sandbox daemon did not start within ${READY_TIMEOUT_MS} ms`).catch((error: unknown) => {
-        throw new SandboxError(`${errorMessage(error)}\n(the image must provide node >= 18 on PATH, bash and a root user; ${spec.image} is built by \`runner image build\`)`);
+      await withTimeout(channel.ready, READY_TIMEOUT_MS, `the sandbox helper did not start within ${READY_TIMEOUT_MS} ms`).catch((error: unknown) => {
+        throw new SandboxError(`${errorMessage(error)}\n(the sandbox helper did not start in ${spec.image}; see docs/sandbox-helper.md)`);
       });
       await proxyStarting;
       return new DockerSandbox(container.id.slice(0, 12), container, channel, spec.user, network, { spec, scratch });
@@ -185,6 +223,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     }
     await this.requireImage(image);
     if (options.egress) {
+      await this.requireProxyImage();
       await this.docker
         .getNetwork(this.egressNetwork)
         .inspect()
@@ -210,6 +249,23 @@ export class DockerSandboxProvider implements SandboxProvider {
       if (info.Mounts.some((mount) => mount.Source === hostPath && mount.RW)) {
         throw new SandboxError(`container ${info.Id.slice(0, 12)} (${info.State}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`);
       }
+    }
+  }
+
+  /** The egress proxy's image must be present whatever the task's image is; SandboxError (exit 3) with the fix if not. */
+  private async requireProxyImage(): Promise<void> {
+    const present = await this.docker
+      .getImage(this.proxyImage)
+      .inspect()
+      .then(
+        () => true,
+        (error: unknown) => {
+          if ((error as { statusCode?: number }).statusCode === 404) return false;
+          throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
+        },
+      );
+    if (!present) {
+      throw new SandboxError(`the egress proxy of a task with sandbox.network.allow runs in the runner's image ${this.proxyImage}, which is not present; build it with \`runner image build\` (or \`make setup\`)`);
     }
   }
 

@@ -185,9 +185,11 @@ export class DockerSandbox implements Sandbox {
   /** A Docker exec in the container (see {@link startDockerSandboxProcess}); it ends with the container. */
   async spawn(request: SpawnRequest): Promise<SandboxProcess> {
     if (this.closed) throw new SandboxGoneError(`sandbox ${this.id} is closed; cannot start ${request.command}`);
+    await this.requireCommand(request);
     const started = await startDockerSandboxProcess(this.container, request, {
       label: this.id,
       user: this.user,
+      workdir: this.made.spec.workdir ?? WORKSPACE_ROOT,
       killInside: async (marker) => {
         await this.channel.request({ op: "kill_spawned", marker });
       },
@@ -195,6 +197,21 @@ export class DockerSandbox implements Sandbox {
     this.processes.add(started);
     void started.exited.then(() => this.processes.delete(started));
     return started;
+  }
+
+  /**
+   * Throws a plain Error (the caller's configuration, not the sandbox, is at
+   * fault) when the image has no `request.command` on PATH: `npx` and `node`
+   * come from the image, which the runner's helper does not provide.
+   */
+  private async requireCommand(request: SpawnRequest): Promise<void> {
+    const { path } = await this.channel.request<{ path: string | null }>({ op: "find_command", command: request.command, env: request.env ?? {} });
+    if (path !== null) return;
+    const image = this.made.spec.image;
+    const node = /^(npx|node|npm|nodejs)$/.test(request.command)
+      ? `; a server started with ${request.command} needs Node.js (node and npx on PATH) in the task image, which ${image} does not have: use an image with Node (e.g. one built FROM agent-runner/sandbox:bookworm), install Node in yours, or run the server on the host with \`trusted: true\``
+      : `; install it in the task image, or use an image that has it`;
+    throw new Error(`"${request.command}" is not in the sandbox image ${image} (looked on its PATH)${node}`);
   }
 
   async close(): Promise<void> {

@@ -29,7 +29,7 @@ interface Pending {
 export const OPERATION_DEADLINE_MS = 30_000;
 
 /**
- * JSON-lines request/response channel to `sandbox-daemon.cjs` over a
+ * JSON-lines request/response channel to the sandbox helper (`helper/`, docs/sandbox-helper.md) over a
  * container's attached stdin/stdout (Docker's multiplexed attach stream).
  * Requests may overlap; responses are matched by id.
  *

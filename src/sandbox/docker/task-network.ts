@@ -106,16 +106,17 @@ export class TaskNetwork {
   }
 
   /**
-   * Starts the egress proxy (the sandbox image's node, our proxy script, an
-   * unprivileged user, no capabilities) and resolves when it listens.
+   * Starts the egress proxy (our proxy script on the node of `proxyImage`, the
+   * runner's own image, whatever the task's image is; an unprivileged user, no
+   * capabilities) and resolves when it listens.
    */
-  async startProxy(spec: SandboxSpec, egressNetwork: string): Promise<void> {
+  async startProxy(spec: SandboxSpec, egressNetwork: string, proxyImage: string): Promise<void> {
     cachedProxySource ??= readFileSync(PROXY_FILE, "utf8");
     const config = { rules: spec.network!.rules, allow_cidrs: spec.network!.allowCidrs };
     try {
       this.proxy = await this.docker.createContainer({
         name: `${this.name}-proxy`,
-        Image: spec.image,
+        Image: proxyImage,
         Cmd: inlineScriptCommand(),
         Entrypoint: [],
         User: "65534:65534",

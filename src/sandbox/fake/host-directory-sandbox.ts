@@ -66,7 +66,7 @@ export interface RecordedCommand {
  * verification checkout, merges) sees exactly the files the agent's tools
  * wrote, yet it never runs a command on the host: `exec` is answered by the
  * test's handler and `spawn` by in-process {@link FakeProgram}s. File
- * operations follow the in-container daemon (sandbox-daemon.cjs): `..` is
+ * operations follow the in-container helper (src/sandbox/docker/helper/files.go): `..` is
  * resolved lexically, symlinks are followed by hand (an absolute target means
  * the container's path), anything ending outside the workspace throws
  * {@link PathOutsideWorkspaceError}, writes are atomic (a fresh inode renamed
@@ -143,7 +143,7 @@ const commandNotFound: HostDirectoryExecHandler = ({ request }) => ({
   stderr: `bash: ${request.command.split(/\s/)[0]}: command not found (the host-directory sandbox runs no command; give the provider an exec handler)\n`,
 });
 
-/** Most symlinks followed while resolving one path, as in sandbox-daemon.cjs (and Linux's MAXSYMLINKS). */
+/** Most symlinks followed while resolving one path, as in the in-container helper (and Linux's MAXSYMLINKS). */
 const MAX_SYMLINK_HOPS = 40;
 
 /** A sandbox of {@link HostDirectorySandboxProvider}: its spec's host directory seen at its workdir (default {@link WORKSPACE_ROOT}). */
@@ -178,7 +178,7 @@ export class HostDirectorySandbox implements Sandbox {
 
   /**
    * Resolves `requested` (workspace relative, or absolute in the container)
-   * the way sandbox-daemon.cjs does and returns the container path and the
+   * the way the in-container helper does and returns the container path and the
    * host path it stands for. Throws PathOutsideWorkspaceError.
    */
   resolve(requested: string): { path: string; hostPath: string } {

@@ -1,6 +1,7 @@
 import { posix } from "node:path";
 import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
+import { requireRipgrep } from "./ripgrep.js";
 
 const MAX_MATCHES = 500;
 
@@ -21,7 +22,7 @@ export const globTool = defineTool({
     // Arguments travel in environment variables: nothing the model sends is parsed by the shell.
     const result = await sandbox.exec({
       command:
-        'cd -- "$RUNNER_GLOB_DIR" && rg --files --hidden --glob \'!.git\' --glob "$RUNNER_GLOB_PATTERN" -0 . ' +
+        `${requireRipgrep("glob")}cd -- "$RUNNER_GLOB_DIR" && rg --files --hidden --glob '!.git' --glob "$RUNNER_GLOB_PATTERN" -0 . ` +
         "| xargs -0 -r stat --format '%Y %n' -- | sort -rn -k1,1 | cut -d' ' -f2- | sed 's|^\\./||'",
       env: { RUNNER_GLOB_DIR: info.path, RUNNER_GLOB_PATTERN: input.pattern },
       timeoutMs: 60_000,

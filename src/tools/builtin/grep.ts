@@ -1,6 +1,7 @@
 import { posix } from "node:path";
 import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
+import { requireRipgrep } from "./ripgrep.js";
 
 const MAX_ROWS = 300;
 
@@ -21,7 +22,7 @@ export const grepTool = defineTool({
     if (!info) return toolError(`path not found: ${target}`);
     const result = await sandbox.exec({
       command:
-        'rg --with-filename --line-number --no-heading --color=never --hidden --glob \'!.git\' --max-columns=500 --max-columns-preview ' +
+        `${requireRipgrep("grep")}rg --with-filename --line-number --no-heading --color=never --hidden --glob '!.git' --max-columns=500 --max-columns-preview ` +
         '${RUNNER_GREP_GLOB:+--glob "$RUNNER_GREP_GLOB"} -e "$RUNNER_GREP_PATTERN" -- "$RUNNER_GREP_PATH" | head -n ' +
         String(MAX_ROWS + 1) +
         " | sed 's|^\\./||'",

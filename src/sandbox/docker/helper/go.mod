@@ -1,0 +1,3 @@
+module agent-runner/sandboxd
+
+go 1.19
