@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
+import { batchCommand } from "./batch-command.js";
 import { execCommand, resumeCommand } from "./exec-command.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { policyCheckCommand } from "./policy-command.js";
@@ -96,6 +97,8 @@ async function main(argv: string[]): Promise<number> {
     .action((id: string) => {
       exitCode = showCommand(runnerHome(), id);
     });
+
+  program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
 
   const policy = program.command("policy").description("validate and explain permission policies (README \"Policies\")");
   policy
