@@ -50,6 +50,11 @@ async function countedTask(directory: string, script: unknown) {
   return { ...written, server };
 }
 
+function parseJunitSuite(xml: string): { tests: string; failures: string; errors: string; skipped: string; testcase: { name: string; failure?: { message: string }; error?: { message: string } }[] } {
+  expect(XMLValidator.validate(xml)).toBe(true);
+  return new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", isArray: (name) => name === "testcase" }).parse(xml).testsuites.testsuite;
+}
+
 function lines(text: string): string[] {
   return text.split("\n").filter(Boolean);
 }
@@ -104,12 +109,8 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
 
     // JUnit: one testcase per run, failure = the agent's, error = infrastructure; it parses as XML.
     const xml = readFileSync(junit, "utf8");
-    expect(XMLValidator.validate(xml)).toBe(true);
     expect(readFileSync(join(home.path, "batches", batchId, "junit.xml"), "utf8")).toBe(xml);
-    const parsed = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "" }).parse(xml) as {
-      testsuites: { testsuite: { tests: string; failures: string; errors: string; testcase: { name: string; failure?: { message: string }; error?: { message: string } }[] } };
-    };
-    const suite = parsed.testsuites.testsuite;
+    const suite = parseJunitSuite(xml);
     expect(suite).toMatchObject({ tests: "4", failures: "1", errors: "2" });
     const names = suite.testcase.map((testcase) => testcase.name);
     expect(new Set(names).size).toBe(4);
@@ -123,6 +124,45 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(JSON.parse(shown.stdout)).toEqual(report);
     const table = await runCli(["batch", "show", batchId], { RUNNER_HOME: home.path });
     expect(table.stdout).toMatch(/^model-down\/task\.yaml +error +connection_error +2 /m);
+  });
+
+  it("SIGINT: the run in flight is cancelled, every report is written, exit 130; tasks not finished are skipped (interrupted)", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory("agent-runner-batch-e2e-");
+    await using home = temporaryDirectory("agent-runner-batch-home-");
+    const tasks = join(directory.path, "tasks");
+    const slow = { turns: [{ tool_calls: [toolCall("run_shell", { command: "sleep 600" })] }, ...WRITE_DONE.turns] };
+    writeScriptedTask(join(tasks, "a-slow"), { script: slow, task: { name: "a-slow", verify: VERIFY_DONE } });
+    writeScriptedTask(join(tasks, "b-waits"), { script: WRITE_DONE, task: { name: "b-waits", verify: VERIFY_DONE } });
+    const junit = join(directory.path, "junit.xml");
+    const running = startCli(["batch", "run", tasks, "-j", "1", "--junit", junit, "--json"], { RUNNER_HOME: home.path });
+    cleanups.push(() => void (running.exited || running.child.kill("SIGKILL")));
+    const batchId = await waitFor("the batch id", () => /^batch (\S+)$/m.exec(running.output().stdout)?.[1], { process: running });
+    const journalFile = join(home.path, "batches", batchId, "batch.jsonl");
+    const runId = await waitFor(
+      "a-slow sleeping in its tool call",
+      () => {
+        const started = existsSync(journalFile) ? lines(readFileSync(journalFile, "utf8")).map((line) => JSON.parse(line) as { type: string; run_id?: string }).find((line) => line.type === "attempt.started") : undefined;
+        return started?.run_id && eventsOfType(readEvents(join(home.path, "runs", started.run_id)), "tool_call.started").length > 0 ? started.run_id : undefined;
+      },
+      { process: running, timeoutMs: 60_000 },
+    );
+    cleanups.push(() => removeContainersOfRun(runId));
+    running.child.kill("SIGINT");
+    const result = await running.result;
+    expect(result.code, result.stderr).toBe(130);
+    const last = JSON.parse(lines(result.stdout).at(-1)!) as { status: string };
+    expect(last.status).toBe("interrupted");
+    const report = readJson<BatchReport>(join(home.path, "batches", batchId, "batch-report.json"));
+    expect(report.tasks.map((task) => [task.name, task.status, task.reason])).toEqual([
+      ["a-slow/task.yaml", "skipped", "interrupted"],
+      ["b-waits/task.yaml", "skipped", "interrupted"],
+    ]);
+    expect(readJson(join(home.path, "runs", runId, "report.json"))).toMatchObject({ status: "cancelled", error: "cancelled: the batch was interrupted" });
+    expect(containersOfRun(runId)).toEqual([]);
+    const suite = parseJunitSuite(readFileSync(junit, "utf8"));
+    expect(suite).toMatchObject({ tests: "2", skipped: "2" });
+    expect(readFileSync(join(home.path, "batches", batchId, "summary.md"), "utf8")).toContain(": interrupted");
   });
 
   it("kill -9 mid-way, then `batch resume`: every task once, runs in flight resumed, no model request to a finished task, totals as uninterrupted", async () => {
