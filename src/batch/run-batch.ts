@@ -93,19 +93,28 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
     return true;
   };
 
+  // One resume at a time: Runner.resume sweeps dead runs before it looks at one, so none looks before that sweep is done.
+  const resumeLock = new Mutex();
+  let openStarts!: () => void;
+  const startsOpen = new Promise<void>((resolve) => (openStarts = resolve));
+
   /** Runs one attempt until it is settled: resumes its run in flight, retries infrastructure errors. */
   const runAttempt = async (entry: BatchPlan["tasks"][number], attempt: number) => {
+    try {
+      await attemptUntilSettled(entry, attempt);
+    } finally {
+      // Whatever happened to the first resume, nothing else waits on it.
+      openStarts();
+    }
+  };
+
+  const attemptUntilSettled = async (entry: BatchPlan["tasks"][number], attempt: number) => {
     const id = entry.id;
     while (!signal.aborted && !stopReason && !settled(id, attempt)) {
       const lines = journal.linesOf(id, attempt);
       const tryNumber = Math.max(0, ...lines.map((line) => line.try));
       const pending = pendingRun(lines, tryNumber);
       if (pending) {
-        const recorded = finishedReport(runner.home, pending);
-        if (recorded) {
-          finish(id, attempt, tryNumber, pending, recorded.outcome, recorded.report);
-          continue;
-        }
         let handle: RunHandle;
         try {
           handle = await resumeLock.runExclusive(() => runner.resume(pending, { signal }));
@@ -115,11 +124,15 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
           if (error instanceof ConfigError) journal.append({ type: "attempt.abandoned", at: now(), task: id, attempt, try: tryNumber, run_id: pending, reason: errorMessage(error) });
           else finish(id, attempt, tryNumber, pending, outcomeOfStartFailure(error), null);
           continue;
+        } finally {
+          openStarts();
         }
         journal.append({ type: "attempt.resumed", at: now(), task: id, attempt, try: tryNumber, run_id: handle.id });
         if (!(await follow(id, attempt, tryNumber, handle))) return;
         continue;
       }
+      await startsOpen;
+      if (signal.aborted || stopReason) return;
       const next = tryNumber + 1;
       let handle: RunHandle;
       try {
@@ -135,12 +148,20 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
   };
 
   const semaphore = new Semaphore(plan.options.jobs);
-  // Runner.resume sweeps dead runs before it looks at one: one resume at a time, so none looks before that sweep is done.
-  const resumeLock = new Mutex();
   try {
-    directory.writeReport(report(false));
-    // The runs in flight when a batch was killed go first: they hold work already paid for.
+    // Runs a killed batch left in flight that finished before it could write that down: their reports are their outcomes.
+    for (const { entry, attempt } of slots) {
+      const lines = journal.linesOf(entry.id, attempt);
+      const tryNumber = Math.max(0, ...lines.map((line) => line.try));
+      const pending = pendingRun(lines, tryNumber);
+      const recorded = pending ? finishedReport(runner.home, pending) : null;
+      if (pending && recorded) finish(entry.id, attempt, tryNumber, pending, recorded.outcome, recorded.report);
+    }
+    // The other runs in flight are resumed first: they hold work already paid for, and the first resume sweeps
+    // the dead batch's leftovers (Runner.resume does, once), which must be done before any new run starts.
     const pendingFirst = [...slots].sort((a, b) => Number(hasPendingRun(journal, b.entry.id, b.attempt)) - Number(hasPendingRun(journal, a.entry.id, a.attempt)));
+    if (!pendingFirst.some(({ entry, attempt }) => hasPendingRun(journal, entry.id, attempt))) openStarts();
+    directory.writeReport(report(false));
     try {
       await Promise.all(pendingFirst.map(({ entry, attempt }) => semaphore.runExclusive(() => runAttempt(entry, attempt))));
     } catch (error) {

@@ -4,7 +4,7 @@
  * the gate, interrupts and resume are checked without Docker. The real CLI
  * with real runs is tests/e2e/batch.test.ts.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -27,6 +27,8 @@ type Scripted = Pick<RunReport, "status" | "reason"> | "hang" | { throws: Error 
 class FakeRunner implements BatchRunner {
   readonly starts: string[] = [];
   readonly resumes: string[] = [];
+  /** Starts and resumes in the order they were called. */
+  readonly calls: string[] = [];
   readonly running = new Set<string>();
   private counter = 0;
   private readonly runsOf = new Map<string, number>();
@@ -41,11 +43,13 @@ class FakeRunner implements BatchRunner {
     const n = (this.runsOf.get(task.name) ?? 0) + 1;
     this.runsOf.set(task.name, n);
     this.starts.push(task.name);
+    this.calls.push(`start ${task.name}`);
     return this.handle(task, this.script(task.name, n), options);
   }
 
   async resume(runId: string, options: StartOptions = {}): Promise<RunHandle> {
     this.resumes.push(runId);
+    this.calls.push(`resume ${runId}`);
     const name = this.taskOfRun.get(runId) ?? runId.split("#")[0]!;
     return this.handle({ name } as Task, this.onResume(name), options, runId);
   }
@@ -229,6 +233,8 @@ describe("runBatch", () => {
     const resumed = await runBatch(again, directory, new AbortController().signal);
     expect(again.resumes.sort()).toEqual(slowRuns.sort());
     expect(again.starts).toEqual(["d-later"]);
+    // The first resume (which sweeps the dead batch's leftovers) comes before any new run starts.
+    expect(again.calls[0]).toMatch(/^resume /);
     expect(resumed).toMatchObject({ status: "passed", exit_code: 0 });
     // The resumed runs are the same attempts (one run each), not new ones.
     for (const entry of resumed.tasks) expect(entry.attempts.map((attempt) => attempt.status)).toEqual(["succeeded"]);
@@ -236,6 +242,23 @@ describe("runBatch", () => {
     const types = directory.readJournal().map((line: JournalLine) => line.type);
     expect(types.filter((type) => type === "attempt.interrupted")).toHaveLength(2);
     expect(types.filter((type) => type === "attempt.resumed")).toHaveLength(2);
+  });
+
+  it("resume takes the report.json of a run that finished before the batch wrote that down: no resume, no new run", async () => {
+    const { home, directory } = makeBatch(["x"]);
+    const controller = new AbortController();
+    const first = new FakeRunner(home, () => "hang");
+    const running = runBatch(first, directory, controller.signal);
+    await waitUntil(() => first.running.size === 1);
+    controller.abort();
+    const runId = (await running).tasks[0]!.attempts[0]!.run_id!;
+    mkdirSync(join(home, "runs", runId), { recursive: true });
+    writeFileSync(join(home, "runs", runId, "report.json"), JSON.stringify(report(runId, failedVerify)));
+    const again = new FakeRunner(home, () => ok);
+    const result = await runBatch(again, directory, new AbortController().signal);
+    expect(again.calls).toEqual([]);
+    expect(task(result, "x")).toMatchObject({ status: "failed", reason: "verify_failed" });
+    expect(task(result, "x").attempts.map((attempt) => attempt.run_id)).toEqual([runId]);
   });
 
   it("resume starts a new try when the run in flight cannot be resumed (it stays in attempts[] as abandoned, costing no retry)", async () => {
