@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { BatchOptions, BatchPlan, BatchStatus, JournalLine, Tokens } from "./batch-state.js";
+import { ConfigError } from "../errors.js";
 import type { BatchTaskStatus } from "./outcomes.js";
 
 /** One run of a task (an attempt's try), as batch-report.json lists it. */
@@ -49,6 +50,8 @@ export interface BatchReport {
   gate: { min_pass_rate: number; max_errors: number; passed: boolean; detail: string };
   /** Ids of flaky tasks. */
   flaky: string[];
+  /** For a report made by `runner batch merge`: the batch ids of the shard reports. */
+  merged_from?: string[];
 }
 
 export interface BatchTotals {
@@ -172,22 +175,79 @@ export function buildBatchReport(plan: BatchPlan, journal: JournalLine[], home: 
     return { name: id, task_file, status: outcome.status, reason: outcome.reason, error: outcome.error, flaky, attempts: all };
   });
 
-  const totals = totalsOf(tasks, journal, erroredAttempts);
-  const gate = gateOf(totals, plan.options);
-  const status = state.ended ? finalStatus(totals, plan.options, gate.passed, state.interrupted) : "running";
+  return reportOf(
+    { batch_id: plan.batch_id, created_at: plan.created_at, input: plan.input, options: plan.options },
+    tasks,
+    totalsOf(tasks, erroredAttempts, wallTime(journal)),
+    state.ended ? { interrupted: state.interrupted } : null,
+  );
+}
+
+/** The report around tasks and totals: the gate, and the status (null `ended`: running). */
+function reportOf(
+  header: Pick<BatchReport, "batch_id" | "created_at" | "input" | "options"> & { merged_from?: string[] },
+  tasks: BatchTaskReport[],
+  totals: BatchTotals,
+  ended: { interrupted: boolean } | null,
+): BatchReport {
+  const gate = gateOf(totals, header.options);
+  const status = ended ? finalStatus(totals, header.options, gate.passed, ended.interrupted) : "running";
   return {
-    batch_id: plan.batch_id,
+    ...header,
     status,
     exit_code: status === "running" ? null : exitCodeOf(status),
-    created_at: plan.created_at,
     updated_at: new Date().toISOString(),
-    input: plan.input,
-    options: plan.options,
     tasks,
     totals,
     gate,
     flaky: tasks.filter((task) => task.flaky).map((task) => task.name),
   };
+}
+
+/** The options a merge requires to be equal across shard reports: they decide outcomes and the gate. */
+const MERGE_KEYS = ["attempts", "retries", "min_pass_rate", "max_errors", "filter", "limit"] as const;
+
+/**
+ * One report from the reports of a batch's shards (`runner batch merge`):
+ * their tasks (each exactly once, in id order), totals recomputed over all
+ * of them and the gate, so the result equals the report of the same batch
+ * run unsharded, except ids, times (`wall_ms` is the longest shard's: they
+ * run side by side) and `options.shard`. Status `interrupted` when any shard
+ * was. Throws ConfigError when a report is still running, the shards'
+ * outcome options differ, or a task is in two of them.
+ */
+export function mergeBatchReports(reports: { file: string; report: BatchReport }[], batchId: string): BatchReport {
+  const [first] = reports;
+  if (!first) throw new ConfigError("batch merge: give at least one batch-report.json");
+  const seen = new Map<string, string>();
+  for (const { file, report } of reports) {
+    if (report.status === "running") throw new ConfigError(`${file}: batch ${report.batch_id} is still running (or was killed: \`runner batch resume ${report.batch_id}\` first)`);
+    for (const key of MERGE_KEYS) {
+      if (report.options[key] !== first.report.options[key]) {
+        throw new ConfigError(`${file}: options.${key} is ${JSON.stringify(report.options[key])} but ${first.file} has ${JSON.stringify(first.report.options[key])}; merge only shards of one batch`);
+      }
+    }
+    for (const task of report.tasks) {
+      const earlier = seen.get(task.name);
+      if (earlier) throw new ConfigError(`task ${task.name} is in both ${earlier} and ${file}; merge each shard once`);
+      seen.set(task.name, file);
+    }
+  }
+  const tasks = reports.flatMap(({ report }) => report.tasks).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const erroredAttempts = reports.reduce((sum, { report }) => sum + report.totals.errored_attempts, 0);
+  const wallMs = Math.max(...reports.map(({ report }) => report.totals.wall_ms));
+  return reportOf(
+    {
+      batch_id: batchId,
+      created_at: reports.map(({ report }) => report.created_at).sort()[0]!,
+      input: first.report.input,
+      options: { ...first.report.options, shard: null, junit: null, summary: null },
+      merged_from: reports.map(({ report }) => report.batch_id),
+    },
+    tasks,
+    totalsOf(tasks, erroredAttempts, wallMs),
+    { interrupted: reports.some(({ report }) => report.status === "interrupted") },
+  );
 }
 
 function taskOutcome(finals: BatchAttempt[]): { status: BatchTaskStatus; reason: string; error: string | null } {
@@ -200,7 +260,7 @@ function taskOutcome(finals: BatchAttempt[]): { status: BatchTaskStatus; reason:
   return { status: decisive.status, reason: decisive.reason, error: decisive.error };
 }
 
-function totalsOf(tasks: BatchTaskReport[], journal: JournalLine[], erroredAttempts: number): BatchTotals {
+function totalsOf(tasks: BatchTaskReport[], erroredAttempts: number, wallMs: number): BatchTotals {
   const count = (status: BatchTaskStatus) => tasks.filter((task) => task.status === status).length;
   const runs = tasks.flatMap((task) => task.attempts);
   const finished = runs.filter((run) => run.status !== "skipped");
@@ -215,7 +275,6 @@ function totalsOf(tasks: BatchTaskReport[], journal: JournalLine[], erroredAttem
   const durations = finished.map((run) => run.duration_ms).filter((value): value is number => typeof value === "number");
   const succeeded = count("succeeded");
   const error = count("error");
-  const times = journal.map((line) => Date.parse(line.at)).filter((time) => !Number.isNaN(time));
   return {
     tasks: tasks.length,
     succeeded,
@@ -229,7 +288,7 @@ function totalsOf(tasks: BatchTaskReport[], journal: JournalLine[], erroredAttem
     retries: countRetries(tasks),
     tokens,
     duration_ms: durations.length ? { p50: nearestRank(durations, 0.5), p90: nearestRank(durations, 0.9), max: Math.max(...durations) } : null,
-    wall_ms: wallTime(journal, times),
+    wall_ms: wallMs,
   };
 }
 
@@ -247,13 +306,14 @@ function countRetries(tasks: BatchTaskReport[]): number {
 }
 
 /** Time the batch ran: each process's span from its `batch.started`/`batch.resumed` line to its last line. */
-function wallTime(journal: JournalLine[], times: number[]): number {
+function wallTime(journal: JournalLine[]): number {
+  const times = journal.map((line) => Date.parse(line.at));
   let total = 0;
   let start: number | null = null;
   let last: number | null = null;
   for (const [index, line] of journal.entries()) {
-    const time = times[index] ?? null;
-    if (time === null) continue;
+    const time = times[index]!;
+    if (Number.isNaN(time)) continue;
     if (line.type === "batch.started" || line.type === "batch.resumed") {
       if (start !== null && last !== null) total += last - start;
       start = time;

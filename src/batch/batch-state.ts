@@ -101,12 +101,17 @@ export class BatchDirectory {
     return new BatchDirectory(join(home, "batches", batchId));
   }
 
-  file(name: "batch.json" | "batch.jsonl" | "batch-report.json" | "junit.xml" | "summary.md"): string {
+  file(name: "batch.json" | "batch.jsonl" | "batch-report.json" | "junit.xml" | "summary.md" | "report.html"): string {
     return join(this.path, name);
   }
 
-  create(plan: BatchPlan): void {
+  /** Makes the directory (mode 0700); a merged batch has only that and its reports. */
+  make(): void {
     mkdirSync(this.path, { recursive: true, mode: 0o700 });
+  }
+
+  create(plan: BatchPlan): void {
+    this.make();
     writeAtomically(this.file("batch.json"), `${JSON.stringify(plan, null, 2)}\n`);
   }
 

@@ -1,12 +1,13 @@
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command } from "commander";
-import { buildBatchReport, type BatchReport } from "../batch/batch-report.js";
+import { buildBatchReport, mergeBatchReports, type BatchReport } from "../batch/batch-report.js";
 import { BatchDirectory, type BatchOptions, type BatchPlan } from "../batch/batch-state.js";
 import { discoverTasks, parseFilter, parseShard, selectTasks } from "../batch/discover-tasks.js";
 import { runBatch, type BatchProgress } from "../batch/run-batch.js";
 import { formatBatchTable } from "../batch/summary.js";
-import { ConfigError } from "../errors.js";
+import { writeBatchReports } from "../batch/write-reports.js";
+import { ConfigError, errorMessage } from "../errors.js";
 import { newRunId } from "../run/run-id.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner } from "../runner/runner.js";
@@ -27,7 +28,7 @@ interface RunFlags {
 }
 
 /**
- * `runner batch run | resume | show` (docs/batch.md). `signal` is the CLI's
+ * `runner batch run | resume | merge | show` (docs/batch.md). `signal` is the CLI's
  * interrupt (SIGINT/SIGTERM); `exit` receives the exit code.
  */
 export function batchCommand(signal: AbortSignal, exit: (code: number) => void): Command {
@@ -61,6 +62,18 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .option("--json", "print the final report line as JSON: {batch_id, status, report}")
     .action(async (batchId: string, flags: { json?: boolean }) => {
       exit(await batchResume(batchId, flags, signal));
+    });
+  batch
+    .command("merge")
+    .exitOverride()
+    .description("one report from the batch-report.json of each shard (as the unsharded batch would report, timings aside)")
+    .argument("<reports...>", "batch-report.json files, one per shard")
+    .option("--junit <file>", "also write the merged JUnit XML there")
+    .option("--summary <file>", "also write the merged markdown summary there")
+    .option("--json", "print the final report line as JSON: {batch_id, status, report}")
+    .addHelpText("after", "\nExit code: the merged gate's (0 passed, 1 failed, 3 infrastructure stop, 130 a shard was interrupted); 2 for reports that do not belong together.")
+    .action((files: string[], flags: { junit?: string; summary?: string; json?: boolean }) => {
+      exit(batchMerge(files, flags));
     });
   batch
     .command("show")
@@ -142,10 +155,31 @@ function batchShow(batchId: string, flags: { json?: boolean }): number {
   return 0;
 }
 
+function batchMerge(files: string[], flags: { junit?: string; summary?: string; json?: boolean }): number {
+  const reports = files.map((file) => {
+    if (!existsSync(file)) throw new ConfigError(`${file}: no such file (give the batch-report.json of each shard)`);
+    try {
+      return { file, report: JSON.parse(readFileSync(file, "utf8")) as BatchReport };
+    } catch (error) {
+      throw new ConfigError(`${file}: not a batch-report.json (${errorMessage(error)})`);
+    }
+  });
+  const home = runnerHome();
+  const merged = mergeBatchReports(reports, newRunId());
+  merged.options = { ...merged.options, junit: flags.junit ? resolve(flags.junit) : null, summary: flags.summary ? resolve(flags.summary) : null };
+  const directory = BatchDirectory.of(home, merged.batch_id);
+  directory.make();
+  writeBatchReports(directory, merged);
+  process.stdout.write(`batch ${merged.batch_id}\n`);
+  if (flags.json) process.stdout.write(`${JSON.stringify({ batch_id: merged.batch_id, status: merged.status, report: directory.file("batch-report.json") })}\n`);
+  else process.stdout.write(`${terminalSafe(formatBatchTable(merged))}\nreport: ${directory.file("batch-report.json")}\n`);
+  return merged.exit_code ?? 3;
+}
+
 function existingBatch(home: string, batchId: string): BatchDirectory {
   if (!/^[\w.-]+$/.test(batchId)) throw new ConfigError(`batch id "${batchId}": expected an id as \`runner batch run\` printed it (\`batch <id>\`)`);
   const directory = BatchDirectory.of(home, batchId);
-  if (!existsSync(directory.file("batch.json"))) throw new ConfigError(`no batch ${batchId} in ${home}/batches (the id is the first line \`runner batch run\` printed)`);
+  if (!existsSync(directory.file("batch.json")) && !existsSync(directory.file("batch-report.json"))) throw new ConfigError(`no batch ${batchId} in ${home}/batches (the id is the first line \`runner batch run\` printed)`);
   return directory;
 }
 

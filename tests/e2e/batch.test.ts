@@ -124,6 +124,22 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(JSON.parse(shown.stdout)).toEqual(report);
     const table = await runCli(["batch", "show", batchId], { RUNNER_HOME: home.path });
     expect(table.stdout).toMatch(/^model-down\/task\.yaml +error +connection_error +2 /m);
+
+    // report.html links each run's directory and patch.diff, relative to the batch directory.
+    const batchDirectory = join(home.path, "batches", batchId);
+    const hrefs = [...readFileSync(join(batchDirectory, "report.html"), "utf8").matchAll(/href="([^"]+)"/g)].map((match) => match[1]!);
+    const runs = report.tasks.flatMap((task) => task.attempts);
+    expect(hrefs.filter((href) => !href.endsWith("/patch.diff")).sort()).toEqual(runs.map((run) => `../../runs/${run.run_id}`).sort());
+    expect(hrefs.filter((href) => href.endsWith("/patch.diff"))).toHaveLength(runs.filter((run) => run.patch).length);
+    for (const href of hrefs) expect(existsSync(join(batchDirectory, decodeURI(href))), href).toBe(true);
+
+    // `batch merge` of the one shard there is: the same tasks and totals, the same exit code, a batch of its own.
+    const merged = await runCli(["batch", "merge", last.report, "--json"], { RUNNER_HOME: home.path });
+    expect(merged.code, merged.stderr).toBe(0);
+    const mergedReport = readJson<BatchReport>(JSON.parse(lines(merged.stdout).at(-1)!).report);
+    expect(mergedReport.tasks).toEqual(report.tasks);
+    expect({ ...mergedReport.totals, wall_ms: 0 }).toEqual({ ...report.totals, wall_ms: 0 });
+    expect(mergedReport.merged_from).toEqual([batchId]);
   });
 
   it("SIGINT: the run in flight is cancelled, every report is written, exit 130; tasks not finished are skipped (interrupted)", async () => {

@@ -7,18 +7,20 @@
 import { describe, expect, it } from "vitest";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
 import type { Task } from "../../src/config/load-task.js";
-import { buildBatchReport, nearestRank, type BatchReport } from "../../src/batch/batch-report.js";
+import { buildBatchReport, mergeBatchReports, nearestRank, type BatchReport } from "../../src/batch/batch-report.js";
+import { shardOf } from "../../src/batch/discover-tasks.js";
+import { htmlReport } from "../../src/batch/html-report.js";
 import type { BatchPlan, JournalLine } from "../../src/batch/batch-state.js";
 import { junitXml } from "../../src/batch/junit.js";
 import { markdownSummary } from "../../src/batch/summary.js";
 
-function plan(ids: string[], attempts = 1): BatchPlan {
+function plan(ids: string[], attempts = 1, taskFile = (id: string, index: number) => `/in/tasks.jsonl:${index + 1}`): BatchPlan {
   return {
     batch_id: "20261201-120000-abcd",
     created_at: "2026-12-01T12:00:00.000Z",
     input: { path: "/in", kind: "jsonl", root: "/in" },
     options: { jobs: 4, attempts, retries: 1, min_pass_rate: 0.5, max_errors: 10, filter: null, shard: null, limit: null, junit: null, summary: null },
-    tasks: ids.map((id, index) => ({ id, task_file: `/in/tasks.jsonl:${index + 1}`, task: { name: "t" } as Task })),
+    tasks: ids.map((id, index) => ({ id, task_file: taskFile(id, index), task: { name: "t" } as Task })),
     discovered: ids.length,
   };
 }
@@ -128,5 +130,69 @@ describe("batch-report.json totals", () => {
     expect(report.totals.duration_ms).toEqual({ p50: 5000, p90: 9000, max: 10_000 });
     expect(report.totals).toMatchObject({ pass_rate: 0.8, pass_rate_without_errors: 1, errored_attempts: 2 });
     expect(nearestRank([5], 0.9)).toBe(5);
+  });
+});
+
+describe("runner batch merge", () => {
+  it("the shards' reports merge into the unsharded report (ids and timings aside)", () => {
+    // Sorted, as discovery hands them over.
+    const ids = Array.from({ length: 30 }, (_, index) => `suite/t${index}/task.yaml`).sort();
+    const journal: JournalLine[] = [{ type: "batch.started", at: new Date(clock).toISOString(), pid: 1 }];
+    for (const [index, id] of ids.entries()) {
+      if (index % 5 === 0) journal.push(...finished(id, "error", "rate_limited"), ...finished(id, "succeeded", "verified", { try: 2 }));
+      else if (index % 7 === 0) journal.push(...finished(id, "error", "SandboxError"), ...finished(id, "error", "SandboxError", { try: 2 }));
+      else journal.push(...finished(id, index % 3 ? "succeeded" : "failed", index % 3 ? "verified" : "verify_failed", { duration: 1000 + index * 100 }));
+    }
+    const unsharded = buildBatchReport(plan(ids), journal, "/home", ended);
+    const shards = [1, 2, 3].map((index) => {
+      const shardIds = ids.filter((id) => shardOf(id, 3) === index);
+      const shardPlan = { ...plan(shardIds, 1, (id) => `/in/tasks.jsonl:${ids.indexOf(id) + 1}`), batch_id: `shard-${index}` };
+      shardPlan.options.shard = `${index}/3`;
+      const lines = journal.filter((line) => !("task" in line) || shardIds.includes(line.task));
+      return { file: `shard-${index}.json`, report: buildBatchReport(shardPlan, lines, "/home", ended) };
+    });
+    expect(shards.every(({ report }) => report.tasks.length > 0)).toBe(true);
+    const merged = mergeBatchReports(shards, "merged");
+    const comparable = (report: BatchReport) => ({
+      ...report,
+      batch_id: null,
+      updated_at: null,
+      merged_from: null,
+      options: { ...report.options, shard: null },
+      totals: { ...report.totals, wall_ms: null },
+    });
+    expect(comparable(merged)).toEqual(comparable(unsharded));
+    expect(merged.merged_from).toEqual(["shard-1", "shard-2", "shard-3"]);
+    expect(merged.totals).toMatchObject({ tasks: 30, error: unsharded.totals.error, errored_attempts: unsharded.totals.errored_attempts });
+  });
+
+  it("refuses reports that do not belong together: a task twice, other outcome options, a running batch", () => {
+    const one = buildBatchReport(plan(["a"]), finished("a", "succeeded", "verified"), "/home", ended);
+    expect(() => mergeBatchReports([{ file: "x.json", report: one }, { file: "y.json", report: one }], "m")).toThrow(/task a is in both x\.json and y\.json/);
+    const other = buildBatchReport({ ...plan(["b"]), options: { ...plan(["b"]).options, attempts: 3 } }, [], "/home", ended);
+    expect(() => mergeBatchReports([{ file: "x.json", report: one }, { file: "z.json", report: other }], "m")).toThrow(/z\.json: options\.attempts is 3 but x\.json has 1/);
+    const running = buildBatchReport(plan(["c"]), [], "/home", { ...ended, ended: false });
+    expect(() => mergeBatchReports([{ file: "r.json", report: running }], "m")).toThrow(/r\.json: batch .* is still running/);
+  });
+});
+
+describe("report.html", () => {
+  it("a table of every task with links (relative to the batch directory) to each run and its patch; text escaped", () => {
+    const ids = [`<script>alert("x")</script> & 'q'/task.yaml`, "plain/task.yaml"];
+    const report = buildBatchReport(plan(ids), [...finished(ids[0]!, "failed", "verify_failed"), ...finished(ids[1]!, "succeeded", "verified")], "/home", ended);
+    const html = htmlReport(report, "/home/batches/b1");
+    expect(html).not.toContain("<script>");
+    expect(XMLValidator.validate(html)).toBe(true);
+    const parsed = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", htmlEntities: true, isArray: (name) => ["tr", "a", "li"].includes(name) }).parse(html) as {
+      html: { body: { table: { tbody: { tr: { td: (string | { ul: { li: { a: { href: string; "#text": string }[] }[] } })[] }[] } } } };
+    };
+    const rows = parsed.html.body.table.tbody.tr;
+    expect(rows.map((row) => row.td[0])).toEqual([`<script>alert("x")</script> & 'q'/task.yaml`, "plain/task.yaml"]);
+    const links = (rows[1]!.td[3] as { ul: { li: { a: { href: string; "#text": string }[] }[] } }).ul.li[0]!.a;
+    const runId = report.tasks[1]!.attempts[0]!.run_id!;
+    expect(links.map((anchor) => [anchor.href, anchor["#text"]])).toEqual([
+      [`../../runs/${runId}`, runId],
+      [`../../runs/${runId}/patch.diff`, "patch.diff"],
+    ]);
   });
 });
