@@ -57,10 +57,11 @@ export interface Tokens {
  *   resume continues it.
  * - `attempt.abandoned`: the run of a killed batch could not be resumed
  *   (`reason`); the attempt starts again as a new try.
- * - `batch.started`, `batch.resumed`, `batch.finished` (with `status`).
+ * - `batch.started`, `batch.resumed` (the process: `pid`, and `owner`, which
+ *   survives pid reuse: src/process/process-owner.ts), `batch.finished` (with `status`).
  */
 export type JournalLine =
-  | { type: "batch.started" | "batch.resumed"; at: string; pid: number }
+  | { type: "batch.started" | "batch.resumed"; at: string; pid: number; owner?: string }
   | { type: "batch.finished"; at: string; status: BatchStatus }
   | { type: "attempt.started" | "attempt.resumed" | "attempt.interrupted"; at: string; task: string; attempt: number; try: number; run_id: string }
   | { type: "attempt.abandoned"; at: string; task: string; attempt: number; try: number; run_id: string; reason: string }

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { Mutex, Semaphore } from "async-mutex";
 import type { Task } from "../config/load-task.js";
 import { ConfigError, errorMessage } from "../errors.js";
+import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, StartOptions } from "../runner/runner.js";
 import { attemptSettled, buildBatchReport, type BatchReport, type SkipReason } from "./batch-report.js";
@@ -48,7 +49,13 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
   // One abort listener per run in flight (each start, each follow).
   setMaxListeners(0, signal);
   const journal = new BatchJournal(directory);
-  journal.append({ type: journal.lines.length > 0 ? "batch.resumed" : "batch.started", at: now(), pid: process.pid });
+  const lastProcess = journal.lines.findLast((line) => line.type === "batch.started" || line.type === "batch.resumed");
+  const endedSince = lastProcess && journal.lines.slice(journal.lines.lastIndexOf(lastProcess)).some((line) => line.type === "batch.finished");
+  if (lastProcess && "owner" in lastProcess && !endedSince && isOwnerAlive(lastProcess.owner)) {
+    journal.close();
+    throw new ConfigError(`batch ${plan.batch_id} is still running (process ${lastProcess.pid}); stop it first (Ctrl-C or kill), then resume`);
+  }
+  journal.append({ type: journal.lines.length > 0 ? "batch.resumed" : "batch.started", at: now(), pid: process.pid, owner: currentOwner() });
   const { retries, max_errors: maxErrors, attempts } = plan.options;
   let stopReason: SkipReason | null = null;
   const slots = plan.tasks.flatMap((entry) => Array.from({ length: attempts }, (_, index) => ({ entry, attempt: index + 1 })));

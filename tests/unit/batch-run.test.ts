@@ -16,6 +16,7 @@ import type { BatchReport } from "../../src/batch/batch-report.js";
 import { BatchDirectory, type BatchOptions, type JournalLine } from "../../src/batch/batch-state.js";
 import { outcomeOfReport } from "../../src/batch/outcomes.js";
 import { runBatch, type BatchRunner } from "../../src/batch/run-batch.js";
+import { currentOwner } from "../../src/process/process-owner.js";
 
 type Scripted = Pick<RunReport, "status" | "reason"> | "hang" | { throws: Error };
 
@@ -259,6 +260,15 @@ describe("runBatch", () => {
     expect(again.calls).toEqual([]);
     expect(task(result, "x")).toMatchObject({ status: "failed", reason: "verify_failed" });
     expect(task(result, "x").attempts.map((attempt) => attempt.run_id)).toEqual([runId]);
+  });
+
+  it("a batch whose process still runs is not resumed by another (exit 2)", async () => {
+    const { home, directory } = makeBatch(["x"]);
+    // As a live batch process leaves its journal: started, no batch.finished.
+    writeFileSync(directory.file("batch.jsonl"), `${JSON.stringify({ type: "batch.started", at: new Date().toISOString(), pid: process.pid, owner: currentOwner() })}\n`);
+    const runner = new FakeRunner(home, () => ok);
+    await expect(runBatch(runner, directory, new AbortController().signal)).rejects.toThrow(/batch b1 is still running \(process \d+\); stop it first/);
+    expect(runner.calls).toEqual([]);
   });
 
   it("resume starts a new try when the run in flight cannot be resumed (it stays in attempts[] as abandoned, costing no retry)", async () => {
