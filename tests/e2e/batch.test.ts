@@ -67,12 +67,14 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     const tasks = join(directory.path, "tasks");
     writeScriptedTask(join(tasks, "passes"), { script: WRITE_DONE, task: { name: "passes", verify: VERIFY_DONE } });
     writeScriptedTask(join(tasks, "fails-verify"), { script: { turns: [{ content: "I did nothing." }] }, task: { name: "fails-verify", verify: VERIFY_DONE } });
+    // The agent's code outlasting its verification is the agent's failure, never an infrastructure error.
+    writeScriptedTask(join(tasks, "verify-hangs"), { script: WRITE_DONE, task: { name: "verify-hangs", verify: { command: "sleep 60", timeout_sec: 1 } } });
     const port = await closedPort();
     useEndpoint(writeScriptedTask(join(tasks, "model-down"), { script: WRITE_DONE, task: { name: "model-down", verify: VERIFY_DONE } }).task, `http://127.0.0.1:${port}/v1`);
     const junit = join(directory.path, "out", "junit.xml");
     const summary = join(directory.path, "out", "summary.md");
     const result = await runCli(
-      ["batch", "run", tasks, "-j", "2", "--retries", "1", "--max-errors", "1", "--min-pass-rate", "0.5", "--junit", junit, "--summary", summary, "--json"],
+      ["batch", "run", tasks, "-j", "2", "--retries", "1", "--max-errors", "1", "--min-pass-rate", "0.3", "--junit", junit, "--summary", summary, "--json"],
       { RUNNER_HOME: home.path, OPENAI_API_KEY: "test-key" },
     );
     const out = lines(result.stdout);
@@ -84,11 +86,13 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
 
     const report = readJson<BatchReport>(last.report);
     const byName = Object.fromEntries(report.tasks.map((task) => [task.name, task]));
-    expect(Object.keys(byName)).toEqual(["fails-verify/task.yaml", "model-down/task.yaml", "passes/task.yaml"]);
+    expect(Object.keys(byName)).toEqual(["fails-verify/task.yaml", "model-down/task.yaml", "passes/task.yaml", "verify-hangs/task.yaml"]);
     expect(byName["passes/task.yaml"]).toMatchObject({ status: "succeeded", reason: "verified", task_file: join(tasks, "passes", "task.yaml") });
     // The agent's failure: never an error, never retried.
     expect(byName["fails-verify/task.yaml"]).toMatchObject({ status: "failed", reason: "verify_failed" });
     expect(byName["fails-verify/task.yaml"]!.attempts).toHaveLength(1);
+    expect(byName["verify-hangs/task.yaml"]).toMatchObject({ status: "failed", reason: "verify_timed_out" });
+    expect(byName["verify-hangs/task.yaml"]!.attempts).toHaveLength(1);
     // The endpoint down: an infrastructure error, retried once, both runs kept with their run ids.
     const down = byName["model-down/task.yaml"]!;
     expect(down).toMatchObject({ status: "error", reason: "connection_error" });
@@ -97,23 +101,23 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       [2, "error", "connection_error"],
     ]);
     for (const attempt of down.attempts) expect(readJson(join(home.path, "runs", attempt.run_id!, "report.json"))).toMatchObject({ status: "error", reason: "connection_error" });
-    expect(new Set(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id))).size).toBe(4);
-    expect(report.totals).toMatchObject({ tasks: 3, succeeded: 1, failed: 1, error: 1, skipped: 0, pass_rate: 1 / 3, pass_rate_without_errors: 0.5, runs: 4, retries: 1, errored_attempts: 1 });
+    expect(new Set(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id))).size).toBe(5);
+    expect(report.totals).toMatchObject({ tasks: 4, succeeded: 1, failed: 2, error: 1, skipped: 0, pass_rate: 1 / 4, pass_rate_without_errors: 1 / 3, runs: 5, retries: 1, errored_attempts: 1 });
     expect(report.totals.tokens.prompt).toBeGreaterThan(0);
     expect(report.totals.duration_ms!.p90).toBeGreaterThanOrEqual(report.totals.duration_ms!.p50);
 
     // batch.jsonl: every start (with its run id) and every finish, one JSON line each.
     const journal = lines(readFileSync(join(home.path, "batches", batchId, "batch.jsonl"), "utf8")).map((line) => JSON.parse(line) as { type: string; run_id?: string });
     expect(journal.filter((line) => line.type === "attempt.started").map((line) => line.run_id).sort()).toEqual(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id)).sort());
-    expect(journal.filter((line) => line.type === "attempt.finished")).toHaveLength(4);
+    expect(journal.filter((line) => line.type === "attempt.finished")).toHaveLength(5);
 
     // JUnit: one testcase per run, failure = the agent's, error = infrastructure; it parses as XML.
     const xml = readFileSync(junit, "utf8");
     expect(readFileSync(join(home.path, "batches", batchId, "junit.xml"), "utf8")).toBe(xml);
     const suite = parseJunitSuite(xml);
-    expect(suite).toMatchObject({ tests: "4", failures: "1", errors: "2" });
+    expect(suite).toMatchObject({ tests: "5", failures: "2", errors: "2" });
     const names = suite.testcase.map((testcase) => testcase.name);
-    expect(new Set(names).size).toBe(4);
+    expect(new Set(names).size).toBe(5);
     expect(suite.testcase.find((testcase) => testcase.name.startsWith("fails-verify"))!.failure!.message).toBe("verify_failed");
     expect(suite.testcase.filter((testcase) => testcase.error?.message === "connection_error")).toHaveLength(2);
     expect(readFileSync(summary, "utf8")).toMatch(/\| model-down\/task\.yaml \| error \| connection_error \|/);
