@@ -84,6 +84,9 @@ export type JournalLine =
 /** A journal line about one attempt of one task. */
 export type AttemptLine = Extract<JournalLine, { task: string }>;
 
+/** A batch process's start line. */
+export type ProcessLine = Extract<JournalLine, { type: "batch.started" | "batch.resumed" }>;
+
 /** A finished try. */
 export type FinishedLine = Extract<JournalLine, { type: "attempt.finished" }>;
 

@@ -4,8 +4,9 @@ import type { RunReport } from "../run/run-report.js";
 /** A batch task's (and a task attempt's) outcome (docs/batch.md "Outcomes"). */
 export type BatchTaskStatus = "succeeded" | "failed" | "error" | "skipped";
 
+/** The outcome of one finished run (or refused start); `skipped` is the batch's word for what never finished. */
 export interface Outcome {
-  status: BatchTaskStatus;
+  status: Exclude<BatchTaskStatus, "skipped">;
   /** The run's report.json reason (`verified`, `verify_failed`, `rate_limited`, `SandboxError`, ...), or the batch's (`interrupted`, `not_run`, ...). */
   reason: string;
   error: string | null;

@@ -8,7 +8,7 @@ import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, StartOptions } from "../runner/runner.js";
 import { attemptSettled, buildBatchReport, type BatchReport, type SkipReason } from "./batch-report.js";
-import { BatchJournal, type AttemptLine, type BatchDirectory, type BatchPlan, type BatchStatus, type FinishedLine } from "./batch-state.js";
+import { BatchJournal, type AttemptLine, type BatchDirectory, type BatchPlan, type BatchStatus, type FinishedLine, type ProcessLine } from "./batch-state.js";
 import { outcomeOfReport, outcomeOfStartFailure, type Outcome } from "./outcomes.js";
 import { writeBatchReports } from "./write-reports.js";
 
@@ -38,20 +38,21 @@ export interface BatchProgress {
  * attempts are never run again.
  *
  * Stops starting runs when `signal` aborts (the runs in flight are
- * cancelled with `RunHandle.cancel` and stay unsettled, for resume) or when more attempts than
- * `max_errors` ended in an infrastructure error (the runs in flight finish:
- * status `error`). Writes every report (batch-report.json, junit.xml,
- * summary.md and the `--junit`/`--summary` copies) in every case, and
- * returns the final report.
+ * cancelled with `RunHandle.cancel` and stay unsettled, for resume) or when
+ * more attempts than `max_errors` ended in an infrastructure error (the runs
+ * in flight finish: status `error`). Writes every report (batch-report.json,
+ * junit.xml, summary.md, report.html and the `--junit`/`--summary` copies)
+ * in every case, and returns the final report. Throws ConfigError when
+ * another live process runs this batch.
  */
 export async function runBatch(runner: BatchRunner, directory: BatchDirectory, signal: AbortSignal, progress?: BatchProgress): Promise<BatchReport> {
   const plan = directory.readPlan();
   // One abort listener per run in flight (each start, each follow).
   setMaxListeners(0, signal);
   const journal = new BatchJournal(directory);
-  const lastProcess = journal.lines.findLast((line) => line.type === "batch.started" || line.type === "batch.resumed");
+  const lastProcess = journal.lines.findLast((line): line is ProcessLine => line.type === "batch.started" || line.type === "batch.resumed");
   const endedSince = lastProcess && journal.lines.slice(journal.lines.lastIndexOf(lastProcess)).some((line) => line.type === "batch.finished");
-  if (lastProcess && "owner" in lastProcess && !endedSince && isOwnerAlive(lastProcess.owner)) {
+  if (lastProcess?.owner && !endedSince && isOwnerAlive(lastProcess.owner)) {
     journal.close();
     throw new ConfigError(`batch ${plan.batch_id} is still running (process ${lastProcess.pid}); stop it first (Ctrl-C or kill), then resume`);
   }
@@ -72,7 +73,7 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
       attempt,
       try: tryNumber,
       run_id: runId,
-      status: outcome.status as FinishedLine["status"],
+      status: outcome.status,
       reason: outcome.reason,
       error: outcome.error,
       steps: runReport?.steps ?? null,

@@ -131,6 +131,10 @@ describe("batch-report.json totals", () => {
     expect(report.totals).toMatchObject({ pass_rate: 0.8, pass_rate_without_errors: 1, errored_attempts: 2 });
     expect(nearestRank([5], 0.9)).toBe(5);
   });
+
+  it("an empty shard (a CI matrix wider than the batch) passes", () => {
+    expect(buildBatchReport(plan([]), [], "/home", ended)).toMatchObject({ status: "passed", exit_code: 0, gate: { passed: true }, totals: { tasks: 0, pass_rate: null } });
+  });
 });
 
 describe("runner batch merge", () => {
