@@ -6,6 +6,7 @@ import { Argument, Command, CommanderError } from "commander";
 import { COMPLETION_SHELLS, completionScript, type CompletionShell } from "./completion.js";
 import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
+import { batchCommand } from "./batch-command.js";
 import { runnerHome } from "../runner/runner-home.js";
 
 // Only what every command needs is imported here. Each command imports its own modules when it runs
@@ -143,6 +144,8 @@ async function main(argv: string[]): Promise<number> {
       const { showCommand } = await import("./runs-command.js");
       exitCode = showCommand(runnerHome(), id);
     });
+
+  program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
 
   const policy = program.command("policy").description("validate and explain permission policies (README \"Policies\")");
   policy

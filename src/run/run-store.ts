@@ -62,7 +62,7 @@ export class RunStore {
 }
 
 /** Writes `content` to `path` (mode 0600) through `<path>.tmp` and a rename. */
-function writeAtomically(path: string, content: string): void {
+export function writeAtomically(path: string, content: string): void {
   const temporary = `${path}.tmp`;
   writeFileSync(temporary, content, { mode: 0o600 });
   renameSync(temporary, path);

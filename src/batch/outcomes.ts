@@ -1,0 +1,56 @@
+import { RunnerError, errorMessage } from "../errors.js";
+import type { RunReport } from "../run/run-report.js";
+
+/** A batch task's (and a task attempt's) outcome (docs/batch.md "Outcomes"). */
+export type BatchTaskStatus = "succeeded" | "failed" | "error" | "skipped";
+
+/** The outcome of one finished run (or refused start); `skipped` is the batch's word for what never finished. */
+export interface Outcome {
+  status: Exclude<BatchTaskStatus, "skipped">;
+  /** The run's report.json reason (`verified`, `verify_failed`, `rate_limited`, `SandboxError`, ...), or the batch's (`interrupted`, `not_run`, ...). */
+  reason: string;
+  error: string | null;
+}
+
+/**
+ * Run reasons of status `error` that the agent's own doing causes, so they are
+ * `failed` and never earn a retry: the conversation outgrew the model's
+ * context window after clearing and compaction (README "Context management"),
+ * which another attempt of the same agent reproduces.
+ */
+const AGENT_CAUSED_ERROR_REASONS = new Set(["context_window_exceeded"]);
+
+/**
+ * The batch outcome of one finished run (the contract in docs/batch.md
+ * "Outcomes"): `succeeded` as the run says; `failed` for everything the
+ * agent's work causes (the run's own `failed`: verify failed or timed out,
+ * also when the verify code killed its sandbox or ran out of memory in it,
+ * `max_steps`, `commit_timed_out`, `disk_limit_exceeded`; and
+ * {@link AGENT_CAUSED_ERROR_REASONS}); `error` for the infrastructure reasons
+ * a run reports with status `error` (Docker and the sandbox: `SandboxError`;
+ * the model endpoint after its retries: `rate_limited`, `server_error`,
+ * `timeout`, `connection_error`, ...; `runner_died`, `internal_error`).
+ * Returns null for `cancelled`: the run did not finish, and `runner batch
+ * resume` continues it.
+ */
+export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "error">): Outcome | null {
+  switch (report.status) {
+    case "succeeded":
+    case "failed":
+      return { status: report.status, reason: report.reason, error: report.error ?? null };
+    case "error":
+      return { status: AGENT_CAUSED_ERROR_REASONS.has(report.reason) ? "failed" : "error", reason: report.reason, error: report.error ?? null };
+    case "cancelled":
+      return null;
+  }
+}
+
+/**
+ * The outcome of a start that was refused before a run existed
+ * (`Runner.startTask` rejected): Docker or the image unusable (SandboxError)
+ * is the infrastructure's; it is named by the error class, as report.json
+ * names the errors that end a run.
+ */
+export function outcomeOfStartFailure(error: unknown): Outcome {
+  return { status: "error", reason: error instanceof RunnerError ? error.name : "internal_error", error: errorMessage(error) };
+}

@@ -1,0 +1,154 @@
+import { existsSync, readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { buildBatchReport, mergeBatchReports, type BatchReport } from "../batch/batch-report.js";
+import { BatchDirectory, type BatchOptions, type BatchPlan } from "../batch/batch-state.js";
+import { discoverTasks, parseFilter, parseShard, selectTasks } from "../batch/discover-tasks.js";
+import { runBatch, type BatchProgress } from "../batch/run-batch.js";
+import { formatBatchTable } from "../batch/summary.js";
+import { writeBatchReports } from "../batch/write-reports.js";
+import { ConfigError, errorMessage } from "../errors.js";
+import { newRunId } from "../run/run-id.js";
+import { runnerHome } from "../runner/runner-home.js";
+import { Runner } from "../runner/runner.js";
+import { terminalSafe } from "../terminal-text.js";
+
+
+/** Flags of `runner batch run` as commander parses them. */
+export interface RunFlags {
+  jobs: string;
+  shard?: string;
+  filter?: string;
+  limit?: string;
+  attempts: string;
+  retries: string;
+  minPassRate: string;
+  maxErrors: string;
+  junit?: string;
+  summary?: string;
+  json?: boolean;
+}
+
+export async function batchRun(input: string, flags: RunFlags, signal: AbortSignal): Promise<number> {
+  const options = parseRunFlags(flags);
+  const selection = {
+    ...(options.filter !== null ? { filter: parseFilter(options.filter) } : {}),
+    ...(options.shard !== null ? { shard: parseShard(options.shard) } : {}),
+    ...(options.limit !== null ? { limit: options.limit } : {}),
+  };
+  const discovered = await discoverTasks(input);
+  const selected = selectTasks(discovered.tasks, selection);
+  // An empty shard is a CI matrix wider than the batch; an empty filter is a typo.
+  if (selected.length === 0 && options.shard === null) throw new ConfigError(`--filter ${options.filter}: matches none of the ${discovered.tasks.length} task ids (e.g. ${discovered.tasks[0]!.id})`);
+  const home = runnerHome();
+  const plan: BatchPlan = {
+    batch_id: newRunId(),
+    created_at: new Date().toISOString(),
+    input: { path: resolve(input), kind: discovered.kind, root: discovered.root },
+    options,
+    tasks: selected.map(({ id, task_file, task }) => ({ id, task_file, task })),
+    discovered: discovered.tasks.length,
+  };
+  const directory = BatchDirectory.of(home, plan.batch_id);
+  directory.create(plan);
+  return execute(directory, plan.batch_id, home, flags.json ?? false, signal);
+}
+
+export async function batchResume(batchId: string, flags: { json?: boolean }, signal: AbortSignal): Promise<number> {
+  const home = runnerHome();
+  const directory = existingBatch(home, batchId);
+  const plan = directory.readPlan();
+  const last = directory.readJournal().at(-1);
+  if (last?.type === "batch.finished" && last.status !== "interrupted" && last.status !== "error") {
+    throw new ConfigError(`batch ${batchId} already ended ${last.status}; nothing to resume (\`runner batch show ${batchId}\`)`);
+  }
+  return execute(directory, plan.batch_id, home, flags.json ?? false, signal);
+}
+
+async function execute(directory: BatchDirectory, batchId: string, home: string, json: boolean, signal: AbortSignal): Promise<number> {
+  process.stdout.write(`batch ${batchId}\n`);
+  const out = json ? process.stderr : process.stdout;
+  const progress: BatchProgress = {
+    finished(task, attempt, tryNumber, runId, outcome, settled) {
+      const which = attempt > 1 || tryNumber > 1 ? ` (attempt ${attempt}, try ${tryNumber})` : "";
+      out.write(terminalSafe(`[${settled.done}/${settled.total}] ${task}${which}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}`) + "\n");
+    },
+  };
+  const runner = Runner.create({ home });
+  const report = await runBatch(runner, directory, signal, progress);
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ batch_id: report.batch_id, status: report.status, report: directory.file("batch-report.json") })}\n`);
+  } else {
+    process.stdout.write(`${terminalSafe(formatBatchTable(report))}\nreport: ${directory.file("batch-report.json")}\n`);
+  }
+  return report.exit_code ?? 3;
+}
+
+export function batchShow(batchId: string, flags: { json?: boolean }): number {
+  const home = runnerHome();
+  const directory = existingBatch(home, batchId);
+  const file = directory.file("batch-report.json");
+  // A batch killed before it wrote a report still has its plan and journal.
+  const report: BatchReport = existsSync(file)
+    ? (JSON.parse(readFileSync(file, "utf8")) as BatchReport)
+    : buildBatchReport(directory.readPlan(), directory.readJournal(), home, { ended: false, interrupted: false, skipReason: "not_run" });
+  if (flags.json) process.stdout.write(existsSync(file) ? readFileSync(file, "utf8") : `${JSON.stringify(report, null, 2)}\n`);
+  else process.stdout.write(`${terminalSafe(formatBatchTable(report))}\n`);
+  return 0;
+}
+
+export function batchMerge(files: string[], flags: { junit?: string; summary?: string; json?: boolean }): number {
+  const reports = files.map((file) => {
+    if (!existsSync(file)) throw new ConfigError(`${file}: no such file (give the batch-report.json of each shard)`);
+    try {
+      return { file, report: JSON.parse(readFileSync(file, "utf8")) as BatchReport };
+    } catch (error) {
+      throw new ConfigError(`${file}: not a batch-report.json (${errorMessage(error)})`);
+    }
+  });
+  const home = runnerHome();
+  const merged = mergeBatchReports(reports, newRunId());
+  merged.options = { ...merged.options, junit: flags.junit ? resolve(flags.junit) : null, summary: flags.summary ? resolve(flags.summary) : null };
+  const directory = BatchDirectory.of(home, merged.batch_id);
+  directory.make();
+  writeBatchReports(directory, merged);
+  process.stdout.write(`batch ${merged.batch_id}\n`);
+  if (flags.json) process.stdout.write(`${JSON.stringify({ batch_id: merged.batch_id, status: merged.status, report: directory.file("batch-report.json") })}\n`);
+  else process.stdout.write(`${terminalSafe(formatBatchTable(merged))}\nreport: ${directory.file("batch-report.json")}\n`);
+  return merged.exit_code ?? 3;
+}
+
+function existingBatch(home: string, batchId: string): BatchDirectory {
+  if (!/^[\w.-]+$/.test(batchId)) throw new ConfigError(`batch id "${batchId}": expected an id as \`runner batch run\` printed it (\`batch <id>\`)`);
+  const directory = BatchDirectory.of(home, batchId);
+  if (!existsSync(directory.file("batch.json")) && !existsSync(directory.file("batch-report.json"))) throw new ConfigError(`no batch ${batchId} in ${home}/batches (the id is the first line \`runner batch run\` printed)`);
+  return directory;
+}
+
+function parseRunFlags(flags: RunFlags): BatchOptions {
+  return {
+    jobs: integer(flags.jobs, "-j", 1),
+    attempts: integer(flags.attempts, "--attempts", 1),
+    retries: integer(flags.retries, "--retries", 0),
+    min_pass_rate: rate(flags.minPassRate),
+    max_errors: integer(flags.maxErrors, "--max-errors", 0),
+    filter: flags.filter ?? null,
+    shard: flags.shard ?? null,
+    limit: flags.limit === undefined ? null : integer(flags.limit, "--limit", 1),
+    junit: flags.junit ? resolve(flags.junit) : null,
+    summary: flags.summary ? resolve(flags.summary) : null,
+  };
+}
+
+function integer(value: string, flag: string, least: number): number {
+  const number = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(number) || number < least) {
+    throw new ConfigError(`${flag}: expected a whole number of at least ${least}, got "${value}"`);
+  }
+  return number;
+}
+
+function rate(value: string): number {
+  const number = Number(value);
+  if (value.trim() === "" || !Number.isFinite(number) || number < 0 || number > 1) throw new ConfigError(`--min-pass-rate: expected a number from 0 to 1 such as 0.8, got "${value}"`);
+  return number;
+}

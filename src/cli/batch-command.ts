@@ -1,0 +1,65 @@
+import { Command } from "commander";
+import type { RunFlags } from "./batch-actions.js";
+
+// The definitions only: each action imports ./batch-actions.js (the Runner, dockerode, the batch modules) when it runs,
+// so `runner --help` and the other quick commands do not load them (src/cli/main.ts).
+
+/**
+ * `runner batch run | resume | merge | show` (docs/batch.md). `signal` is the CLI's
+ * interrupt (SIGINT/SIGTERM); `exit` receives the exit code.
+ */
+export function batchCommand(signal: AbortSignal, exit: (code: number) => void): Command {
+  // addCommand does not pass the program's settings on: usage errors must still reach main as CommanderError (exit 2).
+  const batch = new Command("batch").description("run many tasks as one batch: shards, retries, resume, JUnit and markdown reports (docs/batch.md)").exitOverride();
+  batch
+    .command("run")
+    .exitOverride()
+    .description("run every task of a directory, a quoted glob, a list file (.txt) or a JSONL file of tasks")
+    .argument("<input>", "directory of task dirs / task.yaml files, a quoted glob, list.txt, or tasks.jsonl")
+    .option("-j, --jobs <n>", "runs at once, in this process", "4")
+    .option("--shard <i/n>", "run only shard i of n (stable, by a hash of the task id)")
+    .option("--filter <regex>", "run only tasks whose id matches")
+    .option("--limit <n>", "run at most n tasks (the first by id, after --filter and --shard)")
+    .option("--attempts <k>", "independent attempts per task (pass@k; a flaky list)", "1")
+    .option("--retries <n>", "new tries of an attempt that ended in an infrastructure error (never of an agent failure)", "0")
+    .option("--min-pass-rate <x>", "gate: least pass rate (0..1) among tasks without infrastructure errors", "1")
+    .option("--max-errors <n>", "gate: attempts that may end in an infrastructure error; past it the batch stops (exit 3)", "0")
+    .option("--junit <file>", "also write the JUnit XML there")
+    .option("--summary <file>", "also write the markdown summary there (e.g. $GITHUB_STEP_SUMMARY)")
+    .option("--json", "print the final report line as JSON: {batch_id, status, report}")
+    .addHelpText("after", "\nExit codes: 0 the gate passes, 1 it does not, 2 bad input, 3 infrastructure stop, 130 interrupted.")
+    .action(async (input: string, flags: RunFlags) => {
+      exit(await (await import("./batch-actions.js")).batchRun(input, flags, signal));
+    });
+  batch
+    .command("resume")
+    .exitOverride()
+    .description("continue a batch: finished tasks never run again; runs in flight resume from their journal")
+    .argument("<batch-id>", "the batch id (`batch <id>`, the first line `batch run` printed)")
+    .option("--json", "print the final report line as JSON: {batch_id, status, report}")
+    .action(async (batchId: string, flags: { json?: boolean }) => {
+      exit(await (await import("./batch-actions.js")).batchResume(batchId, flags, signal));
+    });
+  batch
+    .command("merge")
+    .exitOverride()
+    .description("one report from the batch-report.json of each shard (as the unsharded batch would report, timings aside)")
+    .argument("<reports...>", "batch-report.json files, one per shard")
+    .option("--junit <file>", "also write the merged JUnit XML there")
+    .option("--summary <file>", "also write the merged markdown summary there")
+    .option("--json", "print the final report line as JSON: {batch_id, status, report}")
+    .addHelpText("after", "\nExit code: the merged gate's (0 passed, 1 failed, 3 infrastructure stop, 130 a shard was interrupted); 2 for reports that do not belong together.")
+    .action(async (files: string[], flags: { junit?: string; summary?: string; json?: boolean }) => {
+      exit((await import("./batch-actions.js")).batchMerge(files, flags));
+    });
+  batch
+    .command("show")
+    .exitOverride()
+    .description("print a batch's table (with --json, its batch-report.json)")
+    .argument("<batch-id>", "the batch id")
+    .option("--json", "print batch-report.json")
+    .action(async (batchId: string, flags: { json?: boolean }) => {
+      exit((await import("./batch-actions.js")).batchShow(batchId, flags));
+    });
+  return batch;
+}
