@@ -41,7 +41,10 @@ function makeTask(root: string, name: string): void {
   git("commit", "-qm", "initial");
   const turns = [1, 2, 3].map(() => ({ tool_calls: [{ name: "run_shell", arguments: { command: "true" } }] }));
   writeFileSync(join(directory, "script.yaml"), JSON.stringify({ turns: [...turns, { content: "Done." }] }));
-  writeFileSync(join(directory, "task.yaml"), JSON.stringify({ name, instruction: "x", workspace: "./repo", model: { provider: "scripted", script: "./script.yaml" } }));
+  writeFileSync(
+    join(directory, "task.yaml"),
+    JSON.stringify({ name, instruction: "x", workspace: "./repo", model: { provider: "scripted", script: "./script.yaml" } }),
+  );
 }
 
 /** batch-report.json, junit.xml, summary.md and report.html for `count` synthetic finished tasks; ms. */
@@ -82,7 +85,11 @@ function reportWriteTime(count: number): number {
 }
 
 async function main(): Promise<void> {
-  console.log(`agent-runner bench (batch): node ${process.version}, load ${loadavg().map((value) => value.toFixed(2)).join(" ")}, ${taskCount} tasks, -j ${jobs}`);
+  console.log(
+    `agent-runner bench (batch): node ${process.version}, load ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}, ${taskCount} tasks, -j ${jobs}`,
+  );
   const tasks = join(scratch, "tasks");
   for (let index = 0; index < taskCount; index += 1) makeTask(tasks, `task-${index}`);
   const home = join(scratch, "home");
@@ -105,7 +112,9 @@ async function main(): Promise<void> {
   if (report.status !== "passed") throw new Error(`the batch did not pass: ${JSON.stringify(report.totals)}`);
   const durations = report.tasks.map((task) => task.attempts[0]!.duration_ms!);
   printTable(`runner's own time per task at -j ${jobs} (run duration_ms; model and verify ~0)`, [{ name: "per task", samples: durations }]);
-  console.log(`\nbatch wall ${fmt(wall)} ms for ${taskCount} tasks: ${fmt(wall / taskCount)} ms per task, ${((taskCount / wall) * 60_000).toFixed(1)} tasks/min`);
+  console.log(
+    `\nbatch wall ${fmt(wall)} ms for ${taskCount} tasks: ${fmt(wall / taskCount)} ms per task, ${((taskCount / wall) * 60_000).toFixed(1)} tasks/min`,
+  );
   console.log(`per task p50 ${fmt(median(durations))} ms, p90 ${fmt(p90(durations))} ms`);
   console.log(`peak RSS of this process ${fmt(process.resourceUsage().maxRSS / 1024)} MiB`);
   const writes = [reportWriteTime(1000), reportWriteTime(1000), reportWriteTime(1000)];

@@ -18,7 +18,10 @@ import { benchSpec, createWorkspace, requireDocker, sweepBenchContainers, sweepO
 import { median, p90 } from "./lib/stats.js";
 
 function option(name: string): string | undefined {
-  return process.argv.slice(2).find((argument) => argument.startsWith(`--${name}=`))?.slice(name.length + 3);
+  return process.argv
+    .slice(2)
+    .find((argument) => argument.startsWith(`--${name}=`))
+    ?.slice(name.length + 3);
 }
 const rounds = Number(option("rounds") ?? 5);
 const module = option("import") ?? "pytest";

@@ -36,7 +36,19 @@ function recordRun(): string {
   mkdirSync(directory, { recursive: true });
   writeFileSync(
     join(directory, "report.json"),
-    JSON.stringify({ run_id: id, task: "bench", status: "succeeded", reason: "finished_unverified", steps: 1, tool_calls: 0, branch: `runner/${id}`, duration_ms: 1000, usage: { prompt_tokens: 1, completion_tokens: 1 }, agents: [], denials: {} }),
+    JSON.stringify({
+      run_id: id,
+      task: "bench",
+      status: "succeeded",
+      reason: "finished_unverified",
+      steps: 1,
+      tool_calls: 0,
+      branch: `runner/${id}`,
+      duration_ms: 1000,
+      usage: { prompt_tokens: 1, completion_tokens: 1 },
+      agents: [],
+      denials: {},
+    }),
   );
   writeFileSync(join(directory, "events.jsonl"), "");
   return id;
@@ -48,7 +60,10 @@ const cpu: Record<string, number[]> = {};
 /** Runs `command` to its end under GNU time; a failing command stops the bench (a number for a failure would mean nothing). */
 function run(name: string, command: string[]): () => Promise<void> {
   return async () => {
-    const result = spawnSync("/usr/bin/time", ["-f", "CPU %U %S", ...command], { env: { ...process.env, RUNNER_HOME: home }, stdio: ["ignore", "pipe", "pipe"] });
+    const result = spawnSync("/usr/bin/time", ["-f", "CPU %U %S", ...command], {
+      env: { ...process.env, RUNNER_HOME: home },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const stderr = result.stderr.toString();
     if (result.status !== 0) throw new Error(`${command.join(" ")} exited ${result.status}: ${stderr.slice(0, 500)}`);
     const match = /CPU ([\d.]+) ([\d.]+)\s*$/.exec(stderr);
@@ -76,7 +91,11 @@ try {
       if (name.startsWith("runner") && !name.includes("completion")) commands[`before: ${name}`] = command.map((part) => (part === CLI ? old : part));
     }
   }
-  console.log(`cli bench: ${rounds} rounds, node ${process.version}, load ${loadavg().map((value) => value.toFixed(2)).join(" ")}`);
+  console.log(
+    `cli bench: ${rounds} rounds, node ${process.version}, load ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
+  );
   const samples = await interleave(Object.fromEntries(Object.entries(commands).map(([name, command]) => [name, run(name, command)])), rounds, 3);
   const rows: Row[] = Object.keys(commands).map((name) => ({ name, samples: samples[name]!, ...(name === "node -e 0" ? {} : { baseline: "node -e 0" }) }));
   printTable("fresh process, wall clock (spawnSync)", rows);
@@ -87,7 +106,11 @@ try {
   );
   console.log("\nGoals:");
   for (const name of Object.keys(commands).filter((name) => name.startsWith("runner"))) console.log(goal(name, samples[name], 150));
-  console.log(`load after: ${loadavg().map((value) => value.toFixed(2)).join(" ")}`);
+  console.log(
+    `load after: ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
+  );
 } finally {
   rmSync(home, { recursive: true, force: true });
 }

@@ -114,7 +114,10 @@ try {
     1,
   );
   for (const directory of opened.splice(0)) await closeRunDisk(directory);
-  printTable("2. the run's own filesystem, once per run, ms", Object.entries(disk).map(([name, samples]) => ({ name, samples })));
+  printTable(
+    "2. the run's own filesystem, once per run, ms",
+    Object.entries(disk).map(([name, samples]) => ({ name, samples })),
+  );
 
   const walks: Row[] = [];
   for (const count of [1_000, 10_000, 50_000]) {

@@ -71,7 +71,11 @@ await runner.close();
 `;
 
 async function main(): Promise<void> {
-  console.log(`agent-runner bench (library): node ${process.version}, load ${loadavg().map((value) => value.toFixed(2)).join(" ")}, ${rounds} rounds`);
+  console.log(
+    `agent-runner bench (library): node ${process.version}, load ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}, ${rounds} rounds`,
+  );
   const home = join(scratch, "home");
   const environment = { ...process.env, RUNNER_HOME: home };
   const tasks = [0, 1, 2, 3].map((index) => makeTask(`bench-${index}`));
@@ -92,7 +96,8 @@ async function main(): Promise<void> {
       await run.result;
       // Memory, alternating which side goes first.
       const library = () => peakRss([process.execPath, "--input-type=module", "-e", LIBRARY_CHILD, ...tasks], environment);
-      const cli = async () => (await Promise.all(tasks.map((task) => peakRss([process.execPath, CLI, "exec", task], environment)))).reduce((sum, value) => sum + value, 0);
+      const cli = async () =>
+        (await Promise.all(tasks.map((task) => peakRss([process.execPath, CLI, "exec", task], environment)))).reduce((sum, value) => sum + value, 0);
       if (round % 2 === 0) {
         libraryRss.push(await library());
         cliRss.push(await cli());

@@ -28,7 +28,17 @@ import { cpus, loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { median, printTable, type Row } from "./lib/stats.js";
-import { checkLongLoop, HUGE_WINDOW, LONG_STEPS, longLoopChild, printLongLoopFacts, runLongLoopChild, SMALL_WINDOW, type LongLoopResult, type LoopVariant } from "./sections/long-loop.js";
+import {
+  checkLongLoop,
+  HUGE_WINDOW,
+  LONG_STEPS,
+  longLoopChild,
+  printLongLoopFacts,
+  runLongLoopChild,
+  SMALL_WINDOW,
+  type LongLoopResult,
+  type LoopVariant,
+} from "./sections/long-loop.js";
 import { benchResume, RESUME_CLI } from "./sections/resume-kill.js";
 import { option, positiveOption } from "./lib/options.js";
 
@@ -47,7 +57,10 @@ const loopRounds = positiveOption("rounds", 5);
 const resumeRounds = positiveOption("resume-rounds", 5);
 const script = fileURLToPath(import.meta.url);
 
-const load = () => loadavg().map((value) => value.toFixed(2)).join(" ");
+const load = () =>
+  loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ");
 console.log(`agent-runner long-run bench: node ${process.version}, ${cpus().length} CPUs, load ${load()}`);
 const benchStarted = performance.now();
 let failed = false;
@@ -55,7 +68,9 @@ let failed = false;
 try {
   if (parts.has("loop")) {
     const started = performance.now();
-    console.log(`\n1. ${steps}-step scripted run, window ${window} (managed) vs ${HUGE_WINDOW} (unmanaged), ${loopRounds} runs each, one child process per run`);
+    console.log(
+      `\n1. ${steps}-step scripted run, window ${window} (managed) vs ${HUGE_WINDOW} (unmanaged), ${loopRounds} runs each, one child process per run`,
+    );
     const results: LongLoopResult[] = [];
     for (let round = 0; round < loopRounds; round += 1) {
       const order: LoopVariant[] = round % 2 === 0 ? ["managed", "unmanaged"] : ["unmanaged", "managed"];
@@ -72,24 +87,54 @@ try {
     const managed = of("managed");
     const unmanaged = of("unmanaged");
     const rows: Row[] = [
-      { name: "wall, unmanaged (baseline)", samples: unmanaged.map((result) => result.wallMs), note: `whole runAgentLoop, ${steps} steps + the final answer, closing the journal and event log` },
+      {
+        name: "wall, unmanaged (baseline)",
+        samples: unmanaged.map((result) => result.wallMs),
+        note: `whole runAgentLoop, ${steps} steps + the final answer, closing the journal and event log`,
+      },
       { name: "wall, managed", samples: managed.map((result) => result.wallMs), baseline: "wall, unmanaged (baseline)" },
       { name: "in model.complete, unmanaged", samples: unmanaged.map((result) => result.modelMs) },
-      { name: "in model.complete, managed", samples: managed.map((result) => result.modelMs), baseline: "in model.complete, unmanaged", note: "turn + compaction calls (HTTP, JSON both ways, the in-process server)" },
+      {
+        name: "in model.complete, managed",
+        samples: managed.map((result) => result.modelMs),
+        baseline: "in model.complete, unmanaged",
+        note: "turn + compaction calls (HTTP, JSON both ways, the in-process server)",
+      },
       { name: "  of which compaction calls, managed", samples: managed.map((result) => result.compactionModelMs), baseline: "in model.complete, managed" },
       { name: "loop excl. model, unmanaged", samples: unmanaged.map((result) => result.wallMs - result.modelMs) },
-      { name: "loop excl. model, managed", samples: managed.map((result) => result.wallMs - result.modelMs), baseline: "loop excl. model, unmanaged", note: "wall - model: tools, journal, event log, redaction, estimates, clearing, compaction bookkeeping" },
-      { name: "per-step overhead, unmanaged", samples: unmanaged.flatMap((result) => result.overheadMs), note: "end of turn call k -> start of turn call k+1, minus compaction calls; all steps of all runs" },
+      {
+        name: "loop excl. model, managed",
+        samples: managed.map((result) => result.wallMs - result.modelMs),
+        baseline: "loop excl. model, unmanaged",
+        note: "wall - model: tools, journal, event log, redaction, estimates, clearing, compaction bookkeeping",
+      },
+      {
+        name: "per-step overhead, unmanaged",
+        samples: unmanaged.flatMap((result) => result.overheadMs),
+        note: "end of turn call k -> start of turn call k+1, minus compaction calls; all steps of all runs",
+      },
       { name: "per-step overhead, managed", samples: managed.flatMap((result) => result.overheadMs), baseline: "per-step overhead, unmanaged" },
-      { name: "  managed, steps with no clearing", samples: managed.flatMap((result) => result.overheadPlainMs), note: "split by what fitContext did before the next call (same runs)" },
+      {
+        name: "  managed, steps with no clearing",
+        samples: managed.flatMap((result) => result.overheadPlainMs),
+        note: "split by what fitContext did before the next call (same runs)",
+      },
       { name: "  managed, steps that cleared", samples: managed.flatMap((result) => result.overheadClearMs), baseline: "  managed, steps with no clearing" },
-      { name: "  managed, steps that compacted", samples: managed.flatMap((result) => result.overheadCompactMs), baseline: "  managed, steps with no clearing", note: "the summary call itself excluded" },
+      {
+        name: "  managed, steps that compacted",
+        samples: managed.flatMap((result) => result.overheadCompactMs),
+        baseline: "  managed, steps with no clearing",
+        note: "the summary call itself excluded",
+      },
       { name: "step, unmanaged", samples: unmanaged.flatMap((result) => result.stepMs), note: "model_call.started -> next model_call.started" },
       { name: "step, managed", samples: managed.flatMap((result) => result.stepMs), baseline: "step, unmanaged" },
       { name: "turn call, unmanaged", samples: unmanaged.flatMap((result) => result.turnCallMs) },
       { name: "turn call, managed", samples: managed.flatMap((result) => result.turnCallMs), baseline: "turn call, unmanaged" },
     ];
-    printTable(`1a. ${steps}-step run: time (per run, or per step pooled over runs)`, rows.filter((row) => row.samples.length > 0));
+    printTable(
+      `1a. ${steps}-step run: time (per run, or per step pooled over runs)`,
+      rows.filter((row) => row.samples.length > 0),
+    );
     console.log(
       `   the bench's own sizing of each recorded request (JSON.stringify after the call) is taken out of every time above: ` +
         `median ${median(managed.map((result) => result.measureMs)).toFixed(0)} ms per managed run, ${median(unmanaged.map((result) => result.measureMs)).toFixed(0)} ms per unmanaged run`,

@@ -43,7 +43,10 @@ const REQUESTS_PER_BATCH = 10;
 
 function option(name: string, fallback: number): number {
   const prefix = `--${name}=`;
-  const raw = process.argv.slice(2).find((argument) => argument.startsWith(prefix))?.slice(prefix.length);
+  const raw = process.argv
+    .slice(2)
+    .find((argument) => argument.startsWith(prefix))
+    ?.slice(prefix.length);
   if (raw === undefined) return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
@@ -64,7 +67,10 @@ async function sweep(docker: Docker, internet: FakeInternet | null): Promise<str
         docker
           .getContainer(info.Id)
           .remove({ force: true })
-          .then(() => removed.push(info.Names[0]!), () => undefined),
+          .then(
+            () => removed.push(info.Names[0]!),
+            () => undefined,
+          ),
       ),
     );
     for (const info of await docker.listNetworks({ filters: { name: [BENCH_PREFIX] } })) {
@@ -72,7 +78,10 @@ async function sweep(docker: Docker, internet: FakeInternet | null): Promise<str
       await docker
         .getNetwork(info.Id)
         .remove()
-        .then(() => removed.push(`network ${info.Name}`), () => undefined);
+        .then(
+          () => removed.push(`network ${info.Name}`),
+          () => undefined,
+        );
     }
     await internet?.remove();
   } catch {
@@ -230,7 +239,11 @@ async function benchLatency(docker: Docker, internet: FakeInternet, sandbox: San
       return JSON.parse(stdout) as number[];
     };
     const inSandbox = async (mode: string, target: string) => {
-      const result = await sandbox.exec({ command: `python3 -c "$SCRIPT" ${mode} ${target} ${REQUESTS_PER_BATCH}`, env: { SCRIPT: CLIENT_SCRIPT }, timeoutMs: 60_000 });
+      const result = await sandbox.exec({
+        command: `python3 -c "$SCRIPT" ${mode} ${target} ${REQUESTS_PER_BATCH}`,
+        env: { SCRIPT: CLIENT_SCRIPT },
+        timeoutMs: 60_000,
+      });
       if (result.exitCode !== 0) throw new Error(`latency batch ${mode} failed: ${result.stderr}`);
       return JSON.parse(result.stdout) as number[];
     };
@@ -274,7 +287,9 @@ const workspace = createWorkspace({ "README.md": "# network bench\n" });
 const version = (await docker.version()) as { Version?: string };
 console.log(
   `agent-runner network bench: node ${process.version}, Docker ${version.Version ?? "?"}, ${cpus().length} CPUs, image ${BENCH_IMAGE}, ` +
-    `load ${loadavg().map((value) => value.toFixed(2)).join(" ")}, ${(await docker.listContainers()).length} other container(s) running`,
+    `load ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}, ${(await docker.listContainers()).length} other container(s) running`,
 );
 const benchStarted = performance.now();
 let failed = false;
@@ -292,15 +307,15 @@ try {
     { name: `close(): ${ALLOW}`, samples: close[ALLOW]!, baseline: `close(): ${NONE}` },
   ]);
   const extra = (variant: string) => median(ready[variant]!) - median(ready[NONE]!);
-  console.log(
-    `   extra bring-up (difference of medians): ${fmt(extra(ALLOW))} ms; ` +
-      `extra close: ${fmt(median(close[ALLOW]!) - median(close[NONE]!))} ms`,
-  );
+  console.log(`   extra bring-up (difference of medians): ${fmt(extra(ALLOW))} ms; ` + `extra close: ${fmt(median(close[ALLOW]!) - median(close[NONE]!))} ms`);
   printSteps(phaseSamples);
   console.log(`   (section 1: ${((performance.now() - bringUpStarted) / 1000).toFixed(1)} s)`);
 
   const latencyStarted = performance.now();
-  const sandbox = await provider.create({ ...benchSpec(workspace.path, nextRunId()), network: { rules: rules(["allowed.test"]), allowCidrs: [internet.subnet] } });
+  const sandbox = await provider.create({
+    ...benchSpec(workspace.path, nextRunId()),
+    network: { rules: rules(["allowed.test"]), allowCidrs: [internet.subnet] },
+  });
   let latency: Record<string, number[]>;
   try {
     latency = await benchLatency(docker, internet, sandbox);
@@ -332,6 +347,10 @@ try {
   const leftovers = await sweep(docker, internet);
   const unexpected = leftovers.filter((name) => !name.startsWith("/fake-internet-"));
   if (unexpected.length) console.log(`swept ${unexpected.length} leftover(s): ${unexpected.join(", ")}`);
-  console.log(`\ntotal ${((performance.now() - benchStarted) / 1000).toFixed(1)} s; load now ${loadavg().map((value) => value.toFixed(2)).join(" ")}`);
+  console.log(
+    `\ntotal ${((performance.now() - benchStarted) / 1000).toFixed(1)} s; load now ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
+  );
 }
 process.exit(failed ? 1 : 0);

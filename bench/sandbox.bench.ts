@@ -24,7 +24,10 @@ const WATCHDOG_MS = 175_000;
 
 function option(name: string): string | undefined {
   const prefix = `--${name}=`;
-  return process.argv.slice(2).find((argument) => argument.startsWith(prefix))?.slice(prefix.length);
+  return process.argv
+    .slice(2)
+    .find((argument) => argument.startsWith(prefix))
+    ?.slice(prefix.length);
 }
 
 const sections = new Set((option("only") ?? "ready,rtt,read,loop").split(",").map((section) => section.trim()));
@@ -50,7 +53,9 @@ const version = (await docker.version()) as { Version?: string };
 const others = (await docker.listContainers()).length;
 console.log(
   `agent-runner bench: node ${process.version}, Docker ${version.Version ?? "?"}, ${cpus().length} CPUs, image ${BENCH_IMAGE}, ` +
-    `load ${loadavg().map((value) => value.toFixed(2)).join(" ")}, ${others} other container(s) running`,
+    `load ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}, ${others} other container(s) running`,
 );
 const benchStarted = performance.now();
 const sectionTime = (label: string, since: number) => console.log(`   (${label}: ${((performance.now() - since) / 1000).toFixed(1)} s)`);
@@ -112,7 +117,9 @@ try {
   const leftovers = await sweepBenchContainers(docker);
   if (leftovers.length) console.log(`swept ${leftovers.length} bench container(s) still listed: ${leftovers.join(", ")}`);
   console.log(
-    `\ntotal ${((performance.now() - benchStarted) / 1000).toFixed(1)} s; load now ${loadavg().map((value) => value.toFixed(2)).join(" ")}`,
+    `\ntotal ${((performance.now() - benchStarted) / 1000).toFixed(1)} s; load now ${loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
   );
 }
 process.exit(failed ? 1 : 0);

@@ -45,7 +45,10 @@ const PARTS = ["wall", "ready", "memory"];
 const parts = new Set((option("only") ?? PARTS.join(",")).split(",").map((part) => part.trim()));
 for (const part of parts) if (!PARTS.includes(part)) throw new Error(`unknown part ${part}; use ${PARTS.join(", ")}`);
 
-const load = () => loadavg().map((value) => value.toFixed(2)).join(" ");
+const load = () =>
+  loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ");
 console.log(`agent-runner subagent bench: node ${process.version}, ${cpus().length} CPUs, load ${load()}, CLI ${SUBAGENT_CLI}`);
 const docker = await requireDocker();
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
@@ -69,13 +72,22 @@ try {
     const started = performance.now();
     const files = positiveOption("files", 2000);
     console.log(`\n2. worker ready time on a ${files}-file repository, load ${load()}`);
-    await benchWorkerReady(docker, { rounds: positiveOption("ready-rounds", 5), micro: positiveOption("micro", 3), files, sleepSeconds: positiveOption("sleep", 1, { integer: false }) });
+    await benchWorkerReady(docker, {
+      rounds: positiveOption("ready-rounds", 5),
+      micro: positiveOption("micro", 3),
+      files,
+      sleepSeconds: positiveOption("sleep", 1, { integer: false }),
+    });
     console.log(`   (part 2: ${((performance.now() - started) / 1000).toFixed(1)} s, load now ${load()})`);
   }
   if (parts.has("memory")) {
     const started = performance.now();
     console.log(`\n3. memory per idle sandbox, load ${load()}`);
-    await benchSandboxMemory(docker, { rounds: positiveOption("memory-rounds", 3), sandboxes: positiveOption("sandboxes", 4), idleMs: positiveOption("idle-ms", 3000) });
+    await benchSandboxMemory(docker, {
+      rounds: positiveOption("memory-rounds", 3),
+      sandboxes: positiveOption("sandboxes", 4),
+      idleMs: positiveOption("idle-ms", 3000),
+    });
     console.log(`   (part 3: ${((performance.now() - started) / 1000).toFixed(1)} s, load now ${load()})`);
   }
 } catch (error) {

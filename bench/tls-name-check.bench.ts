@@ -88,7 +88,29 @@ async function main(): Promise<void> {
   const children: ChildProcess[] = [];
   let server: tls.Server | null = null;
   try {
-    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-days", "1", "-keyout", join(directory, "key.pem"), "-out", join(directory, "cert.pem")], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=DNS:localhost",
+        "-days",
+        "1",
+        "-keyout",
+        join(directory, "key.pem"),
+        "-out",
+        join(directory, "cert.pem"),
+      ],
+      { stdio: "ignore" },
+    );
     const cert = readFileSync(join(directory, "cert.pem"));
     const baselineSource = join(directory, "egress-proxy-baseline.cjs");
     writeFileSync(baselineSource, execFileSync("git", ["-C", REPOSITORY, "show", `${BASELINE}:${PROXY_PATH}`]));
@@ -103,7 +125,11 @@ async function main(): Promise<void> {
     const baseline = await startProxy(baselineSource, tlsPort);
     children.push(checked.child, baseline.child);
 
-    console.log(`tls-name-check bench: ${ROUNDS} rounds, baseline ${BASELINE}, node ${process.version}, load ${loadavg().map((load) => load.toFixed(2)).join(" ")}`);
+    console.log(
+      `tls-name-check bench: ${ROUNDS} rounds, baseline ${BASELINE}, node ${process.version}, load ${loadavg()
+        .map((load) => load.toFixed(2))
+        .join(" ")}`,
+    );
     const samples = await interleave(
       {
         [`without the check (${BASELINE})`]: () => handshakeThrough(baseline.port, tlsPort, cert),
@@ -138,8 +164,14 @@ async function main(): Promise<void> {
       for (let index = 0; index < iterations / 20; index += 1) proxy.judgeTunnelStart(hello, "localhost");
       perCall.push(((performance.now() - started) * 1000) / (iterations / 20));
     }
-    console.log(`\n== judgeTunnelStart on a ${hello.length}-byte ClientHello, in-process: median ${fmt(median(perCall))} µs per call (p90 of 20 batches ${fmt(p90(perCall))} µs)`);
-    console.log(`load after: ${loadavg().map((load) => load.toFixed(2)).join(" ")}`);
+    console.log(
+      `\n== judgeTunnelStart on a ${hello.length}-byte ClientHello, in-process: median ${fmt(median(perCall))} µs per call (p90 of 20 batches ${fmt(p90(perCall))} µs)`,
+    );
+    console.log(
+      `load after: ${loadavg()
+        .map((load) => load.toFixed(2))
+        .join(" ")}`,
+    );
   } finally {
     for (const child of children) {
       child.stdin?.end();

@@ -71,7 +71,10 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CLI = join(ROOT, "dist/cli/main.js");
 
 function option(name: string): string | undefined {
-  return process.argv.slice(2).find((argument) => argument.startsWith(`--${name}=`))?.slice(name.length + 3);
+  return process.argv
+    .slice(2)
+    .find((argument) => argument.startsWith(`--${name}=`))
+    ?.slice(name.length + 3);
 }
 
 /** A fresh git repository holding a copy of `project`, in its own temporary directory. */
@@ -79,7 +82,8 @@ function repositoryCopy(project: string): { directory: string; repo: string } {
   const directory = mkdtempSync(join(tmpdir(), "agent-runner-trajectory-"));
   const repo = join(directory, "repo");
   cpSync(project, repo, { recursive: true });
-  const git = (...args: string[]) => execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@localhost", ...args], { cwd: repo, stdio: "ignore" });
+  const git = (...args: string[]) =>
+    execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@localhost", ...args], { cwd: repo, stdio: "ignore" });
   git("init", "-q", "-b", "main");
   git("add", "-A");
   git("commit", "-q", "-m", "project");
@@ -102,7 +106,10 @@ interface SideResult {
 function runnerSide(project: string, environment: Record<string, string>): SideResult {
   const { directory } = repositoryCopy(project);
   try {
-    writeFileSync(join(directory, "allow-all.yaml"), "name: allow-all\ndescription: bench\ntools: { allow: ['*'] }\ndefault_command_risk: allow\nconfirmations: allow\n");
+    writeFileSync(
+      join(directory, "allow-all.yaml"),
+      "name: allow-all\ndescription: bench\ntools: { allow: ['*'] }\ndefault_command_risk: allow\nconfirmations: allow\n",
+    );
     const turns = [...TRAJECTORY.map((command) => ({ tool_calls: [{ name: "run_shell", arguments: { command, timeout_ms: 600_000 } }] })), { content: "done" }];
     writeFileSync(join(directory, "script.yaml"), JSON.stringify({ turns }));
     writeFileSync(
@@ -186,7 +193,8 @@ async function loopSide(docker: Docker, project: string): Promise<SideResult> {
     await container.remove({ force: true });
     const commitStarted = performance.now();
     // The files are the sandbox uid's now: git run by root would call them dubious.
-    const git = (...args: string[]) => execFileSync("git", ["-c", "safe.directory=*", "-c", "user.name=bench", "-c", "user.email=bench@localhost", ...args], { cwd: repo, encoding: "utf8" });
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "safe.directory=*", "-c", "user.name=bench", "-c", "user.email=bench@localhost", ...args], { cwd: repo, encoding: "utf8" });
     git("add", "-A");
     git("commit", "-q", "-m", "work");
     const commitMs = performance.now() - commitStarted;
@@ -221,10 +229,15 @@ if (!project) throw new Error("give --project=DIR (a networkx source tree; see b
 const variant = option("variant") ?? "both";
 const rounds = Number(option("rounds") ?? 1);
 const docker = new Docker();
-console.log(`trajectory: ${TRAJECTORY.length} commands on ${project}, image ${BENCH_IMAGE}, ${rounds} round(s) interleaved, load ${loadavg().map((load) => load.toFixed(1)).join(" ")}`);
+console.log(
+  `trajectory: ${TRAJECTORY.length} commands on ${project}, image ${BENCH_IMAGE}, ${rounds} round(s) interleaved, load ${loadavg()
+    .map((load) => load.toFixed(1))
+    .join(" ")}`,
+);
 const sides: [string, () => Promise<SideResult>][] = [["docker exec loop", () => loopSide(docker, project)]];
 if (variant !== "nocache") sides.push(["runner exec (bytecode cache in /tmp)", async () => runnerSide(project, {})]);
-if (variant !== "cache") sides.push(["runner exec (before: PYTHONDONTWRITEBYTECODE=1)", async () => runnerSide(project, { PYTHONDONTWRITEBYTECODE: "1", PYTHONPYCACHEPREFIX: "" })]);
+if (variant !== "cache")
+  sides.push(["runner exec (before: PYTHONDONTWRITEBYTECODE=1)", async () => runnerSide(project, { PYTHONDONTWRITEBYTECODE: "1", PYTHONPYCACHEPREFIX: "" })]);
 const results = new Map<string, SideResult[]>(sides.map(([label]) => [label, []]));
 for (let round = 0; round < rounds; round += 1) {
   // Rotated order: background load hits every side alike.
@@ -236,22 +249,44 @@ for (let round = 0; round < rounds; round += 1) {
 const middle = (values: number[]) => median(values);
 const summary = (label: string) => {
   const all = results.get(label)!;
-  return { toolMs: middle(all.map((result) => result.toolMs)), wholeMs: middle(all.map((result) => result.wholeMs)), commitMs: middle(all.map((result) => result.commitMs ?? 0)), verifyMs: middle(all.map((result) => result.verifyMs ?? 0)) };
+  return {
+    toolMs: middle(all.map((result) => result.toolMs)),
+    wholeMs: middle(all.map((result) => result.wholeMs)),
+    commitMs: middle(all.map((result) => result.commitMs ?? 0)),
+    verifyMs: middle(all.map((result) => result.verifyMs ?? 0)),
+  };
 };
 const loop = summary("docker exec loop");
 const ms = (value: number) => `${Math.round(value)}`;
 console.log(["side (medians)", "tool ms", "x loop", "whole ms", "x loop", "commit ms", "verify ms"].join("\t"));
 for (const [label] of sides) {
   const result = summary(label);
-  console.log([label, ms(result.toolMs), (result.toolMs / loop.toolMs).toFixed(2), ms(result.wholeMs), (result.wholeMs / loop.wholeMs).toFixed(2), ms(result.commitMs), ms(result.verifyMs)].join("\t"));
+  console.log(
+    [
+      label,
+      ms(result.toolMs),
+      (result.toolMs / loop.toolMs).toFixed(2),
+      ms(result.wholeMs),
+      (result.wholeMs / loop.wholeMs).toFixed(2),
+      ms(result.commitMs),
+      ms(result.verifyMs),
+    ].join("\t"),
+  );
 }
 if (process.argv.includes("--detail")) {
   console.log(["command", ...sides.map(([label]) => label)].join("\t"));
-  TRAJECTORY.forEach((command, index) => console.log([command.slice(0, 60), ...sides.map(([label]) => ms(median(results.get(label)!.map((result) => result.commandMs[index] ?? 0))))].join("\t")));
+  TRAJECTORY.forEach((command, index) =>
+    console.log([command.slice(0, 60), ...sides.map(([label]) => ms(median(results.get(label)!.map((result) => result.commandMs[index] ?? 0))))].join("\t")),
+  );
 }
 for (const [label, all] of results) if (all[0]?.disk) console.log(`${label}: disk limit held by ${all.map((result) => result.disk).join(", ")}`);
 const codes = (result: SideResult) => result.exitCodes.join(",");
 const loopCodes = codes(results.get("docker exec loop")![0]!);
-for (const [label, all] of results) if (all.some((result) => codes(result) !== loopCodes)) console.log(`note: exit codes differ (${label}): ${all.map(codes).join(" | ")} vs loop ${loopCodes}`);
-console.log(`load after: ${loadavg().map((load) => load.toFixed(1)).join(" ")}`);
+for (const [label, all] of results)
+  if (all.some((result) => codes(result) !== loopCodes)) console.log(`note: exit codes differ (${label}): ${all.map(codes).join(" | ")} vs loop ${loopCodes}`);
+console.log(
+  `load after: ${loadavg()
+    .map((load) => load.toFixed(1))
+    .join(" ")}`,
+);
 console.log("goals: runner tool time <= 1.0x the loop's; whole run (host commit + clean-checkout verify) <= 1.3x");

@@ -24,9 +24,16 @@ export function describeIssue(issue: z.core.$ZodIssue, readmeSection: string, sc
     });
     const hint =
       issue.keys.length === 1
-        ? suggestions.length ? ` (did you mean ${suggestions[0]![1]}?)` : ""
-        : suggestions.length ? ` (${suggestions.map(([key, near]) => `${key}: did you mean ${near}?`).join("; ")})` : "";
-    return { path, message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}${hint} (check the spelling; see README "${readmeSection}")` };
+        ? suggestions.length
+          ? ` (did you mean ${suggestions[0]![1]}?)`
+          : ""
+        : suggestions.length
+          ? ` (${suggestions.map(([key, near]) => `${key}: did you mean ${near}?`).join("; ")})`
+          : "";
+    return {
+      path,
+      message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}${hint} (check the spelling; see README "${readmeSection}")`,
+    };
   }
   if (issue.code === "invalid_type") {
     if (issue.input === undefined) return { path, message: `required: expected ${issue.expected}` };
@@ -75,7 +82,12 @@ function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
 function fieldsAt(schema: z.core.$ZodType, path: readonly PropertyKey[]): string[] {
   let current: z.core.$ZodType | undefined = unwrap(schema);
   for (const segment of path) {
-    const def = current._zod.def as unknown as { type: string; shape?: Record<string, z.core.$ZodType>; valueType?: z.core.$ZodType; element?: z.core.$ZodType };
+    const def = current._zod.def as unknown as {
+      type: string;
+      shape?: Record<string, z.core.$ZodType>;
+      valueType?: z.core.$ZodType;
+      element?: z.core.$ZodType;
+    };
     if (def.type === "object") current = def.shape?.[String(segment)];
     else if (def.type === "record") current = def.valueType;
     else if (def.type === "array") current = def.element;
@@ -128,7 +140,10 @@ function editDistance(a: string, b: string): number {
 }
 
 /** A YAML parse error (the `yaml` package's) as the problem text: where, what, and the offending line with a caret under the column. */
-export function describeYamlError(error: { message: string; linePos?: [{ line: number; col: number }] | [{ line: number; col: number }, { line: number; col: number }] }, source: string): string {
+export function describeYamlError(
+  error: { message: string; linePos?: [{ line: number; col: number }] | [{ line: number; col: number }, { line: number; col: number }] },
+  source: string,
+): string {
   const what = error.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "");
   const position = error.linePos?.[0];
   if (!position) return `YAML syntax: ${what}`;

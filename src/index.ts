@@ -3,7 +3,17 @@
  * and its handles, and the types a caller needs to read what they return.
  */
 export { createRunner, Runner, type ApprovalBroker, type ApprovalRequest, type RunHandle, type RunnerOptions, type StartOptions } from "./runner/runner.js";
-export { cloudEventType, EVENT_CATALOGUE, readEvent, type EventRead, type ReadEventOptions, type RunEnvelope, type RunEvent, type RunEventData, type RunEventName } from "./events/event-catalogue.js";
+export {
+  cloudEventType,
+  EVENT_CATALOGUE,
+  readEvent,
+  type EventRead,
+  type ReadEventOptions,
+  type RunEnvelope,
+  type RunEvent,
+  type RunEventData,
+  type RunEventName,
+} from "./events/event-catalogue.js";
 export type { RunReport, RunStatus } from "./run/run-report.js";
 export type { ApprovalAnswer } from "./policy/approval.js";
 export { ConfigError, SandboxError, CancelledError, RunnerError } from "./errors.js";

@@ -114,7 +114,12 @@ export async function sweepBenchContainers(docker: Docker): Promise<string[]> {
   try {
     const containers = await docker.listContainers({ all: true, filters: { name: [BENCH_PREFIX] } });
     await Promise.all(
-      containers.map((info) => docker.getContainer(info.Id).remove({ force: true, v: true }).catch(() => undefined)),
+      containers.map((info) =>
+        docker
+          .getContainer(info.Id)
+          .remove({ force: true, v: true })
+          .catch(() => undefined),
+      ),
     );
     return containers.map((info) => `${info.Names[0]?.replace(/^\//, "") ?? info.Id.slice(0, 12)} (${info.Status})`);
   } catch {
@@ -141,7 +146,10 @@ export async function removeRunContainers(docker: Docker, runIds: Iterable<strin
   for (const runId of runIds) {
     try {
       for (const info of await docker.listContainers({ all: true, filters: { label: [`${LABEL_RUN_ID}=${runId}`] } })) {
-        await docker.getContainer(info.Id).remove({ force: true, v: true }).catch(() => undefined);
+        await docker
+          .getContainer(info.Id)
+          .remove({ force: true, v: true })
+          .catch(() => undefined);
         removed.push(info.Names[0] ?? info.Id.slice(0, 12));
       }
     } catch {

@@ -1,7 +1,10 @@
 /** `--name=value` from the command line, or undefined. */
 export function option(name: string): string | undefined {
   const prefix = `--${name}=`;
-  return process.argv.slice(2).find((argument) => argument.startsWith(prefix))?.slice(prefix.length);
+  return process.argv
+    .slice(2)
+    .find((argument) => argument.startsWith(prefix))
+    ?.slice(prefix.length);
 }
 
 /** A positive number option (`integer`: whole numbers only), or `fallback` when absent; throws naming the flag otherwise. */

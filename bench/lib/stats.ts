@@ -43,11 +43,7 @@ export async function time(fn: () => Promise<unknown>): Promise<number> {
  * Runs every variant once per round, `rounds` times (after `warmup` untimed
  * rounds), rotating the starting variant each round. Returns samples by name.
  */
-export async function interleave(
-  variants: Record<string, () => Promise<unknown>>,
-  rounds: number,
-  warmup = 2,
-): Promise<Record<string, number[]>> {
+export async function interleave(variants: Record<string, () => Promise<unknown>>, rounds: number, warmup = 2): Promise<Record<string, number[]>> {
   const names = Object.keys(variants);
   const samples: Record<string, number[]> = Object.fromEntries(names.map((name) => [name, []]));
   for (let round = -warmup; round < rounds; round += 1) {
@@ -82,7 +78,10 @@ export function printTable(title: string, rows: Row[]): void {
   const body = rows.map((row) => [row.name, String(row.samples.length), fmt(median(row.samples)), fmt(p90(row.samples)), ratioText(row, rows)]);
   const widths = header.map((cell, column) => Math.max(cell.length, ...body.map((line) => line[column]!.length)));
   const line = (cells: string[]) =>
-    cells.map((cell, column) => (column === 0 || column === 4 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ").trimEnd();
+    cells
+      .map((cell, column) => (column === 0 || column === 4 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
+      .join("  ")
+      .trimEnd();
   console.log(`\n== ${title}`);
   console.log(line(header));
   console.log(widths.map((width) => "-".repeat(width)).join("  "));

@@ -147,10 +147,20 @@ export async function benchAgentLoop(sandboxes: { memory: Sandbox; docker: Sandb
     const rows: Row[] = [
       { name: `raw fetch POST (mid-run body, ${bodyKb} KB)`, samples: raw.fetch! },
       { name: "OpenAIModelClient.complete (same request)", samples: raw.client!, baseline: `raw fetch POST (mid-run body, ${bodyKb} KB)` },
-      { name: "loop step, in-memory sandbox", samples: memory.step, baseline: `raw fetch POST (mid-run body, ${bodyKb} KB)`, note: `${runs} runs x ${LOOP_STEPS} steps; model call + list_dir + loop bookkeeping` },
+      {
+        name: "loop step, in-memory sandbox",
+        samples: memory.step,
+        baseline: `raw fetch POST (mid-run body, ${bodyKb} KB)`,
+        note: `${runs} runs x ${LOOP_STEPS} steps; model call + list_dir + loop bookkeeping`,
+      },
       { name: "  of which model call (in-memory)", samples: memory.model, baseline: "loop step, in-memory sandbox" },
       { name: "  of which list_dir tool (in-memory)", samples: memory.tool, baseline: "loop step, in-memory sandbox" },
-      { name: "loop run / 50, in-memory sandbox", samples: memory.perRun, baseline: `raw fetch POST (mid-run body, ${bodyKb} KB)`, note: "whole runAgentLoop / 50 (includes the final-answer call)" },
+      {
+        name: "loop run / 50, in-memory sandbox",
+        samples: memory.perRun,
+        baseline: `raw fetch POST (mid-run body, ${bodyKb} KB)`,
+        note: "whole runAgentLoop / 50 (includes the final-answer call)",
+      },
     ];
     if (sandboxes.docker) {
       rows.push(

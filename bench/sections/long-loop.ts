@@ -162,9 +162,15 @@ function turnFor(step: number): ScriptedTurn {
     case 0:
       return { content: text(`reading ${module}`), tool_calls: [{ name: "read_file", arguments: { path: module } }] };
     case 1:
-      return { content: text("looking for the handlers"), tool_calls: [{ name: "grep", arguments: { pattern: `def handle_\\w+_${cycle % MODULES}_`, path: "src" } }] };
+      return {
+        content: text("looking for the handlers"),
+        tool_calls: [{ name: "grep", arguments: { pattern: `def handle_\\w+_${cycle % MODULES}_`, path: "src" } }],
+      };
     case 2:
-      return { content: text("running its tests"), tool_calls: [{ name: "run_shell", arguments: { command: `python3 -m pytest -q tests/test_module_${pad(cycle)}.py` } }] };
+      return {
+        content: text("running its tests"),
+        tool_calls: [{ name: "run_shell", arguments: { command: `python3 -m pytest -q tests/test_module_${pad(cycle)}.py` } }],
+      };
     case 3:
       return {
         content: text("writing a helper module"),
@@ -211,15 +217,21 @@ function execHandler(sandbox: () => FakeSandbox): (request: ExecRequest) => Part
       const rows: string[] = [];
       for (const [path, content] of sandbox().files) {
         if (!path.startsWith(`${base}/`) || (glob && !glob.test(path))) continue;
-        content.toString("utf8").split("\n").forEach((line, index) => {
-          if (rows.length <= 300 && regex.test(line)) rows.push(`${path.slice("/workspace/".length)}:${index + 1}:${line}`);
-        });
+        content
+          .toString("utf8")
+          .split("\n")
+          .forEach((line, index) => {
+            if (rows.length <= 300 && regex.test(line)) rows.push(`${path.slice("/workspace/".length)}:${index + 1}:${line}`);
+          });
       }
       return { stdout: rows.length ? `${rows.join("\n")}\n` : "" };
     }
     const command = request.command;
     if (command.startsWith("cat build.log")) {
-      const lines = Array.from({ length: 160 }, (_, index) => `[build ${String(index).padStart(4, "0")}] compiling src/module_${pad(index)}.py ... ok (${(index * 7) % 97} ms)`);
+      const lines = Array.from(
+        { length: 160 },
+        (_, index) => `[build ${String(index).padStart(4, "0")}] compiling src/module_${pad(index)}.py ... ok (${(index * 7) % 97} ms)`,
+      );
       return { stdout: `${lines.join("\n")}\n` };
     }
     if (command.startsWith("git diff")) {
@@ -332,7 +344,11 @@ class MeasuringClient implements ModelClient {
         if (seen.purpose === "turn") {
           this.requests += 1;
           if (estimate > this.largestTurn.estimate || json > this.largestTurn.json) {
-            this.largestTurn = { estimate: Math.max(estimate, this.largestTurn.estimate), json: Math.max(json, this.largestTurn.json), callIndex: seen.callIndex };
+            this.largestTurn = {
+              estimate: Math.max(estimate, this.largestTurn.estimate),
+              json: Math.max(json, this.largestTurn.json),
+              callIndex: seen.callIndex,
+            };
           }
         } else {
           this.compactionRequests += 1;
@@ -363,7 +379,10 @@ async function runOnce(variant: LoopVariant, steps: number, measure: boolean, wi
     const store = new ToolResultStore(runDirectory, "main");
     const tools = new ToolRegistry([...workspaceTools(), readToolResultTool(store, context.toolResultMaxTokens * 4)]);
     let sandbox: FakeSandbox | null = null;
-    sandbox = new FakeSandbox(longRunFiles(), execHandler(() => sandbox!));
+    sandbox = new FakeSandbox(
+      longRunFiles(),
+      execHandler(() => sandbox!),
+    );
     const collector = new Collector();
     const events = new EventFanout().add(log).add(collector);
     const inner = new OpenAIModelClient({ baseURL, apiKey: "bench-no-key", model: "scripted", maxRetries: 0, timeoutMs: 60_000 });
@@ -505,7 +524,9 @@ export async function longLoopChild(variant: LoopVariant, steps: number, window?
 /** Runs one measured run in a fresh child process (this bench script with `--child=`). */
 export function runLongLoopChild(script: string, variant: LoopVariant, steps: number, window: number): Promise<LongLoopResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, script, `--child=${variant}`, `--steps=${steps}`, `--window=${window}`], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [...process.execArgv, script, `--child=${variant}`, `--steps=${steps}`, `--window=${window}`], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk) => (stdout += chunk));
@@ -531,15 +552,21 @@ export function checkLongLoop(results: LongLoopResult[], steps: number): string[
   const problems: string[] = [];
   for (const result of results) {
     const where = `${result.variant} run`;
-    if (result.outcome !== "final_answer" || result.steps !== steps + 1) problems.push(`${where}: outcome ${result.outcome} after ${result.steps} model calls (expected final_answer after ${steps + 1})`);
-    if (!result.restoredEqual) problems.push(`${where}: session.jsonl restores ${result.restoredMessages} messages that differ from the live conversation's ${result.liveMessages}`);
+    if (result.outcome !== "final_answer" || result.steps !== steps + 1)
+      problems.push(`${where}: outcome ${result.outcome} after ${result.steps} model calls (expected final_answer after ${steps + 1})`);
+    if (!result.restoredEqual)
+      problems.push(`${where}: session.jsonl restores ${result.restoredMessages} messages that differ from the live conversation's ${result.liveMessages}`);
     if (result.toolErrors) problems.push(`${where}: ${result.toolErrors} tool call(s) failed: ${(result as { firstToolError?: string }).firstToolError ?? ""}`);
     if (result.variant === "managed") {
       if (result.largestTurn.estimate >= result.contextWindow || result.largestTurn.json >= result.contextWindow) {
-        problems.push(`${where}: a request reached ${result.largestTurn.estimate} (heuristic) / ${result.largestTurn.json} (JSON/4) tokens, window ${result.contextWindow}`);
+        problems.push(
+          `${where}: a request reached ${result.largestTurn.estimate} (heuristic) / ${result.largestTurn.json} (JSON/4) tokens, window ${result.contextWindow}`,
+        );
       }
       if (result.largestCompaction && (result.largestCompaction.estimate >= result.contextWindow || result.largestCompaction.json >= result.contextWindow)) {
-        problems.push(`${where}: a compaction request reached ${result.largestCompaction.estimate} / ${result.largestCompaction.json} tokens, window ${result.contextWindow}`);
+        problems.push(
+          `${where}: a compaction request reached ${result.largestCompaction.estimate} / ${result.largestCompaction.json} tokens, window ${result.contextWindow}`,
+        );
       }
       if (result.contextWindow === SMALL_WINDOW && (result.clearedEvents === 0 || result.compactions < 2)) {
         problems.push(`${where}: only ${result.clearedEvents} clearings and ${result.compactions} compactions; the script no longer crosses both thresholds`);
@@ -580,11 +607,23 @@ export function printLongLoopFacts(results: LongLoopResult[]): void {
   line("  tool results cleared", (result) => result.clearedResults, integer);
   line("context.compacted events", (result) => result.compactions, integer);
   line("  compaction failures / repairs", (result) => result.compactionFailures + result.repairs, integer);
-  line("prefix_stable_ratio (stable / compared)", (result) => (result.prefixCompared ? result.prefixStable / result.prefixCompared : Number.NaN), (value) => value.toFixed(3));
+  line(
+    "prefix_stable_ratio (stable / compared)",
+    (result) => (result.prefixCompared ? result.prefixStable / result.prefixCompared : Number.NaN),
+    (value) => value.toFixed(3),
+  );
   line("prompt tokens reported (sum over calls)", (result) => result.promptTokens, integer);
   line("session.jsonl size", (result) => result.sessionBytes / 2 ** 20, mb);
-  line("restoreSession(session.jsonl) after the run, ms", (result) => result.restoreMs, (value) => fmt(value));
-  line("  restored conversation = live one (JSON)", (result) => (result.restoredEqual ? 1 : 0), (value) => (value === 1 ? "identical" : "DIFFERENT"));
+  line(
+    "restoreSession(session.jsonl) after the run, ms",
+    (result) => result.restoreMs,
+    (value) => fmt(value),
+  );
+  line(
+    "  restored conversation = live one (JSON)",
+    (result) => (result.restoredEqual ? 1 : 0),
+    (value) => (value === 1 ? "identical" : "DIFFERENT"),
+  );
   line("events.jsonl size", (result) => result.eventsBytes / 2 ** 20, mb);
   line("results kept whole in tool-results/", (result) => result.fullOutputs, integer);
   line("RSS at the start of the measured run", (result) => result.rssStartMb, mb);
@@ -594,7 +633,13 @@ export function printLongLoopFacts(results: LongLoopResult[]): void {
   line("maxRSS of the child process", (result) => result.maxRssMb, mb);
   const managed = of("managed");
   if (managed.length) {
-    const worst = Math.max(...managed.map((result) => Math.max(result.largestTurn.estimate, result.largestTurn.json, result.largestCompaction?.json ?? 0, result.largestCompaction?.estimate ?? 0)));
-    console.log(`   largest request of any managed run: ${worst} tokens = ${((worst / window) * 100).toFixed(1)} % of the ${window}-token window: ${worst < window ? "UNDER" : "OVER"}`);
+    const worst = Math.max(
+      ...managed.map((result) =>
+        Math.max(result.largestTurn.estimate, result.largestTurn.json, result.largestCompaction?.json ?? 0, result.largestCompaction?.estimate ?? 0),
+      ),
+    );
+    console.log(
+      `   largest request of any managed run: ${worst} tokens = ${((worst / window) * 100).toFixed(1)} % of the ${window}-token window: ${worst < window ? "UNDER" : "OVER"}`,
+    );
   }
 }

@@ -38,10 +38,25 @@ export async function benchReadFile(sandbox: Sandbox, workspace: string, rounds:
   return [
     { name: "host fs.readFile 100 KB", samples: samples["host text-100k.txt"]! },
     { name: "sandbox.readFile 100 KB (raw)", samples: samples["raw text-100k.txt"]!, baseline: "host fs.readFile 100 KB" },
-    { name: "read_file 100 KB via ToolRegistry", samples: samples["tool text-100k.txt"]!, baseline: "sandbox.readFile 100 KB (raw)", note: "1280 lines, all returned with line numbers" },
+    {
+      name: "read_file 100 KB via ToolRegistry",
+      samples: samples["tool text-100k.txt"]!,
+      baseline: "sandbox.readFile 100 KB (raw)",
+      note: "1280 lines, all returned with line numbers",
+    },
     { name: "host fs.readFile 1 MB", samples: samples["host text-1m.txt"]! },
     { name: "sandbox.readFile 1 MB (raw)", samples: samples["raw text-1m.txt"]!, baseline: "host fs.readFile 1 MB" },
-    { name: "read_file 1 MB via ToolRegistry", samples: samples["tool text-1m.txt"]!, baseline: "sandbox.readFile 1 MB (raw)", note: "whole 1 MB (13 108 lines) transferred; the first 2000 lines shown" },
-    { name: "alt: sandbox.readFile 1 MB, maxBytes 160 KB", samples: samples["raw 1m capped"]!, baseline: "read_file 1 MB via ToolRegistry", note: "only the 2000 lines read_file shows: what a daemon-side line-range read would move" },
+    {
+      name: "read_file 1 MB via ToolRegistry",
+      samples: samples["tool text-1m.txt"]!,
+      baseline: "sandbox.readFile 1 MB (raw)",
+      note: "whole 1 MB (13 108 lines) transferred; the first 2000 lines shown",
+    },
+    {
+      name: "alt: sandbox.readFile 1 MB, maxBytes 160 KB",
+      samples: samples["raw 1m capped"]!,
+      baseline: "read_file 1 MB via ToolRegistry",
+      note: "only the 2000 lines read_file shows: what a daemon-side line-range read would move",
+    },
   ];
 }

@@ -86,7 +86,10 @@ export async function benchReady(docker: Docker, workspace: string, rounds: numb
       const close = performance.now() - closeStart;
       // close() ends stdin first, so AutoRemove races its remove(); a 409
       // ("removal in progress") lets it return before the container is gone.
-      await docker.getContainer(run.value.sandbox.id).wait({ condition: "removed" }).catch(() => undefined);
+      await docker
+        .getContainer(run.value.sandbox.id)
+        .wait({ condition: "removed" })
+        .catch(() => undefined);
       const removed = performance.now() - closeStart;
       const { phases } = run;
       if (!Number.isFinite(phaseMs(phases, "create"))) {
@@ -159,18 +162,33 @@ export async function benchReady(docker: Docker, workspace: string, rounds: numb
     { name: cli, samples: samples("cli", "ready") },
     { name: "docker rm -f (CLI)", samples: samples("cli", "close") },
     { name: "host spawn `node -e 0`", samples: samples("hostNode", "ready"), note: "node start-up outside Docker: the floor of the daemon's hello" },
-    { name: "engine floor: create+start `sleep`", samples: samples("floor", "ready"), baseline: cli, note: "dockerode, sandboxContainerOptions with Cmd sleep, no stdin/attach/daemon" },
+    {
+      name: "engine floor: create+start `sleep`",
+      samples: samples("floor", "ready"),
+      baseline: cli,
+      note: "dockerode, sandboxContainerOptions with Cmd sleep, no stdin/attach/daemon",
+    },
     { name: "engine floor: remove({force})", samples: samples("floor", "close"), baseline: "docker rm -f (CLI)" },
     { name: "ready: provider.create + first exec", samples: samples("runner", "ready"), baseline: cli },
     { name: "  same samples, vs engine floor", samples: samples("runner", "ready"), baseline: "engine floor: create+start `sleep`" },
     { name: "close(): DockerSandbox.close", samples: samples("runner", "close"), baseline: "docker rm -f (CLI)" },
-    { name: "close() until the container is gone", samples: samples("runner", "removed"), baseline: "docker rm -f (CLI)", note: "close() + wait({condition: removed})" },
+    {
+      name: "close() until the container is gone",
+      samples: samples("runner", "removed"),
+      baseline: "docker rm -f (CLI)",
+      note: "close() + wait({condition: removed})",
+    },
   ];
   const phases: ReadyResult["phases"] = {};
-  for (const [label, name] of [["runner (provider)", "runner"], ["engine floor", "floor"]] as const) {
+  for (const [label, name] of [
+    ["runner (provider)", "runner"],
+    ["engine floor", "floor"],
+  ] as const) {
     const perPhase: Partial<Record<PhaseName, number[]>> = {};
     for (const phase of PHASES) {
-      const values = (attempts[name] ?? []).map((attempt) => attempt.phases[phase]).filter((value): value is number => value !== undefined && Number.isFinite(value));
+      const values = (attempts[name] ?? [])
+        .map((attempt) => attempt.phases[phase])
+        .filter((value): value is number => value !== undefined && Number.isFinite(value));
       if (values.length) perPhase[phase] = values;
     }
     phases[label] = perPhase;

@@ -51,7 +51,10 @@ function script(sleep: boolean): string {
     { expect: { tool_result_matches: "failed" }, tool_calls: [{ name: "read_file", arguments: { path: "stats.py" } }] },
   ];
   if (sleep) {
-    turns.push({ expect: { tool_result_matches: "return ordered\\[middle\\]" }, tool_calls: [{ name: "run_shell", arguments: { command: "sleep 600", timeout_ms: 900_000 } }] });
+    turns.push({
+      expect: { tool_result_matches: "return ordered\\[middle\\]" },
+      tool_calls: [{ name: "run_shell", arguments: { command: "sleep 600", timeout_ms: 900_000 } }],
+    });
     // After the resume the sleep's result is the synthetic "interrupted" one.
     turns.push({ expect: { tool_result_matches: "\\[interrupted\\]" }, tool_calls: [EDIT] });
   } else {
@@ -76,7 +79,8 @@ function fixture(sleep: boolean): Fixture {
   const directory = mkdtempSync(join(tmpdir(), "agent-runner-bench-resume-"));
   cpSync(EXAMPLE, directory, { recursive: true });
   const repo = join(directory, "repo");
-  const git = (...args: string[]) => execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@localhost", ...args], { cwd: repo, stdio: "ignore" });
+  const git = (...args: string[]) =>
+    execFileSync("git", ["-c", "user.name=bench", "-c", "user.email=bench@localhost", ...args], { cwd: repo, stdio: "ignore" });
   git("init", "-q", "-b", "main");
   git("add", "-A");
   git("commit", "-q", "-m", "initial");
@@ -99,7 +103,10 @@ interface Exit {
 function startCli(args: string[], home: string, environment: Record<string, string> = {}): { child: ChildProcess; done: Promise<Exit> } {
   const spawnedAt = Date.now();
   const started = performance.now();
-  const child = spawn(process.execPath, [RESUME_CLI, ...args], { env: { ...process.env, RUNNER_HOME: home, ...environment }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [RESUME_CLI, ...args], {
+    env: { ...process.env, RUNNER_HOME: home, ...environment },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   children.add(child);
   let stdout = "";
   let stderr = "";
@@ -164,11 +171,19 @@ function phases(events: Envelope[], exit: Exit, first: "run.started" | "run.resu
   const sandbox = at(events, "sandbox.created", exit.spawnedAt);
   const agent = at(events, "agent.finished", exit.spawnedAt);
   const finished = at(events, "run.finished", exit.spawnedAt);
-  return { total: exit.elapsedMs, start: started, sandbox: sandbox - started, agent: agent - sandbox, finish: finished - agent, exit: exit.elapsedMs - finished };
+  return {
+    total: exit.elapsedMs,
+    start: started,
+    sandbox: sandbox - started,
+    agent: agent - sandbox,
+    finish: finished - agent,
+    exit: exit.elapsedMs - finished,
+  };
 }
 
 function check(condition: boolean, what: string, exit?: Exit): void {
-  if (!condition) throw new Error(`resume bench: ${what}${exit ? `\nexit ${exit.code} ${exit.signal ?? ""}\n${exit.stderr.slice(-2000)}\n${exit.stdout.slice(-2000)}` : ""}`);
+  if (!condition)
+    throw new Error(`resume bench: ${what}${exit ? `\nexit ${exit.code} ${exit.signal ?? ""}\n${exit.stderr.slice(-2000)}\n${exit.stdout.slice(-2000)}` : ""}`);
 }
 
 async function freshExec(): Promise<Phases> {
@@ -225,7 +240,9 @@ async function killAndResume(docker: Docker): Promise<KillRound> {
   while (performance.now() < deadline && !exited) {
     runDirectory ??= runDirectoryOf(home);
     if (runDirectory) {
-      const sleeping = readEvents(runDirectory).find((event) => event.type === EVENT("tool_call.started") && String(event.data.arguments).includes("sleep 600"));
+      const sleeping = readEvents(runDirectory).find(
+        (event) => event.type === EVENT("tool_call.started") && String(event.data.arguments).includes("sleep 600"),
+      );
       if (sleeping) {
         untilSleepMs = performance.now() - spawned;
         break;
@@ -257,11 +274,26 @@ async function killAndResume(docker: Docker): Promise<KillRound> {
   // info level: the sweep logs one line (with its time) when it has committed the dead run's worktree.
   const exit = await startCli(["resume", runId], home, { RUNNER_LOG_LEVEL: "info" }).done;
   check(exit.code === 0, `runner resume ${runId} did not exit 0`, exit);
-  const report = JSON.parse(readFileSync(join(runDirectory!, "report.json"), "utf8")) as { status: string; reason: string; resumes: number; steps: number; context: { requests: number } };
-  check(report.status === "succeeded" && report.reason === "verified" && report.resumes === 1 && report.steps === 6, `resumed run report ${JSON.stringify(report)}`);
+  const report = JSON.parse(readFileSync(join(runDirectory!, "report.json"), "utf8")) as {
+    status: string;
+    reason: string;
+    resumes: number;
+    steps: number;
+    context: { requests: number };
+  };
+  check(
+    report.status === "succeeded" && report.reason === "verified" && report.resumes === 1 && report.steps === 6,
+    `resumed run report ${JSON.stringify(report)}`,
+  );
   const events = readEvents(runDirectory!).slice(before);
-  check(events.some((event) => event.type === EVENT("tool_call.interrupted")), "no tool_call.interrupted for the sleep after the resume");
-  check(!events.some((event) => event.type === EVENT("tool_call.started") && String(event.data.arguments).includes("sleep 600")), "the sleep ran again after the resume");
+  check(
+    events.some((event) => event.type === EVENT("tool_call.interrupted")),
+    "no tool_call.interrupted for the sleep after the resume",
+  );
+  check(
+    !events.some((event) => event.type === EVENT("tool_call.started") && String(event.data.arguments).includes("sleep 600")),
+    "the sleep ran again after the resume",
+  );
   const resumed = events.find((event) => event.type === EVENT("run.resumed"));
   const swept = sweptAt(exit.stderr);
   const resumePhases = phases(events, exit, "run.resumed");
@@ -333,25 +365,67 @@ export async function benchResume(rounds: number): Promise<boolean> {
     const rows: Row[] = [
       { name: "runner --version", samples: version, note: "node start + loading the CLI's modules: the floor of both starts" },
       { name: "runner exec, fresh task (baseline)", samples: pick(fresh, "total"), note: "spawn -> exit 0: 5 model calls, 4 tool calls, verify" },
-      { name: "runner resume after kill -9", samples: pick(resume, "total"), baseline: "runner exec, fresh task (baseline)", note: "spawn -> exit 0: sweep, reopen, replay, 3 model calls, 2 tool calls, verify" },
-      { name: "  exec: spawn -> run.started", samples: pick(fresh, "start"), baseline: "runner --version", note: "checkReady + sweep (nothing to do) + worktree add" },
-      { name: "  resume: spawn -> run.resumed", samples: pick(resume, "start"), baseline: "  exec: spawn -> run.started", note: "sweep (commit + remove the dead run's worktree) + checks + worktree re-add" },
-      { name: "    resume: spawn -> sweep done (log line)", samples: kills.map((kill) => kill.sweepMs), baseline: "runner --version", note: "module loading + container sweep + commit and removal of the dead run's worktree" },
-      { name: "    resume: sweep done -> run.resumed", samples: kills.map((kill) => kill.reopenMs), note: "run lookup + repository and image checks + worktree re-added + run.json" },
+      {
+        name: "runner resume after kill -9",
+        samples: pick(resume, "total"),
+        baseline: "runner exec, fresh task (baseline)",
+        note: "spawn -> exit 0: sweep, reopen, replay, 3 model calls, 2 tool calls, verify",
+      },
+      {
+        name: "  exec: spawn -> run.started",
+        samples: pick(fresh, "start"),
+        baseline: "runner --version",
+        note: "checkReady + sweep (nothing to do) + worktree add",
+      },
+      {
+        name: "  resume: spawn -> run.resumed",
+        samples: pick(resume, "start"),
+        baseline: "  exec: spawn -> run.started",
+        note: "sweep (commit + remove the dead run's worktree) + checks + worktree re-add",
+      },
+      {
+        name: "    resume: spawn -> sweep done (log line)",
+        samples: kills.map((kill) => kill.sweepMs),
+        baseline: "runner --version",
+        note: "module loading + container sweep + commit and removal of the dead run's worktree",
+      },
+      {
+        name: "    resume: sweep done -> run.resumed",
+        samples: kills.map((kill) => kill.reopenMs),
+        note: "run lookup + repository and image checks + worktree re-added + run.json",
+      },
       { name: "  exec: run.started -> sandbox.created", samples: pick(fresh, "sandbox") },
       { name: "  resume: run.resumed -> sandbox.created", samples: pick(resume, "sandbox"), baseline: "  exec: run.started -> sandbox.created" },
       { name: "  exec: sandbox.created -> agent.finished", samples: pick(fresh, "agent") },
-      { name: "  resume: sandbox.created -> agent.finished", samples: pick(resume, "agent"), baseline: "  exec: sandbox.created -> agent.finished", note: "replay of the interrupted sleep + the remaining turns" },
-      { name: "    resume: sandbox.created -> tool_call.interrupted", samples: kills.map((kill) => kill.replayMs), note: "tools and result store set up, loop start, the unfinished turn replayed (events' ms resolution)" },
+      {
+        name: "  resume: sandbox.created -> agent.finished",
+        samples: pick(resume, "agent"),
+        baseline: "  exec: sandbox.created -> agent.finished",
+        note: "replay of the interrupted sleep + the remaining turns",
+      },
+      {
+        name: "    resume: sandbox.created -> tool_call.interrupted",
+        samples: kills.map((kill) => kill.replayMs),
+        note: "tools and result store set up, loop start, the unfinished turn replayed (events' ms resolution)",
+      },
       { name: "  exec: agent.finished -> run.finished", samples: pick(fresh, "finish") },
-      { name: "  resume: agent.finished -> run.finished", samples: pick(resume, "finish"), baseline: "  exec: agent.finished -> run.finished", note: "commit, patch, verify in a fresh container, report" },
+      {
+        name: "  resume: agent.finished -> run.finished",
+        samples: pick(resume, "finish"),
+        baseline: "  exec: agent.finished -> run.finished",
+        note: "commit, patch, verify in a fresh container, report",
+      },
       { name: "  exec: run.finished -> exit", samples: pick(fresh, "exit") },
       { name: "  resume: run.finished -> exit", samples: pick(resume, "exit"), baseline: "  exec: run.finished -> exit" },
     ];
     printTable("2. resume after kill -9 vs fresh exec (ms from the wall clock at spawn and the events' times)", rows);
-    console.log(`   kill rounds: spawn -> sleep 600 started, median ${fmt(median(kills.map((kill) => kill.untilSleepMs)))} ms; container gone after SIGKILL, median ${fmt(median(kills.map((kill) => kill.containerGoneMs)))} ms (max ${fmt(Math.max(...kills.map((kill) => kill.containerGoneMs)))})`);
+    console.log(
+      `   kill rounds: spawn -> sleep 600 started, median ${fmt(median(kills.map((kill) => kill.untilSleepMs)))} ms; container gone after SIGKILL, median ${fmt(median(kills.map((kill) => kill.containerGoneMs)))} ms (max ${fmt(Math.max(...kills.map((kill) => kill.containerGoneMs)))})`,
+    );
     console.log(`   worktree at resume: ${[...new Set(kills.map((kill) => kill.worktree))].join(", ")}`);
-    console.log(`   resumed report: steps ${[...new Set(kills.map((kill) => kill.reportSteps))].join(", ")}, context.requests ${[...new Set(kills.map((kill) => kill.reportRequests))].join(", ")} (requests count only the resuming process)`);
+    console.log(
+      `   resumed report: steps ${[...new Set(kills.map((kill) => kill.reportSteps))].join(", ")}, context.requests ${[...new Set(kills.map((kill) => kill.reportRequests))].join(", ")} (requests count only the resuming process)`,
+    );
     return true;
   } finally {
     process.off("SIGINT", onSignal);

@@ -85,9 +85,24 @@ export async function benchRoundTrip(docker: Docker, sandbox: Sandbox, rounds: n
     { name: "host spawn `bash -c true`", samples: samples.hostBash!, baseline: "host spawn `true`" },
     { name: "docker exec <id> true (CLI)", samples: samples.cli!, baseline: "host spawn `true`" },
     { name: "dockerode exec true (Engine API)", samples: samples.engine!, baseline: "host spawn `true`" },
-    { name: "sandbox.stat('.') (channel only)", samples: samples.stat!, baseline: "host spawn `true`", note: "one JSON line each way over the attach stream, no process" },
-    { name: "sandbox.stopAllProcesses() (idle)", samples: samples.stopAll!, baseline: "sandbox.stat('.') (channel only)", note: "nothing running: one /proc scan in the daemon (run before host git reads the worktree)" },
-    { name: "sandbox.exec('true') (raw)", samples: samples.exec!, baseline: "dockerode exec true (Engine API)", note: "the daemon spawns `bash -c true` in the container" },
+    {
+      name: "sandbox.stat('.') (channel only)",
+      samples: samples.stat!,
+      baseline: "host spawn `true`",
+      note: "one JSON line each way over the attach stream, no process",
+    },
+    {
+      name: "sandbox.stopAllProcesses() (idle)",
+      samples: samples.stopAll!,
+      baseline: "sandbox.stat('.') (channel only)",
+      note: "nothing running: one /proc scan in the daemon (run before host git reads the worktree)",
+    },
+    {
+      name: "sandbox.exec('true') (raw)",
+      samples: samples.exec!,
+      baseline: "dockerode exec true (Engine API)",
+      note: "the daemon spawns `bash -c true` in the container",
+    },
     { name: "run_shell('true') via ToolRegistry", samples: samples.tool!, baseline: "dockerode exec true (Engine API)" },
   ];
   return { rows, daemonExecMs: daemonExecMs.slice(3) };

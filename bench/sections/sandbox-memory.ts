@@ -33,7 +33,11 @@ function printMbTable(title: string, rows: Row[]): void {
   const header = ["name", "n", "median MB", "p90 MB", "ratio (median) vs baseline"];
   const body = rows.map((row) => [row.name, String(row.samples.length), fmt(median(row.samples)), fmt(p90(row.samples)), ratio(row)]);
   const widths = header.map((cell, column) => Math.max(cell.length, ...body.map((line) => line[column]!.length)));
-  const line = (cells: string[]) => cells.map((cell, column) => (column === 0 || column === 4 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => (column === 0 || column === 4 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!)))
+      .join("  ")
+      .trimEnd();
   console.log(`\n== ${title}`);
   console.log(line(header));
   console.log(widths.map((width) => "-".repeat(width)).join("  "));
@@ -155,11 +159,17 @@ export async function benchSandboxMemory(docker: Docker, options: { rounds: numb
         const after = rssAfterGc();
         rssGrowth.push((after.rss - before.rss) / options.sandboxes);
         heapGrowth.push((after.heap - before.heap) / options.sandboxes);
-        const measured = await measure(docker, sandboxes.map((sandbox) => sandbox.id));
+        const measured = await measure(
+          docker,
+          sandboxes.map((sandbox) => sandbox.id),
+        );
         sandboxRows.push(measured);
         console.log(
           `   round ${round + 1}: ${options.sandboxes} idle sandboxes, cgroup usage ${measured.cgroup.map((entry) => (entry.usage / MB).toFixed(1)).join(" / ")} MB ` +
-            `(floor ${floorRows.at(-1)!.cgroup.map((entry) => (entry.usage / MB).toFixed(1)).join(" / ")}), runner RSS +${((after.rss - before.rss) / MB).toFixed(1)} MB`,
+            `(floor ${floorRows
+              .at(-1)!
+              .cgroup.map((entry) => (entry.usage / MB).toFixed(1))
+              .join(" / ")}), runner RSS +${((after.rss - before.rss) / MB).toFixed(1)} MB`,
         );
       } finally {
         await Promise.all(sandboxes.map((sandbox) => sandbox.close().catch(() => undefined)));
@@ -173,12 +183,30 @@ export async function benchSandboxMemory(docker: Docker, options: { rounds: numb
   const mb = (values: number[]) => values.map((value) => value / MB);
   const pool = (rows: Measured[], pick: (entry: CgroupMemory) => number) => mb(rows.flatMap((row) => row.cgroup.map(pick)));
   const rows: Row[] = [
-    { name: "floor: sleep container, cgroup usage", samples: pool(floorRows, (entry) => entry.usage), note: "docker run -d --init --network none <image> sleep (docker-init + sleep)" },
+    {
+      name: "floor: sleep container, cgroup usage",
+      samples: pool(floorRows, (entry) => entry.usage),
+      note: "docker run -d --init --network none <image> sleep (docker-init + sleep)",
+    },
     { name: "floor: sleep container, docker stats", samples: mb(floorRows.flatMap((row) => row.stats)) },
-    { name: "idle sandbox, cgroup usage", samples: pool(sandboxRows, (entry) => entry.usage), baseline: "floor: sleep container, cgroup usage", note: "memory.usage_in_bytes: anonymous memory + page cache charged to the container" },
+    {
+      name: "idle sandbox, cgroup usage",
+      samples: pool(sandboxRows, (entry) => entry.usage),
+      baseline: "floor: sleep container, cgroup usage",
+      note: "memory.usage_in_bytes: anonymous memory + page cache charged to the container",
+    },
     { name: "  anonymous (rss)", samples: pool(sandboxRows, (entry) => entry.anon), note: "the in-container node daemon's heap and stacks (+ docker-init)" },
-    { name: "  page cache", samples: pool(sandboxRows, (entry) => entry.cache), note: "file pages first read by this container (image files, node's binary pages not already cached by another cgroup)" },
-    { name: "idle sandbox, docker stats", samples: mb(sandboxRows.flatMap((row) => row.stats)), baseline: "floor: sleep container, docker stats", note: "docker stats --no-stream MEM USAGE (usage minus cache on cgroup v1)" },
+    {
+      name: "  page cache",
+      samples: pool(sandboxRows, (entry) => entry.cache),
+      note: "file pages first read by this container (image files, node's binary pages not already cached by another cgroup)",
+    },
+    {
+      name: "idle sandbox, docker stats",
+      samples: mb(sandboxRows.flatMap((row) => row.stats)),
+      baseline: "floor: sleep container, docker stats",
+      note: "docker stats --no-stream MEM USAGE (usage minus cache on cgroup v1)",
+    },
     { name: "runner RSS growth per sandbox", samples: mb(rssGrowth), note: "bench process RSS after GC, with the sandboxes open minus before, / N" },
     { name: "runner heapUsed + external growth per sandbox", samples: mb(heapGrowth) },
     { name: "runner RSS after closing them all", samples: mb(rssLeft), note: "minus before (not per sandbox): what is not given back" },

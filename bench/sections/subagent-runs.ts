@@ -83,7 +83,10 @@ export function makeTemplate(workers: number, extraFiles: number): RepoTemplate 
   for (let index = 0; index < extraFiles; index += 1) {
     const path = join(repo, generatedPath(index));
     mkdirSync(join(path, ".."), { recursive: true });
-    writeFileSync(path, `"""Generated module ${index}."""\n\n\ndef f${index}(x):\n    return x * ${index % 7} + ${index}\n\n\nVALUE_${index} = f${index}(${index})\n`);
+    writeFileSync(
+      path,
+      `"""Generated module ${index}."""\n\n\ndef f${index}(x):\n    return x * ${index % 7} + ${index}\n\n\nVALUE_${index} = f${index}(${index})\n`,
+    );
   }
   writeFileSync(join(repo, "pytest.ini"), "[pytest]\naddopts = -p no:cacheprovider\n");
   git(repo, ["init", "-q", "-b", "main"]);
@@ -109,7 +112,12 @@ const MERGED = "merged into your branch";
 function agentCall(k: number) {
   return {
     name: "agent",
-    arguments: { mode: "worker", description: description(k), prompt: `value${k} in mod${k}.py must return x + ${k}; fix it. Check with ${testCommand(k)}`, verify: testCommand(k) },
+    arguments: {
+      mode: "worker",
+      description: description(k),
+      prompt: `value${k} in mod${k}.py must return x + ${k}; fix it. Check with ${testCommand(k)}`,
+      verify: testCommand(k),
+    },
   };
 }
 
@@ -173,7 +181,10 @@ function readNumber(path: string): number {
 function processSeconds(pid: number, withChildren: boolean): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ").map(Number);
+    const fields = stat
+      .slice(stat.lastIndexOf(")") + 2)
+      .split(" ")
+      .map(Number);
     // fields[0] is field 3 (state): utime is field 14, stime 15, cutime 16, cstime 17.
     const own = fields[11]! + fields[12]!;
     return (withChildren ? own + fields[13]! + fields[14]! : own) / TICKS;
@@ -184,7 +195,11 @@ function processSeconds(pid: number, withChildren: boolean): number {
 
 function pidsOf(names: string[]): number[] {
   try {
-    return execFileSync("pidof", names, { encoding: "utf8" }).trim().split(/\s+/).map(Number).filter((pid) => pid > 0);
+    return execFileSync("pidof", names, { encoding: "utf8" })
+      .trim()
+      .split(/\s+/)
+      .map(Number)
+      .filter((pid) => pid > 0);
   } catch {
     return [];
   }
@@ -331,7 +346,16 @@ export class CpuSampler {
     const inside = this.samples.filter((sample) => sample.at >= from && sample.at <= to);
     const first = inside[0];
     const last = inside.at(-1);
-    if (!first || !last || first === last) return { busyShare: Number.NaN, machine: Number.NaN, runner: Number.NaN, containers: Number.NaN, engine: Number.NaN, shims: Number.NaN, bench: Number.NaN };
+    if (!first || !last || first === last)
+      return {
+        busyShare: Number.NaN,
+        machine: Number.NaN,
+        runner: Number.NaN,
+        containers: Number.NaN,
+        engine: Number.NaN,
+        shims: Number.NaN,
+        bench: Number.NaN,
+      };
     // A container (or shim) gone inside the window counts with the last value seen; one that appeared inside it, from 0.
     const latestOf = (pick: (sample: CpuSample) => Map<string, number>) => {
       const latest = new Map<string, number>();
@@ -373,7 +397,7 @@ export interface ContainerEvent {
  */
 export class DockerEventLog {
   readonly events: ContainerEvent[] = [];
-  private stream: NodeJS.ReadableStream & { destroy(): void } | null = null;
+  private stream: (NodeJS.ReadableStream & { destroy(): void }) | null = null;
   private pending = "";
 
   async start(docker: Docker): Promise<void> {
@@ -390,7 +414,14 @@ export class DockerEventLog {
   private add(line: string): void {
     if (!line.trim()) return;
     try {
-      const raw = JSON.parse(line) as { id?: string; Action?: string; status?: string; timeNano?: number; time?: number; Actor?: { Attributes?: Record<string, string> } };
+      const raw = JSON.parse(line) as {
+        id?: string;
+        Action?: string;
+        status?: string;
+        timeNano?: number;
+        time?: number;
+        Actor?: { Attributes?: Record<string, string> };
+      };
       const attributes = raw.Actor?.Attributes ?? {};
       this.events.push({
         id: raw.id ?? "",
@@ -480,7 +511,11 @@ export async function runPlan(docker: Docker, template: RepoTemplate, plan: Plan
     if (ids.length !== 1) throw fail(`expected one run directory, found ${ids.length}`);
     const runDirectory = join(runs, ids[0]!);
     if (!existsSync(join(runDirectory, "report.json"))) throw fail("no report.json");
-    const report = JSON.parse(readFileSync(join(runDirectory, "report.json"), "utf8")) as { status: string; reason: string; agents: { id: string; status: string }[] };
+    const report = JSON.parse(readFileSync(join(runDirectory, "report.json"), "utf8")) as {
+      status: string;
+      reason: string;
+      agents: { id: string; status: string }[];
+    };
     const workers = plan === "single" ? 1 : template.workers;
     if (code !== 0 || report.status !== "succeeded" || report.reason !== "verified") throw fail(`report ${report.status}/${report.reason}`);
     if (report.agents.length !== workers || report.agents.some((agent) => agent.status !== "merged")) {
@@ -597,7 +632,10 @@ export function workerPhases(run: CliRun): WorkerPhases[] {
     const subagentStarted = first("subagent.started");
     const firstModel = first("model_call.started");
     const agentFinished = first("agent.finished");
-    const verifyStarted = first("verify.started", of("verify.started").filter((event) => event.data.command === verifyCommand));
+    const verifyStarted = first(
+      "verify.started",
+      of("verify.started").filter((event) => event.data.command === verifyCommand),
+    );
     const verifyExec = Number(verifyFinished.data.duration_ms);
     const verifyEnd = eventTime(verifyFinished);
     const subagentFinished = first("subagent.finished");

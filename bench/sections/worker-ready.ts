@@ -104,14 +104,20 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
       "git worktree add -b (plain git)": async () => {
         counter += 1;
         const path = join(scratch, `plain${counter}`);
-        add("git worktree add -b (plain git)", await time(() => execFileAsync("git", ["worktree", "add", "-q", "-b", `bench/plain${counter}`, path, head], { cwd: repo })));
+        add(
+          "git worktree add -b (plain git)",
+          await time(() => execFileAsync("git", ["worktree", "add", "-q", "-b", `bench/plain${counter}`, path, head], { cwd: repo })),
+        );
         await execFileAsync("git", ["worktree", "remove", "--force", path], { cwd: repo });
         git(repo, ["branch", "-q", "-D", `bench/plain${counter}`]);
       },
       "pooled worktree: git checkout -B (1 file differs)": async () => {
         counter += 1;
         poolAt = poolAt === head ? next : head;
-        add("pooled worktree: git checkout -B (1 file differs)", await time(() => execFileAsync("git", ["checkout", "-q", "-f", "-B", `bench/pool${counter}`, poolAt], { cwd: pool })));
+        add(
+          "pooled worktree: git checkout -B (1 file differs)",
+          await time(() => execFileAsync("git", ["checkout", "-q", "-f", "-B", `bench/pool${counter}`, poolAt], { cwd: pool })),
+        );
         await execFileAsync("git", ["checkout", "-q", "--detach"], { cwd: pool });
         git(repo, ["branch", "-q", "-D", `bench/pool${counter}`]);
       },
@@ -120,7 +126,10 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
             "git worktree add -b on tmpfs (/dev/shm)": async () => {
               counter += 1;
               const path = join(shm!, `t${counter}`);
-              add("git worktree add -b on tmpfs (/dev/shm)", await time(() => execFileAsync("git", ["worktree", "add", "-q", "-b", `bench/tmpfs${counter}`, path, head], { cwd: repo })));
+              add(
+                "git worktree add -b on tmpfs (/dev/shm)",
+                await time(() => execFileAsync("git", ["worktree", "add", "-q", "-b", `bench/tmpfs${counter}`, path, head], { cwd: repo })),
+              );
               await execFileAsync("git", ["worktree", "remove", "--force", path], { cwd: repo });
               git(repo, ["branch", "-q", "-D", `bench/tmpfs${counter}`]);
             },
@@ -129,14 +138,20 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
       "git worktree add --no-checkout -b": async () => {
         counter += 1;
         const path = join(scratch, `lazy${counter}`);
-        add("git worktree add --no-checkout -b", await time(() => execFileAsync("git", ["worktree", "add", "-q", "--no-checkout", "-b", `bench/lazy${counter}`, path, head], { cwd: repo })));
+        add(
+          "git worktree add --no-checkout -b",
+          await time(() => execFileAsync("git", ["worktree", "add", "-q", "--no-checkout", "-b", `bench/lazy${counter}`, path, head], { cwd: repo })),
+        );
         await execFileAsync("git", ["worktree", "remove", "--force", path], { cwd: repo });
         git(repo, ["branch", "-q", "-D", `bench/lazy${counter}`]);
       },
       "createBranchWorktree (runner)": async () => {
         counter += 1;
         let created: RunWorktree | null = null;
-        add("createBranchWorktree (runner)", await time(async () => (created = await createBranchWorktree(parent!, `runner/bench-w${counter}`, join(scratch, `w${counter}`), head))));
+        add(
+          "createBranchWorktree (runner)",
+          await time(async () => (created = await createBranchWorktree(parent!, `runner/bench-w${counter}`, join(scratch, `w${counter}`), head))),
+        );
         add("lchown walk alone (replica)", await time(async () => lchownWalk(created!.path, SANDBOX_UID, SANDBOX_UID)));
         add("removeRunWorktree (rm -r + prune)", await time(async () => removeRunWorktree(created!)));
         git(repo, ["branch", "-q", "-D", `runner/bench-w${counter}`]);
@@ -151,7 +166,10 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
         await timedFreeze("snapshot: freeze + commitRunWorktree", () => commitRunWorktree(parent!, "bench: snapshot"));
       },
       "docker run --rm image true (CLI)": async () => {
-        add("docker run --rm image true (CLI)", await time(() => execFileAsync("docker", ["run", "--rm", "--network", "none", "--name", nextContainerName("true"), BENCH_IMAGE, "true"])));
+        add(
+          "docker run --rm image true (CLI)",
+          await time(() => execFileAsync("docker", ["run", "--rm", "--network", "none", "--name", nextContainerName("true"), BENCH_IMAGE, "true"])),
+        );
       },
       "provider.create + first exec": async () => {
         let sandbox: Sandbox | null = null;
@@ -182,7 +200,9 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
         cli[which].push({ worker: worker!, run: runPhases(run, [worker!]) });
       }
       const last = (which: "big" | "small") => cli[which].at(-1)!.worker;
-      console.log(`   round ${round + 1}: worker ready ${fmt(last("big").ready)} ms (${options.files} files) / ${fmt(last("small").ready)} ms (small repo); git worktree add ${fmt(samples["git worktree add -b (plain git)"]!.at(-1)!)} ms`);
+      console.log(
+        `   round ${round + 1}: worker ready ${fmt(last("big").ready)} ms (${options.files} files) / ${fmt(last("small").ready)} ms (small repo); git worktree add ${fmt(samples["git worktree add -b (plain git)"]!.at(-1)!)} ms`,
+      );
       await cleanUpRuns(docker);
     }
   } finally {
@@ -198,24 +218,72 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
 
   const rows: Row[] = [
     { name: "git worktree add -b (plain git)", samples: samples["git worktree add -b (plain git)"]!, note: `baseline: checkout of ${big.trackedFiles} files` },
-    { name: "git worktree add -b on tmpfs (/dev/shm)", samples: samples["git worktree add -b on tmpfs (/dev/shm)"] ?? [], baseline: "git worktree add -b (plain git)", note: "the same checkout in RAM: how much of it is the disk" },
-    { name: "pooled worktree: git checkout -B (1 file differs)", samples: samples["pooled worktree: git checkout -B (1 file differs)"]!, baseline: "git worktree add -b (plain git)", note: "an existing worktree moved to a new commit and branch: only changed files are written" },
-    { name: "git worktree add --no-checkout -b", samples: samples["git worktree add --no-checkout -b"]!, baseline: "git worktree add -b (plain git)", note: "what a lazy / sparse checkout pays up front" },
-    { name: "createBranchWorktree (runner)", samples: samples["createBranchWorktree (runner)"]!, baseline: "git worktree add -b (plain git)", note: "safe git worktree add + rev-parse + lchown walk" },
+    {
+      name: "git worktree add -b on tmpfs (/dev/shm)",
+      samples: samples["git worktree add -b on tmpfs (/dev/shm)"] ?? [],
+      baseline: "git worktree add -b (plain git)",
+      note: "the same checkout in RAM: how much of it is the disk",
+    },
+    {
+      name: "pooled worktree: git checkout -B (1 file differs)",
+      samples: samples["pooled worktree: git checkout -B (1 file differs)"]!,
+      baseline: "git worktree add -b (plain git)",
+      note: "an existing worktree moved to a new commit and branch: only changed files are written",
+    },
+    {
+      name: "git worktree add --no-checkout -b",
+      samples: samples["git worktree add --no-checkout -b"]!,
+      baseline: "git worktree add -b (plain git)",
+      note: "what a lazy / sparse checkout pays up front",
+    },
+    {
+      name: "createBranchWorktree (runner)",
+      samples: samples["createBranchWorktree (runner)"]!,
+      baseline: "git worktree add -b (plain git)",
+      note: "safe git worktree add + rev-parse + lchown walk",
+    },
     { name: "lchown walk alone (replica)", samples: samples["lchown walk alone (replica)"]!, baseline: "createBranchWorktree (runner)" },
-    { name: "removeRunWorktree (rm -r + prune)", samples: samples["removeRunWorktree (rm -r + prune)"]!, baseline: "git worktree add -b (plain git)", note: "a worker's cleanup phase" },
-    { name: "commitRunWorktree, nothing changed", samples: samples["commitRunWorktree, nothing changed"]!, note: "git add --all + diff --cached + rev-parse over the worktree" },
+    {
+      name: "removeRunWorktree (rm -r + prune)",
+      samples: samples["removeRunWorktree (rm -r + prune)"]!,
+      baseline: "git worktree add -b (plain git)",
+      note: "a worker's cleanup phase",
+    },
+    {
+      name: "commitRunWorktree, nothing changed",
+      samples: samples["commitRunWorktree, nothing changed"]!,
+      note: "git add --all + diff --cached + rev-parse over the worktree",
+    },
     { name: "sandbox.freeze(no-op) (pause + unpause)", samples: samples["sandbox.freeze(no-op) (pause + unpause)"]! },
-    { name: "snapshot: freeze + commitRunWorktree", samples: samples["snapshot: freeze + commitRunWorktree"]!, baseline: "sandbox.freeze(no-op) (pause + unpause)", note: "what each worker's snapshot does, under the parent's git lock" },
+    {
+      name: "snapshot: freeze + commitRunWorktree",
+      samples: samples["snapshot: freeze + commitRunWorktree"]!,
+      baseline: "sandbox.freeze(no-op) (pause + unpause)",
+      note: "what each worker's snapshot does, under the parent's git lock",
+    },
     { name: "docker run --rm image true (CLI)", samples: samples["docker run --rm image true (CLI)"]!, note: "a container start alone (network none)" },
-    { name: "provider.create + first exec", samples: samples["provider.create + first exec"]!, baseline: "docker run --rm image true (CLI)", note: "the runner's sandbox ready (no git mounts)" },
+    {
+      name: "provider.create + first exec",
+      samples: samples["provider.create + first exec"]!,
+      baseline: "docker run --rm image true (CLI)",
+      note: "the runner's sandbox ready (no git mounts)",
+    },
   ];
   const worker = (which: "big" | "small", key: keyof WorkerPhases) => cli[which].map((sample) => Number(sample.worker[key])).filter(Number.isFinite);
   const run = (which: "big" | "small", key: keyof RunPhases) => cli[which].map((sample) => Number(sample.run[key]));
   const label = `${options.files} files`;
   rows.push(
-    { name: `worker ready, ${label}`, samples: worker("big", "ready"), baseline: "git worktree add -b (plain git)", note: "runner exec, 1 worker: main's agent tool_call.started -> the worker's first model_call.started" },
-    { name: "worker ready, small repo", samples: worker("small", "ready"), note: `the same repository without the ${options.files} generated files (${small.trackedFiles} files)` },
+    {
+      name: `worker ready, ${label}`,
+      samples: worker("big", "ready"),
+      baseline: "git worktree add -b (plain git)",
+      note: "runner exec, 1 worker: main's agent tool_call.started -> the worker's first model_call.started",
+    },
+    {
+      name: "worker ready, small repo",
+      samples: worker("small", "ready"),
+      note: `the same repository without the ${options.files} generated files (${small.trackedFiles} files)`,
+    },
     { name: `  prep (snapshot + worktree), ${label}`, samples: worker("big", "prep"), baseline: "  prep (snapshot + worktree), small repo" },
     { name: "  prep (snapshot + worktree), small repo", samples: worker("small", "prep") },
     { name: `    parent frozen: snapshot, ${label}`, samples: worker("big", "prepSnapshot"), baseline: "snapshot: freeze + commitRunWorktree" },
@@ -228,11 +296,20 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
     { name: `cleanup: worker worktree removed, ${label}`, samples: worker("big", "cleanup"), baseline: "removeRunWorktree (rm -r + prune)" },
     { name: `verify: checkout + container, ${label}`, samples: worker("big", "verifySetup"), baseline: "verify: checkout + container, small repo" },
     { name: "verify: checkout + container, small repo", samples: worker("small", "verifySetup") },
-    { name: `spawn -> run.started, ${label}`, samples: run("big", "start"), baseline: "spawn -> run.started, small repo", note: "CLI start + checks + the main's worktree (createRunWorktree)" },
+    {
+      name: `spawn -> run.started, ${label}`,
+      samples: run("big", "start"),
+      baseline: "spawn -> run.started, small repo",
+      note: "CLI start + checks + the main's worktree (createRunWorktree)",
+    },
     { name: "spawn -> run.started, small repo", samples: run("small", "start") },
   );
-  printTable(`2. worker ready on a ${big.trackedFiles}-file repository (ms; micro rows ${options.rounds}x${options.micro}, runs ${options.rounds} each)`, rows.filter((row) => row.samples.length > 0));
-  if (freezeFailures.length) console.log(`   FREEZE FAILURES (sample dropped, container thawed): ${freezeFailures.length}\n${freezeFailures.map((line) => `   - ${line}`).join("\n")}`);
+  printTable(
+    `2. worker ready on a ${big.trackedFiles}-file repository (ms; micro rows ${options.rounds}x${options.micro}, runs ${options.rounds} each)`,
+    rows.filter((row) => row.samples.length > 0),
+  );
+  if (freezeFailures.length)
+    console.log(`   FREEZE FAILURES (sample dropped, container thawed): ${freezeFailures.length}\n${freezeFailures.map((line) => `   - ${line}`).join("\n")}`);
   const ready = median(worker("big", "ready"));
   const plain = median(samples["git worktree add -b (plain git)"]!);
   console.log(`   worker ready ${fmt(ready)} ms = ${(ready / plain).toFixed(1)}x a plain git worktree add (${fmt(plain)} ms) on ${big.trackedFiles} files`);

@@ -23,7 +23,10 @@ interface Sample {
 }
 
 /** Prints part 1; returns the parallel speed-up of the workers' span (serial-turns ÷ parallel medians). */
-export async function benchWorkersWall(docker: Docker, options: { rounds: number; workers: number; sleepSeconds: number; files: number }): Promise<{ speedUp: number; wholeRunSpeedUp: number }> {
+export async function benchWorkersWall(
+  docker: Docker,
+  options: { rounds: number; workers: number; sleepSeconds: number; files: number },
+): Promise<{ speedUp: number; wholeRunSpeedUp: number }> {
   const template = makeTemplate(options.workers, options.files);
   const samples: Record<Plan, Sample[]> = { "serial-turns": [], "max-parallel-1": [], parallel: [], single: [] };
   const failures: string[] = [];
@@ -90,7 +93,10 @@ export async function benchWorkersWall(docker: Docker, options: { rounds: number
   }
   rows[0]!.note = "first agent tool_call.started -> last agent tool_call.finished (events.jsonl)";
   rows[3]!.note = "spawn of `runner exec` -> exit 0: CLI start, main container, the workers, the main's test run, commit, final verify";
-  printTable(`1a. ${options.workers} workers (edit, sleep ${options.sleepSeconds}, pytest; verify; merge) on a ${template.trackedFiles}-file repository: wall time`, rows);
+  printTable(
+    `1a. ${options.workers} workers (edit, sleep ${options.sleepSeconds}, pytest; verify; merge) on a ${template.trackedFiles}-file repository: wall time`,
+    rows,
+  );
   const speedUp = median(runs(BASELINE, "workers")) / median(runs("parallel", "workers"));
   const wholeRunSpeedUp = median(runs(BASELINE, "total")) / median(runs("parallel", "total"));
   const cpu = (plan: Plan, key: keyof CpuSplit) => median(samples[plan].map((sample) => sample.run.workersCpu[key]).filter(Number.isFinite));
@@ -108,7 +114,9 @@ export async function benchWorkersWall(docker: Docker, options: { rounds: number
     `   the job's own measured CPU (runner, containers, engine, shims; runc not included) is ${own(BASELINE).toFixed(2)} / ${own("parallel").toFixed(2)} core-s serial / parallel: ` +
       `on ${cpus().length} CPUs the parallel span cannot be shorter than ~${((own("parallel") / cpus().length) * 1000).toFixed(0)} ms`,
   );
-  console.log(`   speed-up, parallel vs serial-turns: workers' span ${speedUp.toFixed(2)}x, whole run ${wholeRunSpeedUp.toFixed(2)}x; max-parallel-1 vs serial-turns: ${(median(runs(BASELINE, "workers")) / median(runs("max-parallel-1", "workers"))).toFixed(2)}x`);
+  console.log(
+    `   speed-up, parallel vs serial-turns: workers' span ${speedUp.toFixed(2)}x, whole run ${wholeRunSpeedUp.toFixed(2)}x; max-parallel-1 vs serial-turns: ${(median(runs(BASELINE, "workers")) / median(runs("max-parallel-1", "workers"))).toFixed(2)}x`,
+  );
 
   // 1b. Per-worker phases, pooled over workers and rounds.
   const phases: [keyof WorkerPhases, string][] = [
@@ -143,15 +151,28 @@ export async function benchWorkersWall(docker: Docker, options: { rounds: number
 
   // The parallel plan's workers in call order: what the serialized snapshot costs the later ones.
   const byOrder = (key: keyof WorkerPhases) =>
-    Array.from({ length: options.workers }, (_, index) => fmt(median(samples.parallel.map((sample) => Number(sample.workers[index]?.[key])).filter(Number.isFinite)))).join(" / ");
-  console.log(`   parallel, by call order (w1 / ... / w${options.workers}, medians): prep ${byOrder("prep")}; lock wait ${byOrder("prepLock")}; ready ${byOrder("ready")}; merge ${byOrder("merge")}; total ${byOrder("total")}`);
+    Array.from({ length: options.workers }, (_, index) =>
+      fmt(median(samples.parallel.map((sample) => Number(sample.workers[index]?.[key])).filter(Number.isFinite))),
+    ).join(" / ");
+  console.log(
+    `   parallel, by call order (w1 / ... / w${options.workers}, medians): prep ${byOrder("prep")}; lock wait ${byOrder("prepLock")}; ready ${byOrder("ready")}; merge ${byOrder("merge")}; total ${byOrder("total")}`,
+  );
   const serialized = (plan: Plan) =>
-    median(samples[plan].map((sample) => sample.workers.reduce((sum, worker) => sum + (Number.isFinite(worker.prepSnapshot) ? worker.prepSnapshot : 0) + (Number.isFinite(worker.mergeGit) ? worker.mergeGit : 0), 0)));
+    median(
+      samples[plan].map((sample) =>
+        sample.workers.reduce(
+          (sum, worker) => sum + (Number.isFinite(worker.prepSnapshot) ? worker.prepSnapshot : 0) + (Number.isFinite(worker.mergeGit) ? worker.mergeGit : 0),
+          0,
+        ),
+      ),
+    );
   console.log(
     `   under the parent's git lock with the parent frozen (snapshots + merges, summed per run, median): serial-turns ${fmt(serialized(BASELINE))} ms, parallel ${fmt(serialized("parallel"))} ms; ` +
       `one worker alone (serial-turns total, median) ${fmt(median(samples[BASELINE].flatMap((sample) => sample.workers.map((worker) => worker.total))))} ms`,
   );
   if (failures.length) console.log(`   FAILED RUNS (retried): ${failures.length}\n${failures.map((line) => `   - ${line}`).join("\n")}`);
-  console.log(`   goal: parallel speed-up >= 1.6x on ${options.workers} I/O-bound workers: ${speedUp >= 1.6 ? "MET" : "MISS"} (workers' span ${speedUp.toFixed(2)}x; whole run ${wholeRunSpeedUp.toFixed(2)}x)`);
+  console.log(
+    `   goal: parallel speed-up >= 1.6x on ${options.workers} I/O-bound workers: ${speedUp >= 1.6 ? "MET" : "MISS"} (workers' span ${speedUp.toFixed(2)}x; whole run ${wholeRunSpeedUp.toFixed(2)}x)`,
+  );
   return { speedUp, wholeRunSpeedUp };
 }

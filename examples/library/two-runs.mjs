@@ -22,7 +22,10 @@ function task(name, secretVariable) {
   git("add", "-A");
   git("commit", "-qm", "initial");
   // JSON is YAML: the agent prints its secret, then answers.
-  const turns = [{ tool_calls: [{ name: "run_shell", arguments: { command: `echo "my secret is $${secretVariable}"` } }] }, { content: `Printed ${secretVariable}.` }];
+  const turns = [
+    { tool_calls: [{ name: "run_shell", arguments: { command: `echo "my secret is $${secretVariable}"` } }] },
+    { content: `Printed ${secretVariable}.` },
+  ];
   writeFileSync(join(directory, "script.yaml"), JSON.stringify({ turns }));
   return {
     name,
@@ -35,7 +38,11 @@ function task(name, secretVariable) {
 }
 
 const runner = await createRunner({
-  environment: { ...process.env, FIRST_SECRET: process.env.FIRST_SECRET ?? "first-secret-value-1234", SECOND_SECRET: process.env.SECOND_SECRET ?? "second-secret-value-5678" },
+  environment: {
+    ...process.env,
+    FIRST_SECRET: process.env.FIRST_SECRET ?? "first-secret-value-1234",
+    SECOND_SECRET: process.env.SECOND_SECRET ?? "second-secret-value-5678",
+  },
 });
 try {
   const runs = await Promise.all([runner.start(task("first-run", "FIRST_SECRET")), runner.start(task("second-run", "SECOND_SECRET"))]);

@@ -396,7 +396,13 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
   events.emit({
     type: "tool_call.started",
     // The full arguments are in the session; the event keeps a bounded copy.
-    data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name, arguments: capText(redact(call.function.arguments), EVENT_ARGUMENTS_CHARACTERS) },
+    data: {
+      agent_id: agentId,
+      step,
+      tool_call_id: call.id,
+      name: call.function.name,
+      arguments: capText(redact(call.function.arguments), EVENT_ARGUMENTS_CHARACTERS),
+    },
   });
   const started = Date.now();
   const result = await state.options.tools.execute(call.function.name, call.function.arguments, {
@@ -458,8 +464,21 @@ function finishCall(state: LoopState, done: { key: string; step: number; call: T
   });
 }
 
-function retryEvent(agentId: string, step: number, purpose: "turn" | "compaction", retry: { attempt: number; delayMs: number; reason: string; status?: number }) {
-  return { agent_id: agentId, step, purpose, attempt: retry.attempt, delay_ms: retry.delayMs, reason: retry.reason, ...(retry.status ? { status: retry.status } : {}) };
+function retryEvent(
+  agentId: string,
+  step: number,
+  purpose: "turn" | "compaction",
+  retry: { attempt: number; delayMs: number; reason: string; status?: number },
+) {
+  return {
+    agent_id: agentId,
+    step,
+    purpose,
+    attempt: retry.attempt,
+    delay_ms: retry.delayMs,
+    reason: retry.reason,
+    ...(retry.status ? { status: retry.status } : {}),
+  };
 }
 
 /**

@@ -119,7 +119,10 @@ export function clearOldToolResults(messages: readonly ChatMessage[], keep: numb
  * already cleared); the same placeholder text every time, so a journal that
  * records only the positions rebuilds the identical conversation.
  */
-export function clearToolResultsAt(messages: readonly ChatMessage[], indexes: readonly number[]): { messages: ChatMessage[]; cleared: number; indexes: number[] } {
+export function clearToolResultsAt(
+  messages: readonly ChatMessage[],
+  indexes: readonly number[],
+): { messages: ChatMessage[]; cleared: number; indexes: number[] } {
   const names = toolNamesById(messages);
   const wanted = new Set(indexes);
   const done: number[] = [];

@@ -91,7 +91,16 @@ export function restoreSession(path: string): Map<string, RestoredAgent> {
   const agentFor = (id: string) => {
     let agent = agents.get(id);
     if (!agent) {
-      agent = { messages: [], nextStep: 0, unfinishedTurn: null, results: new Map(), usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, toolCalls: 0, compactions: 0, fullOutputs: new Map() };
+      agent = {
+        messages: [],
+        nextStep: 0,
+        unfinishedTurn: null,
+        results: new Map(),
+        usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 },
+        toolCalls: 0,
+        compactions: 0,
+        fullOutputs: new Map(),
+      };
       agents.set(id, agent);
     }
     return agent;

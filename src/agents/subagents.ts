@@ -163,11 +163,14 @@ export function agentTool(host: SubagentHost): Tool {
       }
       const { record, done } = host.tasks.start(
         { kind: "agent", description: input.description, background: report.background, agentId, parentSignal: context.signal },
-        (signal, _record, releaseSlot) => runSubagent(host, { ...input, agentId, forkFrom, worktree, holdsGate: !report.background, releaseSlot }, report, signal, started),
+        (signal, _record, releaseSlot) =>
+          runSubagent(host, { ...input, agentId, forkFrom, worktree, holdsGate: !report.background, releaseSlot }, report, signal, started),
       );
       report.task_id = record.id;
       if (report.background) {
-        return { content: `started ${input.mode} subagent ${agentId} as background task ${record.id}; its outcome arrives as a message when it ends (task_get, task_stop)` };
+        return {
+          content: `started ${input.mode} subagent ${agentId} as background task ${record.id}; its outcome arrives as a message when it ends (task_get, task_stop)`,
+        };
       }
       const ended = await done;
       if (ended.status === "cancelled") throw new CancelledError();
@@ -185,7 +188,10 @@ async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promi
       return commitRunWorktree(parent, `agent-runner: snapshot for worker ${agentId}`, host.commitLimits);
     }),
   );
-  if (snapshot.timedOut) throw new Error(`committing your worktree as the worker's starting point ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); remove large or numerous generated files first`);
+  if (snapshot.timedOut)
+    throw new Error(
+      `committing your worktree as the worker's starting point ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); remove large or numerous generated files first`,
+    );
   return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.workersDirectory, agentId), snapshot.head);
 }
 
@@ -205,23 +211,46 @@ interface SubagentRequest {
 }
 
 /** Runs one subagent to its end and returns the text its caller gets. Throws only when cancelled. */
-async function runSubagent(host: SubagentHost, request: SubagentRequest, report: SubagentReport, taskSignal: AbortSignal, started: number): Promise<TaskResult> {
+async function runSubagent(
+  host: SubagentHost,
+  request: SubagentRequest,
+  report: SubagentReport,
+  taskSignal: AbortSignal,
+  started: number,
+): Promise<TaskResult> {
   const signal = AbortSignal.any([taskSignal, AbortSignal.timeout(host.limits.timeoutMs)]);
   const { agentId } = request;
   report.status = "running";
   host.events.emit({
     type: "subagent.started",
-    data: { agent_id: agentId, parent_id: host.parent.agentId, mode: request.mode, description: request.description, branch: report.branch, fork: report.fork, background: report.background },
+    data: {
+      agent_id: agentId,
+      parent_id: host.parent.agentId,
+      mode: request.mode,
+      description: request.description,
+      branch: report.branch,
+      fork: report.fork,
+      background: report.background,
+    },
   });
   let sandbox: Sandbox | null = null;
   // A worker's work goes through the same stop → commit → verify → merge as the main agent's.
   const work = request.worktree
-    ? new WorkDelivery({ agentId, worktree: request.worktree, provider: host.provider, commitLimits: host.commitLimits, events: host.events, sandbox: () => sandbox })
+    ? new WorkDelivery({
+        agentId,
+        worktree: request.worktree,
+        provider: host.provider,
+        commitLimits: host.commitLimits,
+        events: host.events,
+        sandbox: () => sandbox,
+      })
     : null;
   try {
     const worktree = request.worktree ?? host.parent.worktree;
     const spec = await host.specFor(agentId, worktree, { readOnly: request.mode === "explore" });
-    sandbox = await RecoveringSandbox.create(host.provider, spec, (sandboxId) => host.events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }));
+    sandbox = await RecoveringSandbox.create(host.provider, spec, (sandboxId) =>
+      host.events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }),
+    );
     const results = new ToolResultStore(host.runDirectory, agentId);
     const outcome: AgentOutcome = await runAgentLoop({
       agentId,
@@ -266,9 +295,14 @@ async function runSubagent(host: SubagentHost, request: SubagentRequest, report:
   } finally {
     if (work) {
       // A worker that failed, timed out or was stopped keeps its edits on its branch.
-      await work.close({ partialMessage: host.redact(`agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`), removeWorktree: true });
+      await work.close({
+        partialMessage: host.redact(`agent-runner: worker ${agentId}: ${request.description} (${report.status}: partial work)`),
+        removeWorktree: true,
+      });
     } else {
-      await sandbox?.close().catch((error: unknown) => host.events.emit({ type: "cleanup.failed", data: { what: `sandbox of ${agentId}`, error: errorMessage(error) } }));
+      await sandbox
+        ?.close()
+        .catch((error: unknown) => host.events.emit({ type: "cleanup.failed", data: { what: `sandbox of ${agentId}`, error: errorMessage(error) } }));
     }
   }
 }
@@ -293,7 +327,10 @@ async function finishWorker(
         await host.provider.ensureWorkspaceIdle(parent.worktree.path);
         // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
         const own = await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`, host.commitLimits);
-        if (own.timedOut) throw new Error(`committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`);
+        if (own.timedOut)
+          throw new Error(
+            `committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`,
+          );
         return mergeBranchInto(parent.worktree, worktree.branch, host.redact(`agent-runner: merge worker ${agentId} (${request.description})`));
       }),
     );
@@ -320,7 +357,14 @@ async function finishWorker(
   const { committed, verify, merged } = delivered;
   const said = `${leftOutNote(committed)}Its final report:\n${outcome.finalMessage ?? "(none)"}`;
   report.commit = { left_out: committed.leftOut, left_out_count: committed.leftOutCount, timed_out: committed.timedOut };
-  if (verify) report.verify = { command: verify.command, exit_code: verify.exit_code, passed: verify.passed, timed_out: verify.timed_out, sandbox_lost: verify.sandbox_lost };
+  if (verify)
+    report.verify = {
+      command: verify.command,
+      exit_code: verify.exit_code,
+      passed: verify.passed,
+      timed_out: verify.timed_out,
+      sandbox_lost: verify.sandbox_lost,
+    };
   const notMerged = (detail: string, output: string): TaskResult => {
     report.status = "not_merged";
     report.merge = { status: "skipped", files: [], detail };
@@ -333,7 +377,10 @@ async function finishWorker(
         `Worker ${agentId}'s work was NOT merged: committing its files ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s), so none of its last changes were committed. ${said}`,
       );
     case "max_steps":
-      return notMerged("max_steps", `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`);
+      return notMerged(
+        "max_steps",
+        `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`,
+      );
     case "no_changes":
       report.status = "finished";
       report.merge = { status: "up_to_date", files: [], detail: "no changes" };
@@ -374,7 +421,10 @@ async function finishWorker(
     });
   }
   report.status = "merged";
-  report.merge = merged.status === "merged" ? { status: "merged", files: merged.files, detail: merged.commit } : { status: "up_to_date", files: [], detail: "already merged" };
+  report.merge =
+    merged.status === "merged"
+      ? { status: "merged", files: merged.files, detail: merged.commit }
+      : { status: "up_to_date", files: [], detail: "already merged" };
   return finish(host, report, started, {
     status: "completed",
     output:

@@ -94,7 +94,10 @@ export class TaskManager {
         if (signal.aborted) throw new CancelledError();
         record.status = "running";
         record.started_at = Date.now();
-        this.events.emit({ type: "task.started", data: { task_id: record.id, kind: record.kind, description: record.description, background: record.background, agent_id: record.agent_id } });
+        this.events.emit({
+          type: "task.started",
+          data: { task_id: record.id, kind: record.kind, description: record.description, background: record.background, agent_id: record.agent_id },
+        });
         const result = await body(signal, record, releaseSlot);
         record.status = signal.aborted ? "cancelled" : result.status;
         record.output = result.output;
@@ -106,9 +109,16 @@ export class TaskManager {
         record.ended_at = Date.now();
         this.events.emit({
           type: "task.finished",
-          data: { task_id: record.id, kind: record.kind, status: record.status, duration_ms: record.ended_at - (record.started_at ?? record.created_at), agent_id: record.agent_id },
+          data: {
+            task_id: record.id,
+            kind: record.kind,
+            status: record.status,
+            duration_ms: record.ended_at - (record.started_at ?? record.created_at),
+            agent_id: record.agent_id,
+          },
         });
-        if (record.background) this.notifications.push(`[background task ${record.id} (${record.kind}: ${record.description}) ${record.status}]\n${record.output}`);
+        if (record.background)
+          this.notifications.push(`[background task ${record.id} (${record.kind}: ${record.description}) ${record.status}]\n${record.output}`);
       }
       return record;
     };

@@ -221,10 +221,13 @@ export function mergeBatchReports(reports: { file: string; report: BatchReport }
   if (!first) throw new ConfigError("batch merge: give at least one batch-report.json");
   const seen = new Map<string, string>();
   for (const { file, report } of reports) {
-    if (report.status === "running") throw new ConfigError(`${file}: batch ${report.batch_id} is still running (or was killed: \`runner batch resume ${report.batch_id}\` first)`);
+    if (report.status === "running")
+      throw new ConfigError(`${file}: batch ${report.batch_id} is still running (or was killed: \`runner batch resume ${report.batch_id}\` first)`);
     for (const key of MERGE_KEYS) {
       if (report.options[key] !== first.report.options[key]) {
-        throw new ConfigError(`${file}: options.${key} is ${JSON.stringify(report.options[key])} but ${first.file} has ${JSON.stringify(first.report.options[key])}; merge only shards of one batch`);
+        throw new ConfigError(
+          `${file}: options.${key} is ${JSON.stringify(report.options[key])} but ${first.file} has ${JSON.stringify(first.report.options[key])}; merge only shards of one batch`,
+        );
       }
     }
     for (const task of report.tasks) {
@@ -333,14 +336,24 @@ export function nearestRank(samples: number[], q: number): number {
 function gateOf(totals: BatchTotals, options: BatchOptions): BatchReport["gate"] {
   const base = { min_pass_rate: options.min_pass_rate, max_errors: options.max_errors };
   if (totals.errored_attempts > options.max_errors) {
-    return { ...base, passed: false, detail: `${totals.errored_attempts} attempts ended in an infrastructure error; --max-errors allows ${options.max_errors}` };
+    return {
+      ...base,
+      passed: false,
+      detail: `${totals.errored_attempts} attempts ended in an infrastructure error; --max-errors allows ${options.max_errors}`,
+    };
   }
   const rate = totals.pass_rate_without_errors;
   if (rate === null) {
-    return totals.tasks === 0 ? { ...base, passed: true, detail: "no tasks in this batch (an empty shard)" } : { ...base, passed: false, detail: "every task ended in an infrastructure error" };
+    return totals.tasks === 0
+      ? { ...base, passed: true, detail: "no tasks in this batch (an empty shard)" }
+      : { ...base, passed: false, detail: "every task ended in an infrastructure error" };
   }
   const passed = rate >= options.min_pass_rate;
-  return { ...base, passed, detail: `pass rate ${formatRate(rate)} (tasks without infrastructure errors) ${passed ? ">=" : "<"} --min-pass-rate ${options.min_pass_rate}` };
+  return {
+    ...base,
+    passed,
+    detail: `pass rate ${formatRate(rate)} (tasks without infrastructure errors) ${passed ? ">=" : "<"} --min-pass-rate ${options.min_pass_rate}`,
+  };
 }
 
 export function formatRate(rate: number | null): string {

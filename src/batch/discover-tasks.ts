@@ -79,7 +79,10 @@ export async function discoverTasks(input: string, cwd = process.cwd()): Promise
     if (earlier !== undefined) problems.push(`task id "${task.id}" is used by both ${earlier} and ${task.taskFile}; give each task a unique id`);
     seen.set(task.id, task.taskFile);
   }
-  if (problems.length) throw new ConfigError(`batch input ${input}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `- ${problem}`).join("\n")}`);
+  if (problems.length)
+    throw new ConfigError(
+      `batch input ${input}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `- ${problem}`).join("\n")}`,
+    );
   if (tasks.length === 0) throw new ConfigError(`batch input ${input}: no tasks found (${describeKind(found.kind)})`);
   tasks.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return { kind: found.kind, root: found.root, tasks };

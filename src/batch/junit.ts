@@ -33,7 +33,13 @@ export function junitXml(report: BatchReport): string {
     if (status === "failed") testcase.ele("failure", { message: reason, type: reason }).txt(detail);
     else if (status === "error") testcase.ele("error", { message: reason, type: reason }).txt(detail);
     else if (status === "skipped") testcase.ele("skipped", { message: reason });
-    const out = [attempt?.run_dir ? `run directory: ${attempt.run_dir}` : null, attempt?.patch ? `patch: ${attempt.patch}` : null, `task file: ${task.task_file}`].filter(Boolean).join("\n");
+    const out = [
+      attempt?.run_dir ? `run directory: ${attempt.run_dir}` : null,
+      attempt?.patch ? `patch: ${attempt.patch}` : null,
+      `task file: ${task.task_file}`,
+    ]
+      .filter(Boolean)
+      .join("\n");
     testcase.ele("system-out").txt(xmlText(out));
   }
   return `${root.end({ prettyPrint: true })}\n`;
@@ -49,7 +55,9 @@ function stringify(values: Record<string, number | string>): Record<string, stri
 }
 
 function truncate(text: string): string {
-  return text.length <= MAX_DETAIL_CHARACTERS ? text : `${text.slice(0, MAX_DETAIL_CHARACTERS)}\n[... ${text.length - MAX_DETAIL_CHARACTERS} more characters in the run's report.json]`;
+  return text.length <= MAX_DETAIL_CHARACTERS
+    ? text
+    : `${text.slice(0, MAX_DETAIL_CHARACTERS)}\n[... ${text.length - MAX_DETAIL_CHARACTERS} more characters in the run's report.json]`;
 }
 
 /** `text` without the code points XML 1.0 does not allow (its "Char" production, section 2.2). */

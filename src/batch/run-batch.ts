@@ -62,8 +62,10 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
   const slots = plan.tasks.flatMap((entry) => Array.from({ length: attempts }, (_, index) => ({ entry, attempt: index + 1 })));
   const finishedOf = (task: string, attempt: number) => journal.linesOf(task, attempt).filter((line): line is FinishedLine => line.type === "attempt.finished");
   const settled = (task: string, attempt: number) => attemptSettled(finishedOf(task, attempt), retries);
-  const erroredAttempts = () => slots.filter(({ entry, attempt }) => finishedOf(entry.id, attempt).at(-1)?.status === "error" && settled(entry.id, attempt)).length;
-  const report = (ended: boolean) => buildBatchReport(plan, journal.lines, runner.home, { ended, interrupted: signal.aborted, skipReason: stopReason ?? "not_run" });
+  const erroredAttempts = () =>
+    slots.filter(({ entry, attempt }) => finishedOf(entry.id, attempt).at(-1)?.status === "error" && settled(entry.id, attempt)).length;
+  const report = (ended: boolean) =>
+    buildBatchReport(plan, journal.lines, runner.home, { ended, interrupted: signal.aborted, skipReason: stopReason ?? "not_run" });
 
   const finish = (task: string, attempt: number, tryNumber: number, runId: string | null, outcome: Outcome, runReport: RunReport | null) => {
     journal.append({
@@ -77,12 +79,17 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
       reason: outcome.reason,
       error: outcome.error,
       steps: runReport?.steps ?? null,
-      tokens: runReport?.usage ? { prompt: runReport.usage.prompt_tokens ?? 0, completion: runReport.usage.completion_tokens ?? 0, cached: runReport.usage.cached_tokens ?? 0 } : null,
+      tokens: runReport?.usage
+        ? { prompt: runReport.usage.prompt_tokens ?? 0, completion: runReport.usage.completion_tokens ?? 0, cached: runReport.usage.cached_tokens ?? 0 }
+        : null,
       duration_ms: runReport?.duration_ms ?? null,
       patch: runReport?.patch ?? null,
     });
     if (outcome.status === "error" && settled(task, attempt) && erroredAttempts() > maxErrors) stopReason ??= "stopped_after_errors";
-    progress?.finished(task, attempt, tryNumber, runId, outcome, { done: slots.filter((slot) => settled(slot.entry.id, slot.attempt)).length, total: slots.length });
+    progress?.finished(task, attempt, tryNumber, runId, outcome, {
+      done: slots.filter((slot) => settled(slot.entry.id, slot.attempt)).length,
+      total: slots.length,
+    });
     directory.writeReport(report(false));
   };
 
@@ -129,7 +136,8 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
         } catch (error) {
           if (signal.aborted) return;
           // Not resumable (ConfigError: e.g. it died before its first model call): a new try; Docker unusable: this try's outcome.
-          if (error instanceof ConfigError) journal.append({ type: "attempt.abandoned", at: now(), task: id, attempt, try: tryNumber, run_id: pending, reason: errorMessage(error) });
+          if (error instanceof ConfigError)
+            journal.append({ type: "attempt.abandoned", at: now(), task: id, attempt, try: tryNumber, run_id: pending, reason: errorMessage(error) });
           else finish(id, attempt, tryNumber, pending, outcomeOfStartFailure(error), null);
           continue;
         } finally {
@@ -167,7 +175,9 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
     }
     // The other runs in flight are resumed first: they hold work already paid for, and the first resume sweeps
     // the dead batch's leftovers (Runner.resume does, once), which must be done before any new run starts.
-    const pendingFirst = [...slots].sort((a, b) => Number(hasPendingRun(journal, b.entry.id, b.attempt)) - Number(hasPendingRun(journal, a.entry.id, a.attempt)));
+    const pendingFirst = [...slots].sort(
+      (a, b) => Number(hasPendingRun(journal, b.entry.id, b.attempt)) - Number(hasPendingRun(journal, a.entry.id, a.attempt)),
+    );
     if (!pendingFirst.some(({ entry, attempt }) => hasPendingRun(journal, entry.id, attempt))) openStarts();
     directory.writeReport(report(false));
     try {

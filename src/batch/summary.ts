@@ -11,8 +11,19 @@ export function formatBatchTable(report: BatchReport): string {
   ]);
   const header = ["task", "status", "reason", "runs", "last run"];
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]!.length)));
-  const line = (cells: string[]) => cells.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd();
-  return [line(header), ...rows.map(line), "", totalsLine(report), `gate: ${report.gate.passed ? "passed" : "not passed"}: ${report.gate.detail}`, `status: ${report.status}`].join("\n");
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => cell.padEnd(widths[column]!))
+      .join("  ")
+      .trimEnd();
+  return [
+    line(header),
+    ...rows.map(line),
+    "",
+    totalsLine(report),
+    `gate: ${report.gate.passed ? "passed" : "not passed"}: ${report.gate.detail}`,
+    `status: ${report.status}`,
+  ].join("\n");
 }
 
 /** One line of counts, pass rates and tokens. */
@@ -55,8 +66,12 @@ export function markdownSummary(report: BatchReport, reportPath: string, maxByte
   ].join("\n");
   const rows = [...report.tasks]
     .sort((a, b) => (ROW_ORDER[a.status] ?? 9) - (ROW_ORDER[b.status] ?? 9))
-    .map((task) => `| ${cell(task.name)} | ${task.status} | ${cell(task.reason)} | ${task.attempts.length} | ${cell(task.attempts.filter((attempt) => attempt.run_dir).at(-1)?.run_dir ?? "-")} |`);
-  const truncation = (left: number) => `\n\n_Truncated: ${left} more task${left === 1 ? "" : "s"} not shown (this summary is kept under ${maxBytes} bytes); every task is in ${cell(reportPath)}._\n`;
+    .map(
+      (task) =>
+        `| ${cell(task.name)} | ${task.status} | ${cell(task.reason)} | ${task.attempts.length} | ${cell(task.attempts.filter((attempt) => attempt.run_dir).at(-1)?.run_dir ?? "-")} |`,
+    );
+  const truncation = (left: number) =>
+    `\n\n_Truncated: ${left} more task${left === 1 ? "" : "s"} not shown (this summary is kept under ${maxBytes} bytes); every task is in ${cell(reportPath)}._\n`;
   const reserve = Buffer.byteLength(truncation(rows.length));
   let text = head;
   let bytes = Buffer.byteLength(text);

@@ -12,7 +12,6 @@ import { runnerHome } from "../runner/runner-home.js";
 import { Runner } from "../runner/runner.js";
 import { terminalSafe } from "../terminal-text.js";
 
-
 /** Flags of `runner batch run` as commander parses them. */
 export interface RunFlags {
   jobs: string;
@@ -38,7 +37,8 @@ export async function batchRun(input: string, flags: RunFlags, signal: AbortSign
   const discovered = await discoverTasks(input);
   const selected = selectTasks(discovered.tasks, selection);
   // An empty shard is a CI matrix wider than the batch; an empty filter is a typo.
-  if (selected.length === 0 && options.shard === null) throw new ConfigError(`--filter ${options.filter}: matches none of the ${discovered.tasks.length} task ids (e.g. ${discovered.tasks[0]!.id})`);
+  if (selected.length === 0 && options.shard === null)
+    throw new ConfigError(`--filter ${options.filter}: matches none of the ${discovered.tasks.length} task ids (e.g. ${discovered.tasks[0]!.id})`);
   const home = runnerHome();
   const plan: BatchPlan = {
     batch_id: newRunId(),
@@ -70,7 +70,9 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
   const progress: BatchProgress = {
     finished(task, attempt, tryNumber, runId, outcome, settled) {
       const which = attempt > 1 || tryNumber > 1 ? ` (attempt ${attempt}, try ${tryNumber})` : "";
-      out.write(terminalSafe(`[${settled.done}/${settled.total}] ${task}${which}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}`) + "\n");
+      out.write(
+        terminalSafe(`[${settled.done}/${settled.total}] ${task}${which}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}`) + "\n",
+      );
     },
   };
   const runner = Runner.create({ home });
@@ -112,7 +114,8 @@ export function batchMerge(files: string[], flags: { junit?: string; summary?: s
   directory.make();
   writeBatchReports(directory, merged);
   process.stdout.write(`batch ${merged.batch_id}\n`);
-  if (flags.json) process.stdout.write(`${JSON.stringify({ batch_id: merged.batch_id, status: merged.status, report: directory.file("batch-report.json") })}\n`);
+  if (flags.json)
+    process.stdout.write(`${JSON.stringify({ batch_id: merged.batch_id, status: merged.status, report: directory.file("batch-report.json") })}\n`);
   else process.stdout.write(`${terminalSafe(formatBatchTable(merged))}\nreport: ${directory.file("batch-report.json")}\n`);
   return merged.exit_code ?? 3;
 }
@@ -120,7 +123,8 @@ export function batchMerge(files: string[], flags: { junit?: string; summary?: s
 function existingBatch(home: string, batchId: string): BatchDirectory {
   if (!/^[\w.-]+$/.test(batchId)) throw new ConfigError(`batch id "${batchId}": expected an id as \`runner batch run\` printed it (\`batch <id>\`)`);
   const directory = BatchDirectory.of(home, batchId);
-  if (!existsSync(directory.file("batch.json")) && !existsSync(directory.file("batch-report.json"))) throw new ConfigError(`no batch ${batchId} in ${home}/batches (the id is the first line \`runner batch run\` printed)`);
+  if (!existsSync(directory.file("batch.json")) && !existsSync(directory.file("batch-report.json")))
+    throw new ConfigError(`no batch ${batchId} in ${home}/batches (the id is the first line \`runner batch run\` printed)`);
   return directory;
 }
 
@@ -149,6 +153,7 @@ function integer(value: string, flag: string, least: number): number {
 
 function rate(value: string): number {
   const number = Number(value);
-  if (value.trim() === "" || !Number.isFinite(number) || number < 0 || number > 1) throw new ConfigError(`--min-pass-rate: expected a number from 0 to 1 such as 0.8, got "${value}"`);
+  if (value.trim() === "" || !Number.isFinite(number) || number < 0 || number > 1)
+    throw new ConfigError(`--min-pass-rate: expected a number from 0 to 1 such as 0.8, got "${value}"`);
   return number;
 }

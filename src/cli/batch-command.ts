@@ -10,7 +10,9 @@ import type { RunFlags } from "./batch-actions.js";
  */
 export function batchCommand(signal: AbortSignal, exit: (code: number) => void): Command {
   // addCommand does not pass the program's settings on: usage errors must still reach main as CommanderError (exit 2).
-  const batch = new Command("batch").description("run many tasks as one batch: shards, retries, resume, JUnit and markdown reports (docs/batch.md)").exitOverride();
+  const batch = new Command("batch")
+    .description("run many tasks as one batch: shards, retries, resume, JUnit and markdown reports (docs/batch.md)")
+    .exitOverride();
   batch
     .command("run")
     .exitOverride()
@@ -48,7 +50,10 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .option("--junit <file>", "also write the merged JUnit XML there")
     .option("--summary <file>", "also write the merged markdown summary there")
     .option("--json", "print the final report line as JSON: {batch_id, status, report}")
-    .addHelpText("after", "\nExit code: the merged gate's (0 passed, 1 failed, 3 infrastructure stop, 130 a shard was interrupted); 2 for reports that do not belong together.")
+    .addHelpText(
+      "after",
+      "\nExit code: the merged gate's (0 passed, 1 failed, 3 infrastructure stop, 130 a shard was interrupted); 2 for reports that do not belong together.",
+    )
     .action(async (files: string[], flags: { junit?: string; summary?: string; json?: boolean }) => {
       exit((await import("./batch-actions.js")).batchMerge(files, flags));
     });

@@ -117,7 +117,14 @@ function approvals(): { approvals?: ApprovalBroker } {
   return {
     approvals: {
       request: ({ question, canRemember }, signal) =>
-        promptForApproval({ input: process.stdin, output: process.stderr, question: terminalSafe(question), canRemember, timeoutMs: APPROVAL_TIMEOUT_MS, signal }),
+        promptForApproval({
+          input: process.stdin,
+          output: process.stderr,
+          question: terminalSafe(question),
+          canRemember,
+          timeoutMs: APPROVAL_TIMEOUT_MS,
+          signal,
+        }),
     },
   };
 }
@@ -134,12 +141,16 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
         ? "verify: not run"
         : "verify: (no verify.command in the task)",
     `branch: ${report.branch ?? "-"}`,
-    report.commit?.left_out_count ? `left out of the commit: ${describeLeftOut(report.commit.left_out, report.commit.left_out_count)} (see report.json commit.left_out)` : "",
+    report.commit?.left_out_count
+      ? `left out of the commit: ${describeLeftOut(report.commit.left_out, report.commit.left_out_count)} (see report.json commit.left_out)`
+      : "",
     `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
     `run directory: ${runDirectory}`,
     report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
     Object.keys(report.denials).length
-      ? `denied: ${Object.entries(report.denials).map(([rule, count]) => `${rule} ×${count}`).join(", ")} (rules of the agents' policies; see events.jsonl tool_call.denied)`
+      ? `denied: ${Object.entries(report.denials)
+          .map(([rule, count]) => `${rule} ×${count}`)
+          .join(", ")} (rules of the agents' policies; see events.jsonl tool_call.denied)`
       : "",
     report.merge ? `merge: ${report.merge.merged ? "" : "not merged: "}${terminalSafe(report.merge.detail)}` : "",
     report.disk?.limit_reached
@@ -165,13 +176,15 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
   if (taskFile) {
     const adHoc = AD_HOC_FLAGS.filter(([key]) => options[key] !== undefined && !(Array.isArray(options[key]) && options[key].length === 0));
     if (adHoc.length) {
-      throw new ConfigError(`${adHoc.map(([, flag]) => flag).join(", ")}: ad-hoc task flags (with --instruction); with a task file, set the field in ${taskFile}`);
+      throw new ConfigError(
+        `${adHoc.map(([, flag]) => flag).join(", ")}: ad-hoc task flags (with --instruction); with a task file, set the field in ${taskFile}`,
+      );
     }
     const task = loadTaskFile(taskFile);
     return options.maxSteps ? { ...task, max_steps: positiveInteger(options.maxSteps, "--max-steps") } : task;
   }
   if (!options.instruction) {
-    throw new ConfigError("missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction \"...\" --workspace DIR`");
+    throw new ConfigError('missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction "..." --workspace DIR`');
   }
   if (!options.workspace) {
     throw new ConfigError("--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR` or `-C DIR`; `-C .` for this directory)");
@@ -193,7 +206,11 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
     return validateTask(raw, null, process.cwd());
   } catch (error) {
     // The problems name task fields; say which flag set each.
-    if (error instanceof TaskValidationError) throw new TaskValidationError("ad-hoc task", error.problems.map((problem) => ({ ...problem, path: flagOf(problem.path) })));
+    if (error instanceof TaskValidationError)
+      throw new TaskValidationError(
+        "ad-hoc task",
+        error.problems.map((problem) => ({ ...problem, path: flagOf(problem.path) })),
+      );
     throw error;
   }
 }

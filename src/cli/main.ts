@@ -58,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
       [
         "",
         "Examples:",
-        "  runner exec task.yaml                      run a task file (README \"task.yaml\")",
+        '  runner exec task.yaml                      run a task file (README "task.yaml")',
         '  runner exec --instruction "Make the tests pass" -C ~/src/project --verify "npm test"',
         "                                             an ad-hoc task on a repository (OPENAI_API_KEY, OPENAI_MODEL)",
         "  runner init                                a commented task.yaml (and script.yaml) for this repository",
@@ -83,7 +83,11 @@ async function main(argv: string[]): Promise<number> {
     .option("--model <name>", "ad-hoc task: the OpenAI-compatible model (default: OPENAI_MODEL)")
     .option("--policy <policy>", "ad-hoc task: a shipped policy (explore, worker, reviewer, ci) or a policy file (default: worker)")
     .option("--image <image>", "ad-hoc task: sandbox image")
-    .option("--allow-host <host>", "ad-hoc task: a host the sandbox may reach (name, *.domain, name:port); repeat for more", (host: string, hosts: string[] = []) => [...hosts, host])
+    .option(
+      "--allow-host <host>",
+      "ad-hoc task: a host the sandbox may reach (name, *.domain, name:port); repeat for more",
+      (host: string, hosts: string[] = []) => [...hosts, host],
+    )
     .option("--max-steps <n>", "override max_steps")
     .option("--timeout <duration>", "stop the run after this long (90s, 10m, 1.5h): cancelled with its work committed, exit 1; runner resume continues it")
     .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
@@ -147,7 +151,7 @@ async function main(argv: string[]): Promise<number> {
 
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
 
-  const policy = program.command("policy").description("validate and explain permission policies (README \"Policies\")");
+  const policy = program.command("policy").description('validate and explain permission policies (README "Policies")');
   policy
     .command("check")
     .description("validate a policy and print what it allows; exit 2 with every problem when it is invalid")

@@ -58,7 +58,9 @@ export class ProgressView implements EventSink {
           : null;
       case "disk.limit_reached":
         return event.data.action === "stopped"
-          ? c.red(`${event.data.agent_id}'s sandbox holds more than the disk limit (${mebibytes(event.data.used_bytes)} of ${mebibytes(event.data.limit_bytes)}): its processes were stopped and the run ends`)
+          ? c.red(
+              `${event.data.agent_id}'s sandbox holds more than the disk limit (${mebibytes(event.data.used_bytes)} of ${mebibytes(event.data.limit_bytes)}): its processes were stopped and the run ends`,
+            )
           : c.yellow(`the run's disk (${mebibytes(event.data.limit_bytes)}) is full: writes past it fail with "No space left on device"`);
       case "sandbox.restarted":
         return c.yellow(`sandbox restarted as ${event.data.sandbox_id} (its control process was killed)`);
@@ -69,13 +71,17 @@ export class ProgressView implements EventSink {
       case "tool_call.finished":
         return event.data.is_error ? `  ${c.yellow("↳")} ${oneLine(event.data.result_preview, 160)}` : null;
       case "workspace.committed": {
-        if (event.data.timed_out) return c.red(`commit ran past its time limit: nothing of it was committed${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`);
+        if (event.data.timed_out)
+          return c.red(`commit ran past its time limit: nothing of it was committed${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`);
         const committed = event.data.changed ? `committed ${event.data.commit.slice(0, 10)} on ${event.data.branch}` : "no changes to commit";
         return event.data.left_out_count ? c.yellow(`${committed}${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`) : committed;
       }
       case "workspace.uncommitted": {
         const { changed_count: changed, ignored_count: ignored } = event.data;
-        const parts = [changed ? `${changed} uncommitted or untracked (${event.data.changed.join(", ")}${changed > event.data.changed.length ? ", ..." : ""})` : "", ignored ? `${ignored} git-ignored (${event.data.ignored.join(", ")}${ignored > event.data.ignored.length ? ", ..." : ""})` : ""];
+        const parts = [
+          changed ? `${changed} uncommitted or untracked (${event.data.changed.join(", ")}${changed > event.data.changed.length ? ", ..." : ""})` : "",
+          ignored ? `${ignored} git-ignored (${event.data.ignored.join(", ")}${ignored > event.data.ignored.length ? ", ..." : ""})` : "",
+        ];
         return c.yellow(`note: the agent works on HEAD; not in its worktree: ${parts.filter(Boolean).join("; ")} — commit what it should see`);
       }
       case "verify.protected":
@@ -84,7 +90,8 @@ export class ProgressView implements EventSink {
         return `${whose(event.data.agent_id)}${c.bold("verify")} ${event.data.command}`;
       case "verify.finished": {
         const agent = whose(event.data.agent_id);
-        if (event.data.sandbox_lost) return c.red(`${agent}verify failed: the sandbox was lost while the command ran (${oneLine(event.data.sandbox_lost, 120)})`);
+        if (event.data.sandbox_lost)
+          return c.red(`${agent}verify failed: the sandbox was lost while the command ran (${oneLine(event.data.sandbox_lost, 120)})`);
         return event.data.passed
           ? c.green(`${agent}verify passed (${event.data.duration_ms} ms)`)
           : c.red(`${agent}verify failed: ${event.data.timed_out ? "timed out" : `exit ${event.data.exit_code}`}`);
@@ -96,7 +103,9 @@ export class ProgressView implements EventSink {
       case "run.resumed":
         return `${c.bold("resumed")} ${event.data.run_id} at model call ${event.data.next_step + 1} (resume ${event.data.resumes}, worktree ${event.data.worktree})`;
       case "model_call.retrying":
-        return c.yellow(`  model ${event.data.purpose === "compaction" ? "summary " : ""}request failed (${event.data.reason}${event.data.status ? ` ${event.data.status}` : ""}); retry ${event.data.attempt} in ${(event.data.delay_ms / 1000).toFixed(1)} s`);
+        return c.yellow(
+          `  model ${event.data.purpose === "compaction" ? "summary " : ""}request failed (${event.data.reason}${event.data.status ? ` ${event.data.status}` : ""}); retry ${event.data.attempt} in ${(event.data.delay_ms / 1000).toFixed(1)} s`,
+        );
       case "tool_call.replayed":
         return `  ${event.data.name} ${event.data.tool_call_id}: finished before the resume, recorded result reused`;
       case "tool_call.interrupted":
@@ -104,7 +113,9 @@ export class ProgressView implements EventSink {
       case "context.cleared":
         return c.dim(`context: cleared ${event.data.cleared} older tool results (${event.data.tokens_before} → ${event.data.tokens_after} tokens)`);
       case "context.compacted":
-        return c.dim(`context: compacted ${event.data.summarised_messages} messages into a summary (${event.data.tokens_before} → ${event.data.tokens_after} tokens)`);
+        return c.dim(
+          `context: compacted ${event.data.summarised_messages} messages into a summary (${event.data.tokens_before} → ${event.data.tokens_after} tokens)`,
+        );
       case "context.compaction_failed":
         return c.yellow(`context: compaction failed, conversation kept: ${oneLine(event.data.error, 160)}`);
       case "context.repaired":

@@ -17,7 +17,15 @@ export function runsCommand(home: string, options: { json?: boolean }): number {
   const rows = [["RUN", "TASK", "STATUS", "AGE", "BRANCH"], ...runs.map((run) => [run.id, run.task, run.status, age(run.started), run.branch])];
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
   // Task and branch names come from task files and run records: escaped like everything else shown.
-  for (const row of rows) process.stdout.write(`${terminalSafe(row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd())}\n`);
+  for (const row of rows)
+    process.stdout.write(
+      `${terminalSafe(
+        row
+          .map((cell, column) => cell.padEnd(widths[column]!))
+          .join("  ")
+          .trimEnd(),
+      )}\n`,
+    );
   return 0;
 }
 

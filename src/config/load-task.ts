@@ -29,8 +29,13 @@ export interface TaskProblem {
 
 /** Thrown with *all* problems of a task file, so the user fixes them in one go. Exit 2. */
 export class TaskValidationError extends ConfigError {
-  constructor(readonly file: string, readonly problems: TaskProblem[]) {
-    super(`${file}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `  - ${problem.path || "(file)"}: ${problem.message}`).join("\n")}`);
+  constructor(
+    readonly file: string,
+    readonly problems: TaskProblem[],
+  ) {
+    super(
+      `${file}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `  - ${problem.path || "(file)"}: ${problem.message}`).join("\n")}`,
+    );
   }
 }
 
@@ -46,7 +51,10 @@ export function loadTaskFile(file: string): Task {
   const source = readFileSync(absolute, "utf8");
   const document = parseDocument(source, { prettyErrors: true });
   if (document.errors.length) {
-    throw new TaskValidationError(absolute, document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })));
+    throw new TaskValidationError(
+      absolute,
+      document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })),
+    );
   }
   return validateTask(document.toJS() ?? {}, absolute, dirname(absolute));
 }
@@ -78,7 +86,10 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
   }
   const sandbox = resolveImageBuild(raw as Record<string, unknown>, task.sandbox, baseDirectory, problems);
   if (task.sandbox.network.allow_cidrs.length > 0 && task.sandbox.network.allow.length === 0) {
-    problems.push({ path: "sandbox.network.allow_cidrs", message: "only used together with sandbox.network.allow (which hosts may resolve into these ranges)" });
+    problems.push({
+      path: "sandbox.network.allow_cidrs",
+      message: "only used together with sandbox.network.allow (which hosts may resolve into these ranges)",
+    });
   }
   // A shipped policy by name, or a file relative to the task file, never one inside the repository:
   // nothing an agent could have written is loaded as configuration (issue 6, "Trust").
@@ -89,7 +100,10 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
     }
     const path = isAbsolute(value) ? value : resolve(baseDirectory, value);
     if (existsSync(workspacePath) && isInside(realpathIfExists(path), realpathIfExists(workspacePath))) {
-      problems.push({ path: field, message: `${path} is inside the workspace repository; keep policy files outside it (or use a shipped policy: ${shippedPolicyNames().join(", ")})` });
+      problems.push({
+        path: field,
+        message: `${path} is inside the workspace repository; keep policy files outside it (or use a shipped policy: ${shippedPolicyNames().join(", ")})`,
+      });
     } else {
       checkPolicy(field, path);
     }
@@ -100,7 +114,8 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
       loadPolicy(source);
     } catch (error) {
       if (!(error instanceof PolicyValidationError)) throw error;
-      for (const problem of error.problems) problems.push({ path: `${field}${problem.path ? ` (${problem.path})` : ""}`, message: `${error.file}: ${problem.message}` });
+      for (const problem of error.problems)
+        problems.push({ path: `${field}${problem.path ? ` (${problem.path})` : ""}`, message: `${error.file}: ${problem.message}` });
     }
   };
   if (existsSync(workspacePath)) problems.push(...hooksInsideRepository(task.hooks, baseDirectory, realpathIfExists(workspacePath)));
@@ -125,14 +140,20 @@ function resolveImageBuild(raw: Record<string, unknown>, sandbox: TaskFile["sand
   if (!sandbox.build) return { ...sandbox, build: undefined };
   const rawSandbox = raw.sandbox as Record<string, unknown> | undefined;
   if (rawSandbox?.image !== undefined) {
-    problems.push({ path: "sandbox.image", message: "give either sandbox.image (an existing image) or sandbox.build (the runner builds and tags it), not both" });
+    problems.push({
+      path: "sandbox.image",
+      message: "give either sandbox.image (an existing image) or sandbox.build (the runner builds and tags it), not both",
+    });
   }
   const context = resolve(baseDirectory, sandbox.build.context);
   const dockerfile = sandbox.build.dockerfile ? resolve(baseDirectory, sandbox.build.dockerfile) : join(context, "Dockerfile");
   if (!existsSync(context) || !statSync(context).isDirectory()) {
     problems.push({ path: "sandbox.build.context", message: `directory ${context} does not exist (paths are relative to the task file)` });
   } else if (!existsSync(dockerfile) || !statSync(dockerfile).isFile()) {
-    problems.push({ path: sandbox.build.dockerfile ? "sandbox.build.dockerfile" : "sandbox.build", message: `no Dockerfile at ${dockerfile}; give sandbox.build.dockerfile (relative to the task file)` });
+    problems.push({
+      path: sandbox.build.dockerfile ? "sandbox.build.dockerfile" : "sandbox.build",
+      message: `no Dockerfile at ${dockerfile}; give sandbox.build.dockerfile (relative to the task file)`,
+    });
   }
   return { ...sandbox, build: { context, dockerfile, args: sandbox.build.args } };
 }
@@ -154,7 +175,10 @@ function hooksInsideRepository(hooks: TaskFile["hooks"], baseDirectory: string, 
       const field = `hooks.${phase}.${index}`;
       const fix = "move the hook's script and the task file outside the repository (or give an absolute command outside it)";
       if (isInside(realpathIfExists(baseDirectory), repository)) {
-        problems.push({ path: field, message: `hooks run on the host in the task file's directory ${baseDirectory}, which is inside the repository ${repository} that the agent can change; ${fix}` });
+        problems.push({
+          path: field,
+          message: `hooks run on the host in the task file's directory ${baseDirectory}, which is inside the repository ${repository} that the agent can change; ${fix}`,
+        });
         return;
       }
       for (const word of hook.command.split(/[\s;|&()<>`'"=]+/)) {
@@ -180,4 +204,3 @@ function isInside(path: string, directory: string): boolean {
   const relation = relative(directory, path);
   return relation === "" || (!relation.startsWith("..") && !isAbsolute(relation));
 }
-

@@ -101,7 +101,7 @@ const sandboxSchema = z.strictObject({
       if (problem) context.addIssue({ code: "custom", message: problem });
     }),
   /** Commands run once in the sandbox, in the workdir, before the agent's first step, and again before `verify.command`. */
-  setup: z.array(z.string().trim().min(1, "expected a shell command like \"pip install -e .\"")).default([]),
+  setup: z.array(z.string().trim().min(1, 'expected a shell command like "pip install -e ."')).default([]),
   network: z
     .strictObject({
       /** Hosts the task may reach through its egress proxy: `name`, `*.domain`, `name:port`. */
@@ -118,9 +118,7 @@ const sandboxSchema = z.strictObject({
           return rules;
         }),
       /** Private address ranges allowed names may resolve into (the task's own test hosts). */
-      allow_cidrs: z
-        .array(z.string().refine((cidr) => checkCidr(cidr) === null, { message: 'expected a CIDR range like "172.28.0.0/16"' }))
-        .default([]),
+      allow_cidrs: z.array(z.string().refine((cidr) => checkCidr(cidr) === null, { message: 'expected a CIDR range like "172.28.0.0/16"' })).default([]),
     })
     .default({ allow: [], allow_cidrs: [] }),
   limits: z
@@ -157,7 +155,12 @@ const protectPattern = z
 
 const verifySchema = z.strictObject({
   command: z.string().min(1),
-  timeout_sec: z.number().int().positive().max(24 * 3600).default(600),
+  timeout_sec: z
+    .number()
+    .int()
+    .positive()
+    .max(24 * 3600)
+    .default(600),
   /**
    * Paths restored from the run's base commit in the verification checkout
    * (files the agent added that match are deleted) before the command runs:
@@ -183,7 +186,12 @@ const commitSchema = z.strictObject({
   /** New or changed content past this total is left out and reported. */
   max_total_size: commitSize.default(1024 ** 3),
   /** Wall-clock limit of the commit; past it nothing is committed and the run ends failed (commit_timed_out). */
-  timeout_sec: z.number().int().positive().max(24 * 3600).default(300),
+  timeout_sec: z
+    .number()
+    .int()
+    .positive()
+    .max(24 * 3600)
+    .default(300),
 });
 
 export const taskSchema = z.strictObject({
@@ -206,7 +214,12 @@ export const taskSchema = z.strictObject({
   commit: commitSchema.default({ max_file_size: 100 * 1024 ** 2, max_total_size: 1024 ** 3, timeout_sec: 300 }),
   max_steps: z.number().int().positive().max(10_000).default(50),
   /** Per tool call default timeout for run_shell, ms. */
-  tool_timeout_ms: z.number().int().positive().max(24 * 3600 * 1000, "at most 86400000 (24 h)").default(120_000),
+  tool_timeout_ms: z
+    .number()
+    .int()
+    .positive()
+    .max(24 * 3600 * 1000, "at most 86400000 (24 h)")
+    .default(120_000),
   policy: z.string().min(1).default("worker"),
   /** Subagents that may run at once. */
   max_parallel: z.number().int().min(1).max(16).default(4),
@@ -214,7 +227,12 @@ export const taskSchema = z.strictObject({
   subagents: z
     .strictObject({
       max_steps: z.number().int().positive().max(10_000).default(30),
-      timeout_sec: z.number().int().positive().max(24 * 3600).default(1800),
+      timeout_sec: z
+        .number()
+        .int()
+        .positive()
+        .max(24 * 3600)
+        .default(1800),
       /** Policy of explore subagents: a shipped name or a file (like `policy`). */
       explore_policy: z.string().min(1).default("explore"),
       /** Policy of worker subagents; default the task's `policy`. */

@@ -114,12 +114,22 @@ export class WorkDelivery {
    * throws: problems become `cleanup.failed` events. Returns whether the
    * worktree was idle (false: it was left in place for the sweep).
    */
-  async close(options: { partialMessage: string | null; removeWorktree: boolean; onPartialCommit?: (committed: CommitOutcome) => Promise<void> }): Promise<boolean> {
+  async close(options: {
+    partialMessage: string | null;
+    removeWorktree: boolean;
+    onPartialCommit?: (committed: CommitOutcome) => Promise<void>;
+  }): Promise<boolean> {
     const { agentId, worktree, events } = this.options;
     try {
       await this.stop();
     } catch (error) {
-      events.emit({ type: "cleanup.failed", data: { what: `sandbox of ${agentId} (worktree left at ${worktree.path} uncommitted: the sandbox could not be confirmed gone)`, error: errorMessage(error) } });
+      events.emit({
+        type: "cleanup.failed",
+        data: {
+          what: `sandbox of ${agentId} (worktree left at ${worktree.path} uncommitted: the sandbox could not be confirmed gone)`,
+          error: errorMessage(error),
+        },
+      });
       return false;
     }
     if (this.committed === null && options.partialMessage !== null) {

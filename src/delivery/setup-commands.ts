@@ -55,7 +55,10 @@ export async function runSetupCommands(
     const executed = await sandbox.exec({ command, timeoutMs: SETUP_COMMAND_TIMEOUT_MS, signal: options.signal });
     const result = resultOf(command, executed);
     results.push(result);
-    options.events.emit({ type: "setup.finished", data: { agent_id: options.agentId, phase: options.phase, index, ...result, output_tail: result.output_tail.slice(-1000) } });
+    options.events.emit({
+      type: "setup.finished",
+      data: { agent_id: options.agentId, phase: options.phase, index, ...result, output_tail: result.output_tail.slice(-1000) },
+    });
     if (executed.exitCode !== 0 || executed.timedOut) return { results, failed: result };
   }
   return { results, failed: null };
@@ -63,5 +66,11 @@ export async function runSetupCommands(
 
 function resultOf(command: string, executed: ExecResult): SetupCommandResult {
   const output = `${executed.stdout}${executed.stderr ? `${executed.stdout && !executed.stdout.endsWith("\n") ? "\n" : ""}${executed.stderr}` : ""}`;
-  return { command, exit_code: executed.exitCode, timed_out: executed.timedOut, duration_ms: executed.durationMs, output_tail: output.slice(-OUTPUT_TAIL_CHARACTERS) };
+  return {
+    command,
+    exit_code: executed.exitCode,
+    timed_out: executed.timedOut,
+    duration_ms: executed.durationMs,
+    output_tail: output.slice(-OUTPUT_TAIL_CHARACTERS),
+  };
 }

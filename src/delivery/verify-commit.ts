@@ -87,8 +87,15 @@ export async function verifyCommit(
     let sandboxLost: string | null = null;
     const started = Date.now();
     try {
-      const setup = await runSetupCommands(sandbox, verify.setup ?? [], { phase: "verify", agentId: context.agentId, events: context.events, signal: context.signal });
-      result = setup.failed ? setupFailure(setup.failed) : await sandbox.exec({ command: verify.command, timeoutMs: verify.timeout_sec * 1000, signal: context.signal });
+      const setup = await runSetupCommands(sandbox, verify.setup ?? [], {
+        phase: "verify",
+        agentId: context.agentId,
+        events: context.events,
+        signal: context.signal,
+      });
+      result = setup.failed
+        ? setupFailure(setup.failed)
+        : await sandbox.exec({ command: verify.command, timeoutMs: verify.timeout_sec * 1000, signal: context.signal });
     } catch (error) {
       if (!(error instanceof SandboxError)) throw error;
       sandboxLost = errorMessage(error);
@@ -98,15 +105,34 @@ export async function verifyCommit(
     }
     const tail = result
       ? `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`.slice(-OUTPUT_TAIL_CHARACTERS)
-      : `[agent-runner] the verification sandbox was lost while the command ran (its control process died or stopped answering, e.g. under the out-of-memory killer): ${sandboxLost}`.slice(-OUTPUT_TAIL_CHARACTERS);
+      : `[agent-runner] the verification sandbox was lost while the command ran (its control process died or stopped answering, e.g. under the out-of-memory killer): ${sandboxLost}`.slice(
+          -OUTPUT_TAIL_CHARACTERS,
+        );
     const exitCode = result?.exitCode ?? null;
     const timedOut = result?.timedOut ?? false;
     const passed = exitCode === 0 && !timedOut && !context.signal.aborted;
     context.events.emit({
       type: "verify.finished",
-      data: { agent_id: context.agentId, command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, duration_ms: result?.durationMs ?? Date.now() - started, output_tail: tail.slice(-1000), sandbox_lost: sandboxLost },
+      data: {
+        agent_id: context.agentId,
+        command: verify.command,
+        exit_code: exitCode,
+        passed,
+        timed_out: timedOut,
+        duration_ms: result?.durationMs ?? Date.now() - started,
+        output_tail: tail.slice(-1000),
+        sandbox_lost: sandboxLost,
+      },
     });
-    return { command: verify.command, exit_code: exitCode, passed, timed_out: timedOut, output_tail: tail, sandbox_lost: sandboxLost, protected: protectedPaths };
+    return {
+      command: verify.command,
+      exit_code: exitCode,
+      passed,
+      timed_out: timedOut,
+      output_tail: tail,
+      sandbox_lost: sandboxLost,
+      protected: protectedPaths,
+    };
   } finally {
     // Removing it is host code walking a tree the agent's committed code ran in: only once no process of it is left.
     const removable = await context.provider.ensureWorkspaceIdle(checkout.path).then(
@@ -123,5 +149,15 @@ export async function verifyCommit(
 /** A failed setup command as the verification's result: the verify command never ran. */
 function setupFailure(failed: SetupCommandResult): ExecResult {
   const stderr = `${failed.output_tail}\n[agent-runner] sandbox.setup command ${JSON.stringify(failed.command)} ${failed.timed_out ? "timed out" : `exited ${failed.exit_code}`} on the clean checkout; the verify command did not run.`;
-  return { exitCode: failed.exit_code === 0 ? 1 : failed.exit_code, signal: null, stdout: "", stderr, timedOut: failed.timed_out, truncated: false, stdoutBytes: 0, stderrBytes: stderr.length, durationMs: failed.duration_ms };
+  return {
+    exitCode: failed.exit_code === 0 ? 1 : failed.exit_code,
+    signal: null,
+    stdout: "",
+    stderr,
+    timedOut: failed.timed_out,
+    truncated: false,
+    stdoutBytes: 0,
+    stderrBytes: stderr.length,
+    durationMs: failed.duration_ms,
+  };
 }

@@ -83,7 +83,13 @@ export const EVENT_CATALOGUE = {
     detail: z.string().nullable(),
     stderr_tail: z.string(),
   }),
-  "model_call.started": event(1, { agent_id: z.string(), step: z.number(), messages: z.number(), estimated_tokens: z.number(), prefix_stable: z.boolean().nullable() }),
+  "model_call.started": event(1, {
+    agent_id: z.string(),
+    step: z.number(),
+    messages: z.number(),
+    estimated_tokens: z.number(),
+    prefix_stable: z.boolean().nullable(),
+  }),
   "model_call.retrying": event(1, {
     agent_id: z.string(),
     step: z.number(),
@@ -93,7 +99,14 @@ export const EVENT_CATALOGUE = {
     reason: z.string(),
     status: z.number().optional(),
   }),
-  "model_call.finished": event(1, { agent_id: z.string(), step: z.number(), duration_ms: z.number(), usage, tool_calls: z.number(), content: z.string().nullable() }),
+  "model_call.finished": event(1, {
+    agent_id: z.string(),
+    step: z.number(),
+    duration_ms: z.number(),
+    usage,
+    tool_calls: z.number(),
+    content: z.string().nullable(),
+  }),
   "tool_call.started": event(1, { agent_id: z.string(), step: z.number(), tool_call_id: z.string(), name: z.string(), arguments: z.string() }),
   "tool_call.denied": event(1, { agent_id: z.string(), tool_call_id: z.string(), name: z.string(), rule: z.string(), reason: z.string() }),
   "tool_call.finished": event(1, {
@@ -120,7 +133,14 @@ export const EVENT_CATALOGUE = {
   "hook.finished": { version: 1, data: hookData },
   "hook.failed": { version: 1, data: hookData },
   "context.repaired": event(1, { agent_id: z.string(), step: z.number(), repairs: z.array(z.string()) }),
-  "context.cleared": event(1, { agent_id: z.string(), step: z.number(), cleared: z.number(), kept: z.number(), tokens_before: z.number(), tokens_after: z.number() }),
+  "context.cleared": event(1, {
+    agent_id: z.string(),
+    step: z.number(),
+    cleared: z.number(),
+    kept: z.number(),
+    tokens_before: z.number(),
+    tokens_after: z.number(),
+  }),
   "context.compacted": event(1, {
     agent_id: z.string(),
     step: z.number(),
@@ -132,8 +152,20 @@ export const EVENT_CATALOGUE = {
   }),
   "context.compaction_failed": event(1, { agent_id: z.string(), step: z.number(), error: z.string() }),
   "context.summary_usage": event(1, { agent_id: z.string(), usage }),
-  "task.started": event(1, { task_id: z.string(), kind: z.enum(["agent", "shell"]), description: z.string(), background: z.boolean(), agent_id: z.string().nullable() }),
-  "task.finished": event(1, { task_id: z.string(), kind: z.enum(["agent", "shell"]), status: z.string(), duration_ms: z.number(), agent_id: z.string().nullable() }),
+  "task.started": event(1, {
+    task_id: z.string(),
+    kind: z.enum(["agent", "shell"]),
+    description: z.string(),
+    background: z.boolean(),
+    agent_id: z.string().nullable(),
+  }),
+  "task.finished": event(1, {
+    task_id: z.string(),
+    kind: z.enum(["agent", "shell"]),
+    status: z.string(),
+    duration_ms: z.number(),
+    agent_id: z.string().nullable(),
+  }),
   "subagent.started": event(1, {
     agent_id: z.string(),
     parent_id: z.string(),
@@ -152,7 +184,12 @@ export const EVENT_CATALOGUE = {
     files: z.array(z.string()),
     duration_ms: z.number(),
   }),
-  "agent.finished": event(1, { agent_id: z.string(), reason: z.enum(["final_answer", "max_steps", "cancelled"]), steps: z.number(), final_message: z.string().nullable() }),
+  "agent.finished": event(1, {
+    agent_id: z.string(),
+    reason: z.enum(["final_answer", "max_steps", "cancelled"]),
+    steps: z.number(),
+    final_message: z.string().nullable(),
+  }),
   "workspace.committed": event(1, {
     branch: z.string(),
     commit: z.string(),
@@ -175,7 +212,14 @@ export const EVENT_CATALOGUE = {
     output_tail: z.string(),
   }),
   "verify.started": event(1, { agent_id: z.string().optional(), command: z.string() }),
-  "verify.protected": event(1, { agent_id: z.string().optional(), patterns: z.array(z.string()), from_commit: z.string(), restored: z.array(z.string()), deleted: z.array(z.string()), omitted: z.number() }),
+  "verify.protected": event(1, {
+    agent_id: z.string().optional(),
+    patterns: z.array(z.string()),
+    from_commit: z.string(),
+    restored: z.array(z.string()),
+    deleted: z.array(z.string()),
+    omitted: z.number(),
+  }),
   "verify.finished": event(1, {
     // Added within v1: lines of older runners lack it, so readers take it as optional.
     agent_id: z.string().optional(),
@@ -279,7 +323,10 @@ export interface ReadEventOptions {
 export function readEvent(envelope: unknown, options: ReadEventOptions = {}): EventRead {
   const parsed = envelopeSchema.safeParse(envelope);
   if (!parsed.success) {
-    const type = typeof envelope === "object" && envelope !== null && typeof (envelope as { type?: unknown }).type === "string" ? (envelope as { type: string }).type : null;
+    const type =
+      typeof envelope === "object" && envelope !== null && typeof (envelope as { type?: unknown }).type === "string"
+        ? (envelope as { type: string }).type
+        : null;
     return { kind: "invalid", type, reason: `not a CloudEvents 1.0 envelope: ${z.prettifyError(parsed.error)}` };
   }
   const { type, data } = parsed.data;

@@ -16,7 +16,12 @@ const hookSchema = z.strictObject({
   command: z.string().min(1),
   /** Tool-name globs the hook applies to (picomatch), default every tool. */
   tools: z.array(z.string().min(1)).default(["*"]),
-  timeout_ms: z.number().int().positive().max(10 * 60 * 1000).default(30_000),
+  timeout_ms: z
+    .number()
+    .int()
+    .positive()
+    .max(10 * 60 * 1000)
+    .default(30_000),
 });
 
 /** `hooks:` of a task or a policy. */
@@ -99,7 +104,13 @@ export class ToolHooks {
     return { run_id: this.options.runId, agent_id: call.agentId, tool_name: call.name, tool_call_id: call.toolCallId, arguments: call.arguments };
   }
 
-  private report(hook: Hook, call: GuardedCall, phase: "pre_tool_use" | "post_tool_use", outcome: HookOutcome, result: "allowed" | "blocked" | "noted" | "failed"): void {
+  private report(
+    hook: Hook,
+    call: GuardedCall,
+    phase: "pre_tool_use" | "post_tool_use",
+    outcome: HookOutcome,
+    result: "allowed" | "blocked" | "noted" | "failed",
+  ): void {
     const data = {
       phase,
       command: hook.command,
@@ -108,7 +119,12 @@ export class ToolHooks {
       exit_code: outcome.exitCode,
       timed_out: outcome.timedOut,
       outcome: result,
-      ...(result === "failed" ? { error: outcome.error ?? (outcome.timedOut ? `timed out after ${hook.timeout_ms} ms` : `exit ${outcome.exitCode}: ${outcome.stderr.trim().slice(-500)}`) } : {}),
+      ...(result === "failed"
+        ? {
+            error:
+              outcome.error ?? (outcome.timedOut ? `timed out after ${hook.timeout_ms} ms` : `exit ${outcome.exitCode}: ${outcome.stderr.trim().slice(-500)}`),
+          }
+        : {}),
     };
     this.options.events.emit({ type: result === "failed" ? "hook.failed" : "hook.finished", data });
   }

@@ -182,10 +182,14 @@ function refuseTrustedServersInWorkspace(servers: McpServersConfig, hostCwd: str
     if (!isStdioServer(config) || !config.trusted) continue;
     const cwd = realPath(resolve(hostCwd));
     if (inside(cwd)) {
-      throw new ConfigError(`mcp_servers.${name}: a trusted server runs on the host; its working directory ${cwd} is inside the workspace, which the agent can change`);
+      throw new ConfigError(
+        `mcp_servers.${name}: a trusted server runs on the host; its working directory ${cwd} is inside the workspace, which the agent can change`,
+      );
     }
     if (config.command.includes("/") && inside(realPath(resolve(cwd, config.command)))) {
-      throw new ConfigError(`mcp_servers.${name}: a trusted server runs on the host; its command ${config.command} is inside the workspace, which the agent can change`);
+      throw new ConfigError(
+        `mcp_servers.${name}: a trusted server runs on the host; its command ${config.command} is inside the workspace, which the agent can change`,
+      );
     }
   }
 }

@@ -2,11 +2,5 @@
 export { connectMcpServers, McpServerStartError, type ConnectMcpServersOptions, type McpServers } from "./connect-mcp-servers.js";
 export type { McpEvent, McpEventSink, McpTransportKind } from "./mcp-events.js";
 export type { McpServerState, McpServerStatus } from "./mcp-server-connection.js";
-export {
-  mcpServersSchema,
-  type McpHttpServerConfig,
-  type McpServerConfig,
-  type McpServersConfig,
-  type McpStdioServerConfig,
-} from "./mcp-servers-schema.js";
+export { mcpServersSchema, type McpHttpServerConfig, type McpServerConfig, type McpServersConfig, type McpStdioServerConfig } from "./mcp-servers-schema.js";
 export { mcpToolName, MAX_TOOL_NAME_LENGTH } from "./mcp-tool-names.js";

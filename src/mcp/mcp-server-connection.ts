@@ -132,11 +132,10 @@ export class McpServerConnection {
     if (this.state !== "connected" || !client) return toolError(this.notRunningMessage(), details);
     const started = Date.now();
     try {
-      const answer = await client.request(
-        { method: "tools/call", params: { name: tool, arguments: args } },
-        CallToolResultSchema,
-        { timeout: this.timeoutMs, signal },
-      );
+      const answer = await client.request({ method: "tools/call", params: { name: tool, arguments: args } }, CallToolResultSchema, {
+        timeout: this.timeoutMs,
+        signal,
+      });
       const result = mcpToolResult(answer, { server: this.name, tool });
       return { ...result, details: { ...result.details, duration_ms: Date.now() - started } };
     } catch (error) {

@@ -74,7 +74,8 @@ const mcpServerSchema = z.unknown().transform((value, context): McpServerConfig 
   }
   const parsed = (hasCommand ? mcpStdioServerSchema : mcpHttpServerSchema).safeParse(value);
   if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) context.addIssue({ ...issue, input: (issue as { input?: unknown }).input } as Parameters<typeof context.addIssue>[0]);
+  for (const issue of parsed.error.issues)
+    context.addIssue({ ...issue, input: (issue as { input?: unknown }).input } as Parameters<typeof context.addIssue>[0]);
   return z.NEVER;
 });
 

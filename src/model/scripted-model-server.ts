@@ -113,7 +113,10 @@ export function loadScript(file: string): Script {
   }
   const turnLists: [string, ScriptedTurn[]][] = [
     ["turns", parsed.data.turns],
-    ...Object.entries(parsed.data.subagents ?? {}).map(([description, entry]): [string, ScriptedTurn[]] => [`subagents[${JSON.stringify(description)}].turns`, entry.turns]),
+    ...Object.entries(parsed.data.subagents ?? {}).map(([description, entry]): [string, ScriptedTurn[]] => [
+      `subagents[${JSON.stringify(description)}].turns`,
+      entry.turns,
+    ]),
   ];
   for (const [where, turns] of turnLists) {
     for (const [index, turn] of turns.entries()) {
@@ -196,9 +199,11 @@ export class ScriptedModelServer {
     const purpose = headerValue(request, PURPOSE_HEADER) ?? "turn";
     if (callIndex === undefined || callIndex === null || attempt === null || (purpose !== "turn" && purpose !== "compaction")) {
       const problem =
-        callIndex === undefined || callIndex === null ? `missing or bad ${CALL_INDEX_HEADER} header`
-        : attempt === null ? `bad ${ATTEMPT_HEADER} header`
-        : `bad ${PURPOSE_HEADER} header ${JSON.stringify(purpose)} (turn or compaction)`;
+        callIndex === undefined || callIndex === null
+          ? `missing or bad ${CALL_INDEX_HEADER} header`
+          : attempt === null
+            ? `bad ${ATTEMPT_HEADER} header`
+            : `bad ${PURPOSE_HEADER} header ${JSON.stringify(purpose)} (turn or compaction)`;
       sendJson(response, 400, { error: { message: `scripted model: ${problem}`, type: "invalid_request_error" } });
       return;
     }
@@ -335,7 +340,12 @@ function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatM
   return null;
 }
 
-function completion(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls">, request: { messages: ChatMessage[]; tools?: unknown[] }) {
+function completion(
+  id: string,
+  callIndex: number,
+  turn: Pick<ScriptedTurn, "content" | "tool_calls">,
+  request: { messages: ChatMessage[]; tools?: unknown[] },
+) {
   const toolCalls = (turn.tool_calls ?? []).map((call, index) => ({
     id: `call_${callIndex}_${index}`,
     type: "function" as const,

@@ -15,9 +15,7 @@ export interface ApprovalContext {
 
 /** The approval step's verdict: final, or ask the person. */
 export type ApprovalStep =
-  | { kind: "allow"; reason: string; rule: string }
-  | { kind: "deny"; reason: string; rule: string }
-  | { kind: "ask"; question: string; canRemember: boolean };
+  { kind: "allow"; reason: string; rule: string } | { kind: "deny"; reason: string; rule: string } | { kind: "ask"; question: string; canRemember: boolean };
 
 /** The person's answer: `y`, `n [reason]`, `a` (always, this run), or no answer in time. */
 export type ApprovalAnswer = { answer: "yes" } | { answer: "always" } | { answer: "no"; reason?: string; timedOut?: boolean };
@@ -44,7 +42,11 @@ export function decideApproval(context: ApprovalContext): ApprovalStep {
   const canRemember = rememberable(policy, toolName);
   const keys = rememberKeys(toolName, decision);
   if (canRemember && keys.every((key) => context.remembered.has(key))) {
-    return { kind: "allow", reason: `approved earlier in this run with "always" (${confirmRules(decision).join(", ")}): ${decision.reason}`, rule: decision.rule };
+    return {
+      kind: "allow",
+      reason: `approved earlier in this run with "always" (${confirmRules(decision).join(", ")}): ${decision.reason}`,
+      rule: decision.rule,
+    };
   }
   switch (policy.confirmations) {
     case "deny":
@@ -63,7 +65,11 @@ export function decideApproval(context: ApprovalContext): ApprovalStep {
           rule: decision.rule,
         };
       }
-      return { kind: "ask", question: `policy ${policy.name}: ${toolName}${decision.subject !== undefined ? ` ${JSON.stringify(decision.subject)}` : ""} needs confirmation.\n${decision.reason}`, canRemember };
+      return {
+        kind: "ask",
+        question: `policy ${policy.name}: ${toolName}${decision.subject !== undefined ? ` ${JSON.stringify(decision.subject)}` : ""} needs confirmation.\n${decision.reason}`,
+        canRemember,
+      };
   }
 }
 
@@ -82,7 +88,12 @@ export function resolveApprovalAnswer(context: ApprovalContext, answer: Approval
           remember: [],
         };
       }
-      return { kind: "allow", reason: `approved by the user for the rest of this run: ${decision.reason}`, rule: decision.rule, remember: rememberKeys(context.toolName, decision) };
+      return {
+        kind: "allow",
+        reason: `approved by the user for the rest of this run: ${decision.reason}`,
+        rule: decision.rule,
+        remember: rememberKeys(context.toolName, decision),
+      };
     case "no": {
       const why = answer.timedOut ? "no answer came in time" : answer.reason ? `the user refused: ${answer.reason}` : "the user refused";
       return { kind: "deny", reason: `${why} (${decision.reason})`, rule: decision.rule, remember: [] };

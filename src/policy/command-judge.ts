@@ -75,7 +75,12 @@ export class CommandJudge {
 
   private judgeScript(text: string, depth: number, findings: CommandFinding[]): void {
     if (depth > MAX_NESTING) {
-      findings.push({ risk: "confirm", rule: "command.nesting-too-deep", reason: `scripts are nested more than ${MAX_NESTING} deep; the innermost were not checked`, command: shorten(text) });
+      findings.push({
+        risk: "confirm",
+        rule: "command.nesting-too-deep",
+        reason: `scripts are nested more than ${MAX_NESTING} deep; the innermost were not checked`,
+        command: shorten(text),
+      });
       return;
     }
     const script = this.parser.parse(text);
@@ -91,7 +96,8 @@ export class CommandJudge {
     for (const redirect of script.writeRedirects) {
       if (redirect.target.kind !== "literal") continue;
       const verdict = this.judgeWriteTarget(redirect.target.value);
-      if (verdict && verdict.risk !== "allow") findings.push({ ...verdict, reason: `\`${shorten(redirect.text)}\`: ${verdict.reason}`, command: shorten(redirect.text) });
+      if (verdict && verdict.risk !== "allow")
+        findings.push({ ...verdict, reason: `\`${shorten(redirect.text)}\`: ${verdict.reason}`, command: shorten(redirect.text) });
     }
   }
 

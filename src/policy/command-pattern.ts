@@ -70,7 +70,7 @@ interface PatternCharacter {
 export function parseCommandPattern(source: string): CommandPattern | string {
   const words = tokenize(source);
   if (typeof words === "string") return words;
-  if (words.length === 0) return "expected a command pattern like \"git push\" or \"rm -rf /\"";
+  if (words.length === 0) return 'expected a command pattern like "git push" or "rm -rf /"';
   const stageWords: PatternCharacter[][][] = [[]];
   for (const word of words) {
     if (word.length === 1 && word[0]!.character === "|" && !word[0]!.quoted) stageWords.push([]);

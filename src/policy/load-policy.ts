@@ -22,7 +22,9 @@ export class PolicyValidationError extends ConfigError {
     readonly file: string,
     readonly problems: PolicyProblem[],
   ) {
-    super(`${file}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `  - ${problem.path || "(file)"}: ${problem.message}`).join("\n")}`);
+    super(
+      `${file}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `  - ${problem.path || "(file)"}: ${problem.message}`).join("\n")}`,
+    );
   }
 }
 
@@ -74,7 +76,10 @@ export function loadPolicyFile(file: string): Policy {
   const source = readFileSync(absolute, "utf8");
   const document = parseDocument(source, { prettyErrors: true });
   if (document.errors.length) {
-    throw new PolicyValidationError(absolute, document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })));
+    throw new PolicyValidationError(
+      absolute,
+      document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })),
+    );
   }
   return validatePolicy(document.toJS() ?? {}, absolute);
 }
@@ -85,6 +90,10 @@ export function validatePolicy(raw: unknown, label: string): Policy {
     throw new PolicyValidationError(label, [{ path: "", message: "expected a mapping of policy fields (name, description, tools, ...)" }]);
   }
   const parsed = policySchema.safeParse(raw, { reportInput: true });
-  if (!parsed.success) throw new PolicyValidationError(label, parsed.error.issues.map((issue) => describeIssue(issue, "Policies", policySchema)));
+  if (!parsed.success)
+    throw new PolicyValidationError(
+      label,
+      parsed.error.issues.map((issue) => describeIssue(issue, "Policies", policySchema)),
+    );
   return parsed.data;
 }

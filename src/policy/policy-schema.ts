@@ -52,12 +52,7 @@ const commandRuleSchema = z.strictObject({
 });
 export type CommandRule = z.infer<typeof commandRuleSchema>;
 
-const positiveCount = (max: number) =>
-  z
-    .number()
-    .int("expected a whole number")
-    .positive("expected a whole number above 0")
-    .max(max, `at most ${max}`);
+const positiveCount = (max: number) => z.number().int("expected a whole number").positive("expected a whole number above 0").max(max, `at most ${max}`);
 
 const limitsSchema = z.strictObject({
   /** Model calls of a run. */

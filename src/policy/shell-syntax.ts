@@ -59,14 +59,7 @@ export interface ShellScript {
 }
 
 const WRITE_OPERATORS = new Set([">", ">>", ">|", "&>", "&>>", "<>", ">&"]);
-const DYNAMIC_NODES = new Set([
-  "simple_expansion",
-  "expansion",
-  "command_substitution",
-  "process_substitution",
-  "arithmetic_expansion",
-  "brace_expression",
-]);
+const DYNAMIC_NODES = new Set(["simple_expansion", "expansion", "command_substitution", "process_substitution", "arithmetic_expansion", "brace_expression"]);
 
 /**
  * Parses bash with tree-sitter-bash (a WebAssembly build of the official

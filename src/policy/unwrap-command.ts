@@ -50,7 +50,28 @@ interface WrapperSpec {
 const WRAPPERS: Record<string, WrapperSpec> = {
   env: { valueOptions: ["-u", "--unset", "-C", "--chdir"], splitOptions: ["-S", "--split-string"], assignments: true },
   sudo: {
-    valueOptions: ["-u", "--user", "-g", "--group", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-C", "--close-from", "-D", "--chdir", "-T", "--command-timeout", "-U", "--other-user"],
+    valueOptions: [
+      "-u",
+      "--user",
+      "-g",
+      "--group",
+      "-h",
+      "--host",
+      "-p",
+      "--prompt",
+      "-r",
+      "--role",
+      "-t",
+      "--type",
+      "-C",
+      "--close-from",
+      "-D",
+      "--chdir",
+      "-T",
+      "--command-timeout",
+      "-U",
+      "--other-user",
+    ],
     assignments: true,
   },
   doas: { valueOptions: ["-u", "-C"] },
@@ -94,7 +115,22 @@ export const CODE_VARIABLES = new Set([
 ]);
 
 const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"]);
-const XARGS_VALUE_OPTIONS = ["-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"];
+const XARGS_VALUE_OPTIONS = [
+  "-a",
+  "--arg-file",
+  "-d",
+  "--delimiter",
+  "-E",
+  "-I",
+  "-L",
+  "-n",
+  "--max-args",
+  "-P",
+  "--max-procs",
+  "-s",
+  "--max-chars",
+  "--process-slot-var",
+];
 const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"]);
 const MAX_LAYERS = 16;
 
@@ -302,7 +338,9 @@ function findExecCommands(words: ShellWord[]): ShellWord[][] {
     for (; index < words.length; index += 1) {
       const part = words[index]!;
       if (part.kind === "literal" && (part.value === ";" || part.value === "+")) break;
-      command.push(part.kind === "literal" && part.value.includes("{}") ? { kind: "dynamic", text: `(${part.value}: a path found by find)`, operand: true } : part);
+      command.push(
+        part.kind === "literal" && part.value.includes("{}") ? { kind: "dynamic", text: `(${part.value}: a path found by find)`, operand: true } : part,
+      );
     }
     if (command.length > 0) commands.push(command);
   }

@@ -66,25 +66,98 @@ const ASSIGNMENT = new RegExp(
     // 3: the operator: = := => ?= ||= : (a colon needs a quoted or spaced value, as in YAML and JSON)
     "[ \\t]*(=>|:=|\\?=|\\|\\|=|=|:)[ \\t]*" +
     // 4-8: the value: "json string" | 'single' | `backtick` | \"escaped json\" | unquoted word
-    "(?:\"((?:[^\"\\\\\\r\\n]|\\\\.){1,400})\"|'([^'\\r\\n]{1,400})'|`([^`$\\r\\n]{1,400})`|\\\\+\"([^\"\\\\\\r\\n]{1,400})\\\\+\"" +
-    "|([^\\s\"'`\\\\,;()\\[\\]{}<>=][^\\s\"'`\\\\,;()\\[\\]{}<>]{0,399})(?=[\\s;&|#\"'`]|\\\\+[nrt\"]|$))",
+    '(?:"((?:[^"\\\\\\r\\n]|\\\\.){1,400})"|\'([^\'\\r\\n]{1,400})\'|`([^`$\\r\\n]{1,400})`|\\\\+"([^"\\\\\\r\\n]{1,400})\\\\+"' +
+    '|([^\\s"\'`\\\\,;()\\[\\]{}<>=][^\\s"\'`\\\\,;()\\[\\]{}<>]{0,399})(?=[\\s;&|#"\'`]|\\\\+[nrt"]|$))',
   "yid",
 );
 
 /** Qualifiers before key/token that make a data-structure key or a tokenizer token, not a credential. */
 const NOT_SECRET_QUALIFIERS = new Set([
   // keys of data structures, caches, UIs and i18n
-  "primary", "foreign", "sort", "partition", "range", "hash", "row", "column", "cache", "dict", "map", "lookup", "group", "index", "idx", "unique",
-  "composite", "natural", "surrogate", "object", "bucket", "schema", "sequence", "hot", "react", "i18n", "translation", "message", "label", "state",
-  "query", "search", "shard", "routing", "dedup", "dedupe", "idempotency", "public", "pub", "field", "attribute", "attr", "property", "prop",
-  "option", "config", "setting", "env", "name", "cursor", "registry", "path", "file",
+  "primary",
+  "foreign",
+  "sort",
+  "partition",
+  "range",
+  "hash",
+  "row",
+  "column",
+  "cache",
+  "dict",
+  "map",
+  "lookup",
+  "group",
+  "index",
+  "idx",
+  "unique",
+  "composite",
+  "natural",
+  "surrogate",
+  "object",
+  "bucket",
+  "schema",
+  "sequence",
+  "hot",
+  "react",
+  "i18n",
+  "translation",
+  "message",
+  "label",
+  "state",
+  "query",
+  "search",
+  "shard",
+  "routing",
+  "dedup",
+  "dedupe",
+  "idempotency",
+  "public",
+  "pub",
+  "field",
+  "attribute",
+  "attr",
+  "property",
+  "prop",
+  "option",
+  "config",
+  "setting",
+  "env",
+  "name",
+  "cursor",
+  "registry",
+  "path",
+  "file",
   // pagination, cancellation and tokenizer tokens
-  "next", "page", "continuation", "cancel", "cancellation", "pagination", "sync", "max", "num", "total", "input", "output", "prompt", "completion",
-  "start", "end", "eos", "bos", "pad", "unk", "sep", "cls", "mask", "special", "stop",
+  "next",
+  "page",
+  "continuation",
+  "cancel",
+  "cancellation",
+  "pagination",
+  "sync",
+  "max",
+  "num",
+  "total",
+  "input",
+  "output",
+  "prompt",
+  "completion",
+  "start",
+  "end",
+  "eos",
+  "bos",
+  "pad",
+  "unk",
+  "sep",
+  "cls",
+  "mask",
+  "special",
+  "stop",
 ]);
 
 /** Concatenated names (`apikey`, `PGPASSWORD`, `AUTHTOKEN`) whose secret word follows one of these. */
-const QUALIFIERS = /(?:api|auth|access|secret|private|client|master|signing|encryption|session|refresh|app|bot|user|admin|service|account|webhook|db|pg|root|deploy|oauth|bearer|license|sas)$/;
+const QUALIFIERS =
+  /(?:api|auth|access|secret|private|client|master|signing|encryption|session|refresh|app|bot|user|admin|service|account|webhook|db|pg|root|deploy|oauth|bearer|license|sas)$/;
 
 /** A version or version range (`^3.1.0`, `~1.2`, `1.2.3-beta.1`): package manifests map names such as `path-key` to these. */
 const VERSION = /^[\^~]?v?\d+(?:\.[\dx*]+)+(?:[-+][\w.]+)?$/;
@@ -120,7 +193,8 @@ function classify(text: string, match: RegExpExecArray): SecretAssignment | null
   if (/^[A-Za-z_.-]+$/.test(value) && !(password && envStyle && value.length >= 8)) return null;
   // An unquoted identifier path is code (`config.api_key2`), not a literal.
   if (!quoted && !envStyle && /^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+$/.test(value)) return null;
-  const kind = /secret_?access_?key$/i.test(name.full) && /^[A-Za-z0-9+/]{40}$/.test(value) ? "aws-secret-access-key" : password ? "password" : "secret-assignment";
+  const kind =
+    /secret_?access_?key$/i.test(name.full) && /^[A-Za-z0-9+/]{40}$/.test(value) ? "aws-secret-access-key" : password ? "password" : "secret-assignment";
   return { start, end, kind };
 }
 
@@ -144,14 +218,21 @@ function nameEndingAt(text: string, wordStart: number, wordEnd: number): { full:
   const needsQualifier = lowerWord === "key" || lowerWord === "pass";
   if (before.length === 0 || /[_.-]$/.test(before)) {
     // A separate part: BEFORE_WORD, before.word, before-word, or the word alone.
-    const qualifier = before.replace(/[_.-]+$/, "").split(/[_.-]/).pop()!.toLowerCase();
+    const qualifier = before
+      .replace(/[_.-]+$/, "")
+      .split(/[_.-]/)
+      .pop()!
+      .toLowerCase();
     if (needsQualifier && qualifier === "") return null;
     return NOT_SECRET_QUALIFIERS.has(qualifier) ? null : { full, word };
   }
   const last = before[before.length - 1]!;
   if (/[a-z0-9]/.test(last) && /^[A-Z]/.test(word)) {
     // camelCase: apiKey, clientSecret, nextPageToken
-    const qualifier = before.split(/(?=[A-Z])|[_.-]/).pop()!.toLowerCase();
+    const qualifier = before
+      .split(/(?=[A-Z])|[_.-]/)
+      .pop()!
+      .toLowerCase();
     return NOT_SECRET_QUALIFIERS.has(qualifier) ? null : { full, word };
   }
   // One word: apikey, PGPASSWORD, AUTHTOKEN; not monkey, bypass, turkey.

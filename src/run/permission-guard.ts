@@ -70,15 +70,33 @@ export class PermissionGuard implements ToolGuard {
       const question = step.question;
       const canRemember = step.canRemember;
       const answer = await this.questions.runExclusive(async () => {
-        this.options.events.emit({ type: "approval.requested", data: { agent_id: call.agentId, tool_call_id: call.toolCallId, name: call.name, question, can_remember: canRemember } });
+        this.options.events.emit({
+          type: "approval.requested",
+          data: { agent_id: call.agentId, tool_call_id: call.toolCallId, name: call.name, question, can_remember: canRemember },
+        });
         const subject = decision.subject ?? null;
         const given = await ask(
-          { agentId: call.agentId, toolCallId: call.toolCallId, toolName: call.name, subject, rule: decision.rule, reason: decision.reason, question, canRemember },
+          {
+            agentId: call.agentId,
+            toolCallId: call.toolCallId,
+            toolName: call.name,
+            subject,
+            rule: decision.rule,
+            reason: decision.reason,
+            question,
+            canRemember,
+          },
           this.options.signal,
         );
         this.options.events.emit({
           type: "approval.resolved",
-          data: { agent_id: call.agentId, tool_call_id: call.toolCallId, answer: given.answer, reason: given.answer === "no" ? (given.reason ?? null) : null, timed_out: given.answer === "no" && Boolean(given.timedOut) },
+          data: {
+            agent_id: call.agentId,
+            tool_call_id: call.toolCallId,
+            answer: given.answer,
+            reason: given.answer === "no" ? (given.reason ?? null) : null,
+            timed_out: given.answer === "no" && Boolean(given.timedOut),
+          },
         });
         return given;
       });
@@ -110,5 +128,4 @@ export class PermissionGuard implements ToolGuard {
     await this.recentCalls.waitBelow(perMinute, this.options.signal);
     this.recentCalls.add(1);
   }
-
 }

@@ -36,7 +36,11 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   const runs = join(home, "runs");
   const matches = existsSync(runs) ? readdirSync(runs).filter((id) => id.startsWith(idOrPrefix)) : [];
   if (matches.length !== 1) {
-    throw new ConfigError(matches.length === 0 ? `no run ${idOrPrefix} in ${runs} (see \`runner runs\`)` : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`);
+    throw new ConfigError(
+      matches.length === 0
+        ? `no run ${idOrPrefix} in ${runs} (see \`runner runs\`)`
+        : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
+    );
   }
   const runId = matches[0]!;
   const runDirectory = join(runs, runId);
@@ -49,14 +53,18 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   // A run that stopped at its step limit can go on with more steps (runner resume --max-steps N); other finished runs are done.
   const stoppedAtLimit = previous?.status === "failed" && previous.reason === "max_steps";
   if ((previous?.status === "succeeded" || previous?.status === "failed") && !stoppedAtLimit) {
-    throw new ConfigError(`run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs, and runs stopped at max_steps, can be resumed — start a new run`);
+    throw new ConfigError(
+      `run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs, and runs stopped at max_steps, can be resumed — start a new run`,
+    );
   }
   // A run with a report has ended, even when its runner lives on (a library process that cancelled it).
   if (!previous && isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
   const session = restoreSession(store.path("journal"));
   const restored = session.get(MAIN_AGENT);
   if (!restored || restored.messages.length === 0) {
-    throw new ConfigError(`run ${runId} ended before its agent started (${previous?.reason ?? "no report"}): there is no conversation to resume; fix the cause and start a new run`);
+    throw new ConfigError(
+      `run ${runId} ended before its agent started (${previous?.reason ?? "no report"}): there is no conversation to resume; fix the cause and start a new run`,
+    );
   }
   const task = JSON.parse(readFileSync(store.path("task"), "utf8")) as Task;
   const subagentIds = [...session.keys()].filter((id) => id !== MAIN_AGENT);

@@ -70,7 +70,14 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     const paths = runPaths(directory);
     const workers = paths.workers;
     const worktrees = [lock.worktree, paths.verify, ...(existsSync(workers) ? readdirSync(workers).map((name) => join(workers, name)) : [])];
-    const idle = await Promise.all(worktrees.map((path) => sandboxes.ensureWorkspaceIdle(path).then(() => true, () => false)));
+    const idle = await Promise.all(
+      worktrees.map((path) =>
+        sandboxes.ensureWorkspaceIdle(path).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
     if (idle.includes(false)) continue;
     // The verification checkout, if the runner died during verification, and the subagents' worktrees
     // (their branches keep what they committed; a subagent's uncommitted work is not kept).
@@ -84,7 +91,11 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
       if (reopened) {
         // The task's own commit limits (task.json, written before the run started).
         const task = new RunStore(directory).readJson("task") as { commit?: Parameters<typeof commitLimitsOf>[0] } | null;
-        const committed = await commitRunWorktree(reopened.worktree, `agent-runner: run ${lock.run_id} (runner died: partial work)`, commitLimitsOf(task?.commit));
+        const committed = await commitRunWorktree(
+          reopened.worktree,
+          `agent-runner: run ${lock.run_id} (runner died: partial work)`,
+          commitLimitsOf(task?.commit),
+        );
         if (committed.timedOut) {
           saved = `its worktree could not be committed within the commit time limit and is kept at ${lock.worktree}`;
           keepWorktree = true;

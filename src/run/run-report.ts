@@ -35,7 +35,15 @@ export interface RunReport {
    */
   prefix_stable_ratio: number | null;
   /** Context management: requests, largest estimated request (tokens), clearings, compactions, repairs. */
-  context: { context_window: number; requests: number; max_request_tokens: number; cleared: number; compactions: number; compaction_failures: number; repairs: number };
+  context: {
+    context_window: number;
+    requests: number;
+    max_request_tokens: number;
+    cleared: number;
+    compactions: number;
+    compaction_failures: number;
+    repairs: number;
+  };
   /** How often `runner resume` continued this run. */
   resumes: number;
   /** The subagents the main agent started (steps, calls and tokens of theirs are counted here, tokens also in `usage`). */
@@ -63,7 +71,6 @@ export interface RunReport {
   instructions_files: InstructionFileRecord[] | null;
   duration_ms: number;
 }
-
 
 /** report.json `commit`. */
 export interface CommitReport {

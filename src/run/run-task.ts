@@ -113,7 +113,11 @@ async function executeRun(
   try {
     const workspace = await openWorkspace(scope, provider, dependencies.diskEnforcement);
     throwIfAborted(scope.signal);
-    const environment = await startEnvironment(scope, workspace, { sandboxProvider: provider, openModel: dependencies.openModel, askApproval: options.askApproval ?? null });
+    const environment = await startEnvironment(scope, workspace, {
+      sandboxProvider: provider,
+      openModel: dependencies.openModel,
+      askApproval: options.askApproval ?? null,
+    });
     const outcome = await runMainAgent(scope, workspace, environment, provider);
     await deliverMainAgent(scope, workspace, environment, outcome, provider);
   } catch (error) {

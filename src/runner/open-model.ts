@@ -34,7 +34,8 @@ export function openAIClient(task: Task, environment: NodeJS.ProcessEnv): OpenAI
   const model = task.model.name ?? environment.OPENAI_MODEL;
   const problems: string[] = [];
   if (!apiKey) problems.push(task.file ? "OPENAI_API_KEY is not set (export it, or use model.provider: scripted)" : "OPENAI_API_KEY is not set (export it)");
-  if (!model) problems.push(task.file ? "model.name is not set in the task (or set OPENAI_MODEL)" : "OPENAI_MODEL is not set (ad-hoc runs take the model name from it)");
+  if (!model)
+    problems.push(task.file ? "model.name is not set in the task (or set OPENAI_MODEL)" : "OPENAI_MODEL is not set (ad-hoc runs take the model name from it)");
   if (problems.length) throw new ConfigError(`model.provider openai: ${problems.join("; ")}`);
   return new OpenAIModelClient({
     apiKey: apiKey!,

@@ -30,7 +30,13 @@ export function listRuns(home: string): RunSummary[] {
       const lock = store.readJson("lock") as { owner?: string; branch?: string } | null;
       const recordedTask = store.readJson("task") as { name?: string } | null;
       const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
-      return { id, task: report?.task ?? recordedTask?.name ?? "?", status, branch: report?.branch ?? lock?.branch ?? "-", started: statSync(store.directory).birthtime };
+      return {
+        id,
+        task: report?.task ?? recordedTask?.name ?? "?",
+        status,
+        branch: report?.branch ?? lock?.branch ?? "-",
+        started: statSync(store.directory).birthtime,
+      };
     })
     .sort((a, b) => (a.id < b.id ? 1 : -1));
 }
@@ -51,12 +57,16 @@ export function readRunRecord(home: string, idOrPrefix: string): RunRecord {
     throw new ConfigError(
       matches.length === 0
         ? `no run ${idOrPrefix} in ${join(home, "runs")} (see \`runner runs\`)`
-        : `${idOrPrefix} matches ${matches.length} runs (${matches.slice(0, 5).map((match) => match.id).join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
+        : `${idOrPrefix} matches ${matches.length} runs (${matches
+            .slice(0, 5)
+            .map((match) => match.id)
+            .join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
     );
   }
   const id = matches[0]!.id;
   const store = new RunStore(join(home, "runs", id));
   const session = store.readJson("session") as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
-  const agents = session?.agents ?? Object.fromEntries([...restoreSession(store.path("journal"))].map(([agentId, agent]) => [agentId, { messages: agent.messages }]));
+  const agents =
+    session?.agents ?? Object.fromEntries([...restoreSession(store.path("journal"))].map(([agentId, agent]) => [agentId, { messages: agent.messages }]));
   return { id, directory: store.directory, report: store.readJson("report"), agents };
 }

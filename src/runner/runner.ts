@@ -151,13 +151,17 @@ export class Runner {
     const run = findResumableRun(this.home, runId);
     const made = run.restored.nextStep;
     if (run.stoppedAtStepLimit && !options.maxSteps) {
-      throw new ConfigError(`run ${run.runId} stopped at its step limit (${made} model calls, max_steps ${run.task.max_steps}); continue it with --max-steps N (N more model calls)`);
+      throw new ConfigError(
+        `run ${run.runId} stopped at its step limit (${made} model calls, max_steps ${run.task.max_steps}); continue it with --max-steps N (N more model calls)`,
+      );
     }
     // `maxSteps` more model calls from where the run stopped.
     const maxSteps = options.maxSteps ? made + options.maxSteps : undefined;
     // A run that already has its final answer needs no model call, only commit and verification.
     if (finalAnswerOf(run.restored) === undefined && (maxSteps ?? run.task.max_steps) <= made) {
-      throw new ConfigError(`run ${run.runId} already made ${made} of its ${run.task.max_steps} model calls (max_steps); continue it with --max-steps N (N more model calls)`);
+      throw new ConfigError(
+        `run ${run.runId} already made ${made} of its ${run.task.max_steps} model calls (max_steps); continue it with --max-steps N (N more model calls)`,
+      );
     }
     await resolveRepository(run.task.workspacePath);
     const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
@@ -207,7 +211,13 @@ export class Runner {
     let runId = "";
     const finished = run(
       prepared,
-      { sandboxProvider: this.provider, openModel: this.openModel, runnerHome: this.home, diskEnforcement: diskEnforcementChoice(this.environment), log: this.log },
+      {
+        sandboxProvider: this.provider,
+        openModel: this.openModel,
+        runnerHome: this.home,
+        diskEnforcement: diskEnforcementChoice(this.environment),
+        log: this.log,
+      },
       {
         signal,
         hostEnvironment: this.environment,

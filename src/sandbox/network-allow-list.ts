@@ -27,7 +27,8 @@ export function parseAllowEntry(entry: string): AllowRule | string {
   if (!match) return `"${entry}": ${expected}`;
   const [, star, rawName, rawPort] = match;
   const name = rawName!.toLowerCase().replace(/\.$/, "");
-  if (isIP(name) !== 0 || /^[0-9.]+$/.test(name)) return `"${entry}": IP addresses are not allowed; name the host (and use allow_cidrs for private test ranges)`;
+  if (isIP(name) !== 0 || /^[0-9.]+$/.test(name))
+    return `"${entry}": IP addresses are not allowed; name the host (and use allow_cidrs for private test ranges)`;
   if (!HOST_NAME.test(name)) return `"${entry}": ${expected}`;
   if (star && !name.includes(".")) return `"${entry}": a wildcard needs a domain with a dot, like "*.example.org"`;
   const rule: AllowRule = { name, wildcard: Boolean(star) };

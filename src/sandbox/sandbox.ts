@@ -159,7 +159,10 @@ export class SandboxGoneError extends SandboxError {}
 
 /** A path resolved (after `..` and symlinks) to somewhere outside the workspace. */
 export class PathOutsideWorkspaceError extends Error {
-  constructor(readonly requested: string, readonly resolved: string) {
+  constructor(
+    readonly requested: string,
+    readonly resolved: string,
+  ) {
     super(`path "${requested}" resolves to "${resolved}", outside the workspace; only files in the workspace can be used`);
     this.name = "PathOutsideWorkspaceError";
   }
@@ -167,7 +170,10 @@ export class PathOutsideWorkspaceError extends Error {
 
 /** The path exists but is not the kind of thing the operation needs (e.g. a directory given to readFile). */
 export class NotAFileError extends Error {
-  constructor(readonly requested: string, readonly actual: string) {
+  constructor(
+    readonly requested: string,
+    readonly actual: string,
+  ) {
     super(`"${requested}" is a ${actual}, not a regular file`);
     this.name = "NotAFileError";
   }

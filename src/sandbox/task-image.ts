@@ -107,7 +107,10 @@ async function buildTaskImage(docker: Docker, build: ImageBuild): Promise<TaskIm
   }
   const failure = progressError(output);
   if (failure) {
-    const log = output.map((line) => line.stream ?? "").join("").slice(-BUILD_OUTPUT_TAIL);
+    const log = output
+      .map((line) => line.stream ?? "")
+      .join("")
+      .slice(-BUILD_OUTPUT_TAIL);
     throw new SandboxError(`sandbox.build: building ${build.dockerfile} (context ${build.context}) failed: ${failure}\n${log}`);
   }
   return { image: tag, source: "built" };

@@ -20,7 +20,7 @@ const RESERVED_DIRECTORIES = ["/bin", "/boot", "/dev", "/etc", "/lib", "/lib32",
 export function workdirProblem(workdir: string): string | null {
   const fix = `use a directory of its own such as ${WORKSPACE_ROOT} (the default), /app or /testbed`;
   if (!workdir.startsWith("/") || workdir.includes("\0")) return `expected an absolute path like ${WORKSPACE_ROOT} or /app, got ${JSON.stringify(workdir)}`;
-  if (posix.normalize(workdir) !== workdir || workdir.endsWith("/") && workdir !== "/") {
+  if (posix.normalize(workdir) !== workdir || (workdir.endsWith("/") && workdir !== "/")) {
     return `expected a normalized path (no "..", "." or doubled or trailing "/"), like ${JSON.stringify(posix.normalize(workdir).replace(/(.)\/+$/, "$1"))}`;
   }
   if (workdir === "/") return `the repository mounted at / would shadow the whole image; ${fix}`;

@@ -35,7 +35,11 @@ export async function readHostSkills(root: string, source: "builtin" | "user", o
   const rootInfo = await stat(root).catch((error: NodeJS.ErrnoException) => error);
   if (rootInfo instanceof Error) {
     if (rootInfo.code === "ENOENT" && !options.required) return { skills, problems };
-    problems.push({ source, location: root, message: `${root}: cannot read the skills directory (${rootInfo.code === "ENOENT" ? "it does not exist" : errorMessage(rootInfo)})` });
+    problems.push({
+      source,
+      location: root,
+      message: `${root}: cannot read the skills directory (${rootInfo.code === "ENOENT" ? "it does not exist" : errorMessage(rootInfo)})`,
+    });
     return { skills, problems };
   }
   if (!rootInfo.isDirectory()) {
@@ -59,7 +63,11 @@ export async function readHostSkills(root: string, source: "builtin" | "user", o
     const read = await readInside(skillDirectory, "SKILL.md", MAX_SKILL_FILE_BYTES);
     if (read === "missing") continue;
     if (skills.length >= MAX_SKILLS_PER_SOURCE) {
-      problems.push({ source, location: root, message: `${root}: more than ${MAX_SKILLS_PER_SOURCE} skills; ${entry.name} and the ones after it (by name) are ignored` });
+      problems.push({
+        source,
+        location: root,
+        message: `${root}: more than ${MAX_SKILLS_PER_SOURCE} skills; ${entry.name} and the ones after it (by name) are ignored`,
+      });
       break;
     }
     if (typeof read === "string") {
@@ -67,7 +75,11 @@ export async function readHostSkills(root: string, source: "builtin" | "user", o
       continue;
     }
     if (!isValidSkillName(entry.name)) {
-      problems.push({ source, location: directory, message: `${directory}: "${entry.name}" is not a valid skill name (a-z, 0-9 and single hyphens between them, at most 64 characters); rename the directory` });
+      problems.push({
+        source,
+        location: directory,
+        message: `${directory}: "${entry.name}" is not a valid skill name (a-z, 0-9 and single hyphens between them, at most 64 characters); rename the directory`,
+      });
       continue;
     }
     const parsed = parseSkillFile(read.content, skillFile, entry.name, read.size);

@@ -6,11 +6,4 @@ export { loadSkillTool } from "./load-skill-tool.js";
 export { readHostSkills } from "./host-skill-source.js";
 export { readWorkspaceSkills, type WorkspaceSkillOptions } from "./workspace-skill-source.js";
 export { parseSkillFile } from "./parse-skill-file.js";
-export {
-  MAX_SKILL_FILE_BYTES,
-  type ShadowedSkill,
-  type Skill,
-  type SkillProblem,
-  type SkillResource,
-  type SkillSource,
-} from "./skill.js";
+export { MAX_SKILL_FILE_BYTES, type ShadowedSkill, type Skill, type SkillProblem, type SkillResource, type SkillSource } from "./skill.js";

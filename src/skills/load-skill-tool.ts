@@ -75,7 +75,9 @@ function skillText(skills: SkillSet, skill: Skill): string {
     );
   }
   for (const copy of skills.shadowedCopies(skill.name)) {
-    parts.push(`Note: the ${describeSkillSource(copy.source)} also has a skill named ${skill.name} (${copy.location}); it is not used, the ${describeSkillSource(skill.source)} one takes precedence.`);
+    parts.push(
+      `Note: the ${describeSkillSource(copy.source)} also has a skill named ${skill.name} (${copy.location}); it is not used, the ${describeSkillSource(skill.source)} one takes precedence.`,
+    );
   }
   return parts.join("\n\n");
 }

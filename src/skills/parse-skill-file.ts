@@ -14,8 +14,7 @@ export function isValidSkillName(name: string): boolean {
   return name.length <= MAX_SKILL_NAME_LENGTH && NAME_PATTERN.test(name);
 }
 
-const requiredString = (what: string) =>
-  z.string({ error: (issue) => (issue.input === undefined ? `is required (${what})` : `must be a string (${what})`) });
+const requiredString = (what: string) => z.string({ error: (issue) => (issue.input === undefined ? `is required (${what})` : `must be a string (${what})`) });
 
 /**
  * The front matter of a SKILL.md. `name` and `description` are ours; `license`
@@ -59,7 +58,9 @@ export function parseSkillFile(content: Buffer, location: string, directoryName:
     error: problems.length === 1 ? `${location}: ${problems[0]}` : `${location}:\n${problems.map((problem) => `  - ${problem}`).join("\n")}`,
   });
   if (size > MAX_SKILL_FILE_BYTES || content.length > MAX_SKILL_FILE_BYTES) {
-    return fail([`is ${Math.max(size, content.length)} bytes; a SKILL.md may have at most ${MAX_SKILL_FILE_BYTES} (loaded skills stay in the context for the whole run: keep the body short and move reference material to other files of the skill)`]);
+    return fail([
+      `is ${Math.max(size, content.length)} bytes; a SKILL.md may have at most ${MAX_SKILL_FILE_BYTES} (loaded skills stay in the context for the whole run: keep the body short and move reference material to other files of the skill)`,
+    ]);
   }
   let text: string;
   try {
@@ -70,7 +71,9 @@ export function parseSkillFile(content: Buffer, location: string, directoryName:
   text = text.replace(/^\uFEFF/, "").replace(/\r\n?/g, "\n");
   const match = /^---[ \t]*\n(?:([\s\S]*?)\n)?---[ \t]*(?:\n|$)/.exec(text);
   if (!match) {
-    return fail([`must start with YAML front matter between two "---" lines, e.g.\n---\nname: ${isValidSkillName(directoryName) ? directoryName : "my-skill"}\ndescription: What it does and when to use it.\n---`]);
+    return fail([
+      `must start with YAML front matter between two "---" lines, e.g.\n---\nname: ${isValidSkillName(directoryName) ? directoryName : "my-skill"}\ndescription: What it does and when to use it.\n---`,
+    ]);
   }
   let raw: unknown;
   try {
@@ -88,7 +91,9 @@ export function parseSkillFile(content: Buffer, location: string, directoryName:
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       if (issue.code === "unrecognized_keys") {
-        problems.push(`front matter: unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((key) => JSON.stringify(key)).join(", ")} (allowed: ${ALLOWED_KEYS})`);
+        problems.push(
+          `front matter: unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((key) => JSON.stringify(key)).join(", ")} (allowed: ${ALLOWED_KEYS})`,
+        );
       } else {
         problems.push(`front matter: ${issue.path.map(String).join(".") || "(top)"}: ${issue.message}`);
       }
@@ -104,5 +109,8 @@ export function parseSkillFile(content: Buffer, location: string, directoryName:
 
 /** Whitespace runs (newlines included) become one space; control characters are dropped. */
 function collapseWhitespace(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000e-\u001f\u007f]/g, "").replace(/\s+/g, " ").trim();
+  return text
+    .replace(/[\u0000-\u0008\u000e-\u001f\u007f]/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
 }

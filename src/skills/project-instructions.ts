@@ -107,9 +107,12 @@ export async function readProjectInstructions(options: ProjectInstructionOptions
     signal: options.signal,
   });
   if (listing.exitCode !== 0) {
-    return none(`project instructions: cannot list the base commit ${baseCommit} (git exit ${listing.exitCode ?? listing.signal}): ${listing.stderr.trim().slice(0, 500)}`);
+    return none(
+      `project instructions: cannot list the base commit ${baseCommit} (git exit ${listing.exitCode ?? listing.signal}): ${listing.stderr.trim().slice(0, 500)}`,
+    );
   }
-  if (listing.truncated) return none(`project instructions: the base commit lists more than ${MAX_LISTING_BYTES} bytes of instruction file entries; none are loaded`);
+  if (listing.truncated)
+    return none(`project instructions: the base commit lists more than ${MAX_LISTING_BYTES} bytes of instruction file entries; none are loaded`);
 
   const byDirectory = new Map<string, Map<InstructionFileName, Candidate | null>>();
   for (const record of listing.stdout.split("\0")) {
@@ -140,7 +143,11 @@ export async function readProjectInstructions(options: ProjectInstructionOptions
     return { candidate, included };
   });
   const toRead = plan.filter((entry) => entry.included > 0);
-  const contents = await readBlobPrefixes(options, git, toRead.map(({ candidate, included }) => ({ objectId: candidate.objectId, bytes: included })));
+  const contents = await readBlobPrefixes(
+    options,
+    git,
+    toRead.map(({ candidate, included }) => ({ objectId: candidate.objectId, bytes: included })),
+  );
   if ("error" in contents) return none(`project instructions: cannot read them from the base commit ${baseCommit}: ${contents.error}`);
 
   const sections: string[] = [];
@@ -158,7 +165,9 @@ export async function readProjectInstructions(options: ProjectInstructionOptions
     const note = truncated
       ? `\n[truncated: the first ${Buffer.byteLength(text)} of ${candidate.size} bytes are shown (project instructions are capped at ${MAX_PROJECT_INSTRUCTION_BYTES} bytes in all); read the rest with read_file ${candidate.path}]`
       : "";
-    sections.push(`<project_instructions path="${candidate.path}" applies_to="${scope(candidate.directory)}">\n${text.replace(/\n$/, "")}${note}\n</project_instructions>`);
+    sections.push(
+      `<project_instructions path="${candidate.path}" applies_to="${scope(candidate.directory)}">\n${text.replace(/\n$/, "")}${note}\n</project_instructions>`,
+    );
   });
   if (!sections.length) return { text: "", files, problems: [] };
   const named = leftOut.slice(0, MAX_INSTRUCTION_FILES);
@@ -197,13 +206,17 @@ async function readBlobPrefixes(
     signal: options.signal,
   });
   if (result.exitCode !== 0 || result.truncated) {
-    return { error: `exit ${result.exitCode ?? result.signal}${result.truncated ? ", output larger than the sizes listed" : ""}: ${result.stderr.trim().slice(0, 500)}` };
+    return {
+      error: `exit ${result.exitCode ?? result.signal}${result.truncated ? ", output larger than the sizes listed" : ""}: ${result.stderr.trim().slice(0, 500)}`,
+    };
   }
   const lines = result.stdout.split("\n");
   const decoded = blobs.map((_, index) => Buffer.from(lines[index] ?? "", "base64"));
   const mismatch = decoded.findIndex((content, index) => content.length !== blobs[index]!.bytes);
   if (mismatch !== -1) {
-    return { error: `object ${blobs[mismatch]!.objectId} read as ${decoded[mismatch]!.length} bytes, expected ${blobs[mismatch]!.bytes}: ${result.stderr.trim().slice(0, 500)}` };
+    return {
+      error: `object ${blobs[mismatch]!.objectId} read as ${decoded[mismatch]!.length} bytes, expected ${blobs[mismatch]!.bytes}: ${result.stderr.trim().slice(0, 500)}`,
+    };
   }
   return { blobs: decoded };
 }

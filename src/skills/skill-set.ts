@@ -34,7 +34,11 @@ export class SkillSet {
       else winners.set(skill.name, skill);
     }
     const skills = [...winners.values()].sort((a, b) => compare(a.name, b.name));
-    return new SkillSet(skills, shadowed, results.flatMap((result) => result.problems));
+    return new SkillSet(
+      skills,
+      shadowed,
+      results.flatMap((result) => result.problems),
+    );
   }
 
   static empty(): SkillSet {

@@ -62,7 +62,9 @@ export async function readWorkspaceSkills(options: WorkspaceSkillOptions): Promi
   const gitDirectory = posix.normalize(options.gitDirectory);
   const workdir = options.sandbox.workdir;
   if (!posix.isAbsolute(gitDirectory) || gitDirectory === workdir || gitDirectory.startsWith(`${workdir}/`)) {
-    throw new Error(`readWorkspaceSkills: gitDirectory must be an absolute path outside ${workdir} (the workspace; give the read-only git directory), got ${JSON.stringify(options.gitDirectory)}`);
+    throw new Error(
+      `readWorkspaceSkills: gitDirectory must be an absolute path outside ${workdir} (the workspace; give the read-only git directory), got ${JSON.stringify(options.gitDirectory)}`,
+    );
   }
   const git = gitCommand(gitDirectory);
   const listing = await options.sandbox.exec({
@@ -73,11 +75,19 @@ export async function readWorkspaceSkills(options: WorkspaceSkillOptions): Promi
     signal: options.signal,
   });
   if (listing.exitCode !== 0) {
-    problems.push({ source, location: where, message: `${where}: cannot list the base commit's skills (git exit ${listing.exitCode ?? listing.signal}): ${listing.stderr.trim().slice(0, 500)}` });
+    problems.push({
+      source,
+      location: where,
+      message: `${where}: cannot list the base commit's skills (git exit ${listing.exitCode ?? listing.signal}): ${listing.stderr.trim().slice(0, 500)}`,
+    });
     return { skills, problems };
   }
   if (listing.truncated) {
-    problems.push({ source, location: where, message: `${where}: the skills tree lists more than ${MAX_TREE_LISTING_BYTES} bytes of entries; workspace skills are not loaded` });
+    problems.push({
+      source,
+      location: where,
+      message: `${where}: the skills tree lists more than ${MAX_TREE_LISTING_BYTES} bytes of entries; workspace skills are not loaded`,
+    });
     return { skills, problems };
   }
   const directories = new Map<string, Map<string, TreeBlob>>();
@@ -101,20 +111,36 @@ export async function readWorkspaceSkills(options: WorkspaceSkillOptions): Promi
     if (!blob) continue;
     const location = `${where}${name}/SKILL.md`;
     if (candidates.length >= MAX_SKILLS_PER_SOURCE) {
-      problems.push({ source, location: where, message: `${where}: more than ${MAX_SKILLS_PER_SOURCE} skills; ${name} and the ones after it (by name) are ignored` });
+      problems.push({
+        source,
+        location: where,
+        message: `${where}: more than ${MAX_SKILLS_PER_SOURCE} skills; ${name} and the ones after it (by name) are ignored`,
+      });
       break;
     }
     if (!isValidSkillName(name)) {
-      problems.push({ source, location, message: `${location}: "${name}" is not a valid skill name (a-z, 0-9 and single hyphens between them, at most 64 characters); rename the directory` });
+      problems.push({
+        source,
+        location,
+        message: `${location}: "${name}" is not a valid skill name (a-z, 0-9 and single hyphens between them, at most 64 characters); rename the directory`,
+      });
     } else if (blob.size < 0) {
       problems.push({ source, location, message: `${location}: is not a regular file (a symlink or a submodule); it is not read` });
     } else if (blob.size > MAX_SKILL_FILE_BYTES) {
-      problems.push({ source, location, message: `${location}: is ${blob.size} bytes; a SKILL.md may have at most ${MAX_SKILL_FILE_BYTES} (loaded skills stay in the context for the whole run: keep the body short and move reference material to other files of the skill)` });
+      problems.push({
+        source,
+        location,
+        message: `${location}: is ${blob.size} bytes; a SKILL.md may have at most ${MAX_SKILL_FILE_BYTES} (loaded skills stay in the context for the whole run: keep the body short and move reference material to other files of the skill)`,
+      });
     } else {
       candidates.push({ name, location, blob, files });
     }
   }
-  const contents = await readBlobs(options, git, candidates.map((candidate) => candidate.blob));
+  const contents = await readBlobs(
+    options,
+    git,
+    candidates.map((candidate) => candidate.blob),
+  );
   if ("error" in contents) {
     problems.push({ source, location: where, message: `${where}: cannot read the skills from the base commit: ${contents.error}` });
     return { skills, problems };
@@ -203,7 +229,9 @@ async function readBlobs(
     signal: options.signal,
   });
   if (result.exitCode !== 0 || result.truncated) {
-    return { error: `git exit ${result.exitCode ?? result.signal}${result.truncated ? ", output larger than the sizes listed" : ""}: ${result.stderr.trim().slice(0, 500)}` };
+    return {
+      error: `git exit ${result.exitCode ?? result.signal}${result.truncated ? ", output larger than the sizes listed" : ""}: ${result.stderr.trim().slice(0, 500)}`,
+    };
   }
   const lines = result.stdout.split("\n");
   const decoded = blobs.map((_, index) => Buffer.from(lines[index] ?? "", "base64"));

@@ -69,7 +69,13 @@ export class ToolRegistry {
       const problems = parsed.error.issues.map((issue) => `- ${issue.path.join(".") || "(arguments)"}: ${issue.message}`);
       return toolError(`invalid arguments for ${name}:\n${problems.join("\n")}`);
     }
-    const call = { name, arguments: parsed.data as Record<string, unknown>, toolCallId: context.toolCallId, agentId: context.agentId ?? "main", readOnly: tool.readOnly };
+    const call = {
+      name,
+      arguments: parsed.data as Record<string, unknown>,
+      toolCallId: context.toolCallId,
+      agentId: context.agentId ?? "main",
+      readOnly: tool.readOnly,
+    };
     if (context.guard) {
       const verdict = await context.guard.check(call);
       if (!verdict.allowed) return { content: `[denied] ${verdict.reason}`, isError: true, details: { denied: true } };

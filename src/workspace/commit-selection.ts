@@ -129,7 +129,12 @@ export async function selectCommittablePaths(options: SafeGitOptions, root: stri
       return;
     }
     selection.excluded.push(Buffer.from(path));
-    leaveOut({ path: path.toString("utf8"), reason: tooLarge ? "file_too_large" : "over_total_size", size: stats.size, sparse: stats.blocks * 512 < stats.size });
+    leaveOut({
+      path: path.toString("utf8"),
+      reason: tooLarge ? "file_too_large" : "over_total_size",
+      size: stats.size,
+      sparse: stats.blocks * 512 < stats.size,
+    });
   };
   // Every gitlink of the index (a submodule of the base commit) is kept out of `git add` too, changed or not:
   // for an unchanged one git still runs `git status` inside whatever repository now sits at its path.
@@ -149,7 +154,12 @@ export async function selectCommittablePaths(options: SafeGitOptions, root: stri
   );
   if (gitlinks.timedOut) return { ...selection, timedOut: true };
   if (gitlinks.exitCode !== 0) throw new Error(`git ls-files --stage failed: ${gitlinks.stderr.trim()}`);
-  const listed = await streamSafeGit(options, ["ls-files", "-z", "--others", "--modified", "--exclude-standard"], { records: consider }, { timeoutMs: deadline - Date.now() });
+  const listed = await streamSafeGit(
+    options,
+    ["ls-files", "-z", "--others", "--modified", "--exclude-standard"],
+    { records: consider },
+    { timeoutMs: deadline - Date.now() },
+  );
   if (listed.timedOut) return { ...selection, timedOut: true };
   if (listed.exitCode !== 0) throw new Error(`git ls-files failed: ${listed.stderr.trim()}`);
   return selection;

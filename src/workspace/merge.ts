@@ -54,7 +54,9 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
   const commit = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
   // Streamed, as bytes: the worker decides how many files there are and what they are called.
   const changed: Buffer[] = [];
-  const listed = await streamSafeGit(options, ["diff", "--name-only", "--no-renames", "-z", head, commit], { records: (path) => changed.push(Buffer.from(path)) });
+  const listed = await streamSafeGit(options, ["diff", "--name-only", "--no-renames", "-z", head, commit], {
+    records: (path) => changed.push(Buffer.from(path)),
+  });
   if (listed.exitCode !== 0) throw new SandboxError(`git diff after merging ${branch} failed: ${listed.stderr.trim()}`);
   handToSandboxUser(target, changed);
   return { status: "merged", commit, files: changed.map((path) => path.toString("utf8")) };
@@ -155,15 +157,24 @@ export interface UserMergeOutcome {
 export async function mergeIntoUserBranch(repositoryRoot: string, gitConfig: string[], runBranch: string, baseCommit: string): Promise<UserMergeOutcome> {
   const options = { baseDirectory: repositoryRoot, config: gitConfig };
   const symbolic = await safeGitResult(options, ["symbolic-ref", "-q", "HEAD"]);
-  if (symbolic.exitCode !== 0) return { merged: false, branch: null, detail: "your checkout has a detached HEAD; check out a branch and merge the run branch yourself" };
+  if (symbolic.exitCode !== 0)
+    return { merged: false, branch: null, detail: "your checkout has a detached HEAD; check out a branch and merge the run branch yourself" };
   const branch = symbolic.stdout.trim();
   const head = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
   if (head !== baseCommit) {
-    return { merged: false, branch, detail: `${branch} moved since the run started (${baseCommit.slice(0, 12)} → ${head.slice(0, 12)}); merge ${runBranch} yourself` };
+    return {
+      merged: false,
+      branch,
+      detail: `${branch} moved since the run started (${baseCommit.slice(0, 12)} → ${head.slice(0, 12)}); merge ${runBranch} yourself`,
+    };
   }
   const status = await rawSafeGit(options, ["status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all"]);
   if (status.trim()) {
-    const files = status.split("\n").filter(Boolean).slice(0, 10).map((line) => line.slice(3));
+    const files = status
+      .split("\n")
+      .filter(Boolean)
+      .slice(0, 10)
+      .map((line) => line.slice(3));
     return { merged: false, branch, detail: `tracked files have uncommitted changes (${files.join(", ")}); commit or stash them, then merge ${runBranch}` };
   }
   // --no-overwrite-ignore: git then refuses rather than replace an ignored file of yours.

@@ -32,7 +32,13 @@ export interface ProtectedCommit {
  * agent's runs. The result is a new commit on top of `commit`, referenced by
  * no branch. Throws GitCommandError when git fails.
  */
-export async function applyProtectedPaths(worktree: RunWorktree, commit: string, base: string, patterns: string[], indexFile: string): Promise<ProtectedCommit> {
+export async function applyProtectedPaths(
+  worktree: RunWorktree,
+  commit: string,
+  base: string,
+  patterns: string[],
+  indexFile: string,
+): Promise<ProtectedCommit> {
   const options: SafeGitOptions = { baseDirectory: worktree.repositoryRoot, config: worktree.gitConfig, indexFile };
   const pathspecs = patterns.map((pattern) => `:(glob)${pattern}`);
   try {
@@ -58,7 +64,14 @@ export async function applyProtectedPaths(worktree: RunWorktree, commit: string,
     if (updated.exitCode !== 0) throw new Error(`git update-index failed: ${updated.stderr.trim()}`);
     const tree = (await rawSafeGit(options, ["write-tree"])).trim();
     const protectedCommit = (
-      await rawSafeGit(options, ["commit-tree", tree, "-p", commit, "-m", `agent-runner: verification checkout of ${commit} with verify.protect paths from ${base}`])
+      await rawSafeGit(options, [
+        "commit-tree",
+        tree,
+        "-p",
+        commit,
+        "-m",
+        `agent-runner: verification checkout of ${commit} with verify.protect paths from ${base}`,
+      ])
     ).trim();
     return { commit: protectedCommit, ...(await describeChanges(options, commit, protectedCommit)) };
   } finally {

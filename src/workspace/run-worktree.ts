@@ -57,7 +57,9 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
   // git cannot hold both a branch `runner` and the run branches `runner/<id>`.
   const clash = await rawSafeGit({ baseDirectory: root }, ["for-each-ref", "--format=%(refname)", "refs/heads/runner"]);
   if (clash.trim() === "refs/heads/runner") {
-    throw new ConfigError(`workspace: the repository has a branch named "runner", so git cannot create run branches runner/<id>; rename it (git branch -m runner <new-name>)`);
+    throw new ConfigError(
+      `workspace: the repository has a branch named "runner", so git cannot create run branches runner/<id>; rename it (git branch -m runner <new-name>)`,
+    );
   }
   const common = (await rawSafeGit({ baseDirectory: root }, ["rev-parse", "--path-format=absolute", "--git-common-dir"])).trim();
   return { root: realpathSync(root), commonGitDirectory: realpathSync(common), head };
@@ -73,7 +75,14 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
   const gitConfig = await driverOverrides(repository.root);
   const branch = `runner/${runId}`;
   const sandboxUser = sandboxUserFor(repository.root);
-  const added = await addWorktree(repository.root, gitConfig, ["-b", branch, worktreePath, repository.head], worktreePath, sandboxUser, `the worktree for ${branch}`);
+  const added = await addWorktree(
+    repository.root,
+    gitConfig,
+    ["-b", branch, worktreePath, repository.head],
+    worktreePath,
+    sandboxUser,
+    `the worktree for ${branch}`,
+  );
   return {
     repositoryRoot: repository.root,
     commonGitDirectory: repository.commonGitDirectory,
@@ -130,7 +139,9 @@ export interface RecordedWorktree {
 export async function reopenRunWorktree(recorded: RecordedWorktree, options: { create: boolean }): Promise<{ worktree: RunWorktree; reused: boolean } | null> {
   const repository = await resolveRepository(recorded.repository);
   const gitConfig = await driverOverrides(repository.root);
-  const branchHead = await rawSafeGit({ baseDirectory: repository.root }, ["rev-parse", "--verify", "--quiet", `refs/heads/${recorded.branch}^{commit}`]).catch(() => "");
+  const branchHead = await rawSafeGit({ baseDirectory: repository.root }, ["rev-parse", "--verify", "--quiet", `refs/heads/${recorded.branch}^{commit}`]).catch(
+    () => "",
+  );
   if (!branchHead.trim()) throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
   const base = {
     repositoryRoot: repository.root,
@@ -146,7 +157,14 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
   }
   if (!options.create) return null;
   await removeWorktreeDirectory(repository.root, recorded.worktree);
-  const added = await addWorktree(repository.root, gitConfig, [recorded.worktree, recorded.branch], recorded.worktree, base.sandboxUser, `the worktree for ${recorded.branch}`);
+  const added = await addWorktree(
+    repository.root,
+    gitConfig,
+    [recorded.worktree, recorded.branch],
+    recorded.worktree,
+    base.sandboxUser,
+    `the worktree for ${recorded.branch}`,
+  );
   return { worktree: { ...base, ...added }, reused: false };
 }
 
@@ -181,7 +199,14 @@ async function addWorktree(
  * like the run's own. Throws SandboxError when git fails.
  */
 export async function createDetachedWorktree(worktree: RunWorktree, commit: string, path: string): Promise<RunWorktree> {
-  const added = await addWorktree(worktree.repositoryRoot, worktree.gitConfig, ["--detach", path, commit], path, worktree.sandboxUser, `a checkout of ${commit} for verification`);
+  const added = await addWorktree(
+    worktree.repositoryRoot,
+    worktree.gitConfig,
+    ["--detach", path, commit],
+    path,
+    worktree.sandboxUser,
+    `a checkout of ${commit} for verification`,
+  );
   return { ...worktree, ...added, baseCommit: commit };
 }
 
@@ -191,7 +216,14 @@ export async function createDetachedWorktree(worktree: RunWorktree, commit: stri
  * Throws SandboxError when git fails.
  */
 export async function createBranchWorktree(parent: RunWorktree, branch: string, path: string, commit: string): Promise<RunWorktree> {
-  const added = await addWorktree(parent.repositoryRoot, parent.gitConfig, ["-b", branch, path, commit], path, parent.sandboxUser, `the worktree for ${branch}`);
+  const added = await addWorktree(
+    parent.repositoryRoot,
+    parent.gitConfig,
+    ["-b", branch, path, commit],
+    path,
+    parent.sandboxUser,
+    `the worktree for ${branch}`,
+  );
   return { ...parent, ...added, branch, baseCommit: commit };
 }
 
@@ -351,7 +383,11 @@ const CONTAINER_WORKTREE_ADMIN = `${CONTAINER_GIT_DIRECTORY}/worktrees/workspace
  * `--git-dir`), and a person can still use the worktree on the host.
  * The small files are written to `viewDirectory` (the run's disk).
  */
-export async function containerGitMounts(worktree: RunWorktree, viewDirectory: string, workdir: string = WORKSPACE_ROOT): Promise<{ hostPath: string; containerPath: string }[]> {
+export async function containerGitMounts(
+  worktree: RunWorktree,
+  viewDirectory: string,
+  workdir: string = WORKSPACE_ROOT,
+): Promise<{ hostPath: string; containerPath: string }[]> {
   const read = async (key: string) => {
     try {
       return (await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, ["config", "--get", key])).trim();

@@ -120,10 +120,15 @@ export async function rawSafeGit(options: SafeGitOptions, args: string[]): Promi
 export function safeGitResult(options: SafeGitOptions, args: string[]): Promise<{ exitCode: number; stdout: string; stderr: string }> {
   const command = gitArguments(options, args);
   return new Promise((resolve, reject) => {
-    execFile("git", command, { cwd: options.baseDirectory, env: safeGitEnvironment(options.indexFile), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" }, (error, stdout, stderr) => {
-      if (error && typeof error.code !== "number") reject(error);
-      else resolve({ exitCode: typeof error?.code === "number" ? error.code : 0, stdout, stderr });
-    });
+    execFile(
+      "git",
+      command,
+      { cwd: options.baseDirectory, env: safeGitEnvironment(options.indexFile), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
+      (error, stdout, stderr) => {
+        if (error && typeof error.code !== "number") reject(error);
+        else resolve({ exitCode: typeof error?.code === "number" ? error.code : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -155,7 +160,12 @@ const STDERR_KEPT_BYTES = 64 * 1024;
  * answer; rejects only when git cannot be started or the output file cannot
  * be opened.
  */
-export function streamSafeGit(options: SafeGitOptions, args: string[], output: StreamedGitOutput, run: { timeoutMs?: number; input?: Buffer } = {}): Promise<StreamedGitResult> {
+export function streamSafeGit(
+  options: SafeGitOptions,
+  args: string[],
+  output: StreamedGitOutput,
+  run: { timeoutMs?: number; input?: Buffer } = {},
+): Promise<StreamedGitResult> {
   const command = gitArguments(options, args);
   return new Promise((resolve, reject) => {
     const fileDescriptor = "file" in output ? openSync(output.file, "w", 0o600) : null;
@@ -166,10 +176,16 @@ export function streamSafeGit(options: SafeGitOptions, args: string[], output: S
     });
     if (fileDescriptor !== null) closeSync(fileDescriptor);
     let timedOut = false;
-    const timer = run.timeoutMs === undefined ? undefined : setTimeout(() => {
-      timedOut = true;
-      child.kill("SIGKILL");
-    }, Math.max(0, run.timeoutMs));
+    const timer =
+      run.timeoutMs === undefined
+        ? undefined
+        : setTimeout(
+            () => {
+              timedOut = true;
+              child.kill("SIGKILL");
+            },
+            Math.max(0, run.timeoutMs),
+          );
     const stderr: Buffer[] = [];
     let stderrBytes = 0;
     child.stderr!.on("data", (chunk: Buffer) => {
@@ -214,12 +230,7 @@ export function streamSafeGit(options: SafeGitOptions, args: string[], output: S
 export async function driverOverrides(repositoryDirectory: string): Promise<string[]> {
   let listing = "";
   try {
-    listing = await rawSafeGit({ baseDirectory: repositoryDirectory }, [
-      "config",
-      "--name-only",
-      "--get-regexp",
-      "^(filter|diff|merge)\\.",
-    ]);
+    listing = await rawSafeGit({ baseDirectory: repositoryDirectory }, ["config", "--name-only", "--get-regexp", "^(filter|diff|merge)\\."]);
   } catch {
     return []; // exit 1: no such keys
   }

@@ -51,7 +51,10 @@ export async function checkStagedContent(options: SafeGitOptions & { workTree: s
       if (checkedDirectories.has(key)) continue;
       const stats = lstatSync(directory, { throwIfNoEntry: false });
       if (!stats?.isDirectory()) {
-        throw new StagedContentMismatchError(shown, `${JSON.stringify(entry.path.subarray(0, slash).toString("utf8"))} is ${stats?.isSymbolicLink() ? "a symlink" : "not a directory"}`);
+        throw new StagedContentMismatchError(
+          shown,
+          `${JSON.stringify(entry.path.subarray(0, slash).toString("utf8"))} is ${stats?.isSymbolicLink() ? "a symlink" : "not a directory"}`,
+        );
       }
       checkedDirectories.add(key);
     }

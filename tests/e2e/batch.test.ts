@@ -14,7 +14,18 @@ import type { BatchReport } from "../../src/batch/batch-report.js";
 import { loadScript, ScriptedModelServer } from "../../src/model/scripted-model-server.js";
 import { requireDocker } from "../helpers/docker.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
-import { containersOfRun, eventsOfType, readEvents, readJson, removeContainersOfRun, runCli, startCli, toolCall, waitFor, writeScriptedTask } from "../helpers/runner-cli.js";
+import {
+  containersOfRun,
+  eventsOfType,
+  readEvents,
+  readJson,
+  removeContainersOfRun,
+  runCli,
+  startCli,
+  toolCall,
+  waitFor,
+  writeScriptedTask,
+} from "../helpers/runner-cli.js";
 
 const WRITE_DONE = { turns: [{ tool_calls: [toolCall("write_file", { path: "done.txt", content: "done\n" })] }, { content: "Done." }] };
 const VERIFY_DONE = { command: "test -f done.txt", timeout_sec: 60 };
@@ -50,7 +61,13 @@ async function countedTask(directory: string, script: unknown) {
   return { ...written, server };
 }
 
-function parseJunitSuite(xml: string): { tests: string; failures: string; errors: string; skipped: string; testcase: { name: string; failure?: { message: string }; error?: { message: string } }[] } {
+function parseJunitSuite(xml: string): {
+  tests: string;
+  failures: string;
+  errors: string;
+  skipped: string;
+  testcase: { name: string; failure?: { message: string }; error?: { message: string } }[];
+} {
   expect(XMLValidator.validate(xml)).toBe(true);
   return new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", isArray: (name) => name === "testcase" }).parse(xml).testsuites.testsuite;
 }
@@ -70,7 +87,10 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     // The agent's code outlasting its verification is the agent's failure, never an infrastructure error.
     writeScriptedTask(join(tasks, "verify-hangs"), { script: WRITE_DONE, task: { name: "verify-hangs", verify: { command: "sleep 60", timeout_sec: 1 } } });
     const port = await closedPort();
-    useEndpoint(writeScriptedTask(join(tasks, "model-down"), { script: WRITE_DONE, task: { name: "model-down", verify: VERIFY_DONE } }).task, `http://127.0.0.1:${port}/v1`);
+    useEndpoint(
+      writeScriptedTask(join(tasks, "model-down"), { script: WRITE_DONE, task: { name: "model-down", verify: VERIFY_DONE } }).task,
+      `http://127.0.0.1:${port}/v1`,
+    );
     const junit = join(directory.path, "out", "junit.xml");
     const summary = join(directory.path, "out", "summary.md");
     const result = await runCli(
@@ -100,15 +120,34 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       [1, "error", "connection_error"],
       [2, "error", "connection_error"],
     ]);
-    for (const attempt of down.attempts) expect(readJson(join(home.path, "runs", attempt.run_id!, "report.json"))).toMatchObject({ status: "error", reason: "connection_error" });
+    for (const attempt of down.attempts)
+      expect(readJson(join(home.path, "runs", attempt.run_id!, "report.json"))).toMatchObject({ status: "error", reason: "connection_error" });
     expect(new Set(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id))).size).toBe(5);
-    expect(report.totals).toMatchObject({ tasks: 4, succeeded: 1, failed: 2, error: 1, skipped: 0, pass_rate: 1 / 4, pass_rate_without_errors: 1 / 3, runs: 5, retries: 1, errored_attempts: 1 });
+    expect(report.totals).toMatchObject({
+      tasks: 4,
+      succeeded: 1,
+      failed: 2,
+      error: 1,
+      skipped: 0,
+      pass_rate: 1 / 4,
+      pass_rate_without_errors: 1 / 3,
+      runs: 5,
+      retries: 1,
+      errored_attempts: 1,
+    });
     expect(report.totals.tokens.prompt).toBeGreaterThan(0);
     expect(report.totals.duration_ms!.p90).toBeGreaterThanOrEqual(report.totals.duration_ms!.p50);
 
     // batch.jsonl: every start (with its run id) and every finish, one JSON line each.
-    const journal = lines(readFileSync(join(home.path, "batches", batchId, "batch.jsonl"), "utf8")).map((line) => JSON.parse(line) as { type: string; run_id?: string });
-    expect(journal.filter((line) => line.type === "attempt.started").map((line) => line.run_id).sort()).toEqual(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id)).sort());
+    const journal = lines(readFileSync(join(home.path, "batches", batchId, "batch.jsonl"), "utf8")).map(
+      (line) => JSON.parse(line) as { type: string; run_id?: string },
+    );
+    expect(
+      journal
+        .filter((line) => line.type === "attempt.started")
+        .map((line) => line.run_id)
+        .sort(),
+    ).toEqual(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id)).sort());
     expect(journal.filter((line) => line.type === "attempt.finished")).toHaveLength(5);
 
     // JUnit: one testcase per run, failure = the agent's, error = infrastructure; it parses as XML.
@@ -162,8 +201,14 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     const runId = await waitFor(
       "a-slow sleeping in its tool call",
       () => {
-        const started = existsSync(journalFile) ? lines(readFileSync(journalFile, "utf8")).map((line) => JSON.parse(line) as { type: string; run_id?: string }).find((line) => line.type === "attempt.started") : undefined;
-        return started?.run_id && eventsOfType(readEvents(join(home.path, "runs", started.run_id)), "tool_call.started").length > 0 ? started.run_id : undefined;
+        const started = existsSync(journalFile)
+          ? lines(readFileSync(journalFile, "utf8"))
+              .map((line) => JSON.parse(line) as { type: string; run_id?: string })
+              .find((line) => line.type === "attempt.started")
+          : undefined;
+        return started?.run_id && eventsOfType(readEvents(join(home.path, "runs", started.run_id)), "tool_call.started").length > 0
+          ? started.run_id
+          : undefined;
       },
       { process: running, timeoutMs: 60_000 },
     );
@@ -203,7 +248,10 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     cleanups.push(() => void (first.exited || first.child.kill("SIGKILL")));
     const batchId = await waitFor("the batch id", () => /^batch (\S+)$/m.exec(first.output().stdout)?.[1], { process: first });
     const journalFile = join(home.path, "batches", batchId, "batch.jsonl");
-    const journal = () => (existsSync(journalFile) ? lines(readFileSync(journalFile, "utf8")).map((line) => JSON.parse(line) as { type: string; task?: string; run_id?: string }) : []);
+    const journal = () =>
+      existsSync(journalFile)
+        ? lines(readFileSync(journalFile, "utf8")).map((line) => JSON.parse(line) as { type: string; task?: string; run_id?: string })
+        : [];
     const runOf = (task: string) => journal().find((line) => line.type === "attempt.started" && line.task === `${task}/task.yaml`)?.run_id;
     await waitFor(
       "a-fast finished and both slow tasks sleeping in their tool call",
@@ -239,7 +287,12 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       expect(readJson(join(home.path, "runs", runId, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1 });
       expect(containersOfRun(runId)).toEqual([]);
     }
-    expect(Object.fromEntries(Object.entries(counted).map(([name, task]) => [name, task.server.requests.length]))).toEqual({ "a-fast": 2, "b-slow": 3, "c-slow": 3, "d-later": 2 });
+    expect(Object.fromEntries(Object.entries(counted).map(([name, task]) => [name, task.server.requests.length]))).toEqual({
+      "a-fast": 2,
+      "b-slow": 3,
+      "c-slow": 3,
+      "d-later": 2,
+    });
     expect(report.totals).toMatchObject({ tasks: 4, succeeded: 4, failed: 0, error: 0, skipped: 0, pass_rate: 1, runs: 4, retries: 0 });
     expect(report).toMatchObject({ status: "passed", exit_code: 0 });
   });

@@ -47,13 +47,27 @@ describe("ad-hoc flags", () => {
 
   it("bad values name the flag; ad-hoc flags with a task file are refused; durations", async () => {
     await using repository = createGitRepository({ "README.md": "x\n" });
-    expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, allowHost: ["pypi.org", "http://evil/"] })).toThrow(/- --allow-host \(sandbox\.network\.allow\.1\): /);
-    expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, image: "Not An Image" })).toThrow(/- --image \(sandbox\.image\): expected a Docker image reference/);
+    expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, allowHost: ["pypi.org", "http://evil/"] })).toThrow(
+      /- --allow-host \(sandbox\.network\.allow\.1\): /,
+    );
+    expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, image: "Not An Image" })).toThrow(
+      /- --image \(sandbox\.image\): expected a Docker image reference/,
+    );
     expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, policy: "nope" })).toThrow(/--policy \(policy\): /);
-    expect(() => loadTask(undefined, { instruction: "x" })).toThrow("--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR` or `-C DIR`; `-C .` for this directory)");
-    expect(() => loadTask("task.yaml", { model: "m", allowHost: ["a.org"] })).toThrow("--model, --allow-host: ad-hoc task flags (with --instruction); with a task file, set the field in task.yaml");
-    expect([parseDuration("90", "--timeout"), parseDuration("90s", "--timeout"), parseDuration("10m", "--timeout"), parseDuration("1.5h", "--timeout")]).toEqual([90_000, 90_000, 600_000, 5_400_000]);
-    for (const bad of ["0", "0.5s", "10 minutes", "-1m", "200h", ""]) expect(() => parseDuration(bad, "--timeout"), bad).toThrow(/^--timeout: expected a duration from 1s to 168h/);
+    expect(() => loadTask(undefined, { instruction: "x" })).toThrow(
+      "--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR` or `-C DIR`; `-C .` for this directory)",
+    );
+    expect(() => loadTask("task.yaml", { model: "m", allowHost: ["a.org"] })).toThrow(
+      "--model, --allow-host: ad-hoc task flags (with --instruction); with a task file, set the field in task.yaml",
+    );
+    expect([
+      parseDuration("90", "--timeout"),
+      parseDuration("90s", "--timeout"),
+      parseDuration("10m", "--timeout"),
+      parseDuration("1.5h", "--timeout"),
+    ]).toEqual([90_000, 90_000, 600_000, 5_400_000]);
+    for (const bad of ["0", "0.5s", "10 minutes", "-1m", "200h", ""])
+      expect(() => parseDuration(bad, "--timeout"), bad).toThrow(/^--timeout: expected a duration from 1s to 168h/);
   });
 
   it("a real ad-hoc run: -C, --model, --policy, --max-steps and --image reach the run and the model's requests", async () => {
@@ -62,14 +76,34 @@ describe("ad-hoc flags", () => {
     await using repository = createGitRepository({ "README.md": "x\n" });
     const baseUrl = await modelServer({ turns: [{ tool_calls: [{ name: "run_shell", arguments: { command: "echo hi" } }] }, { content: "Done." }] });
     const result = await runCli(
-      ["exec", "--instruction", "Say hi.", "-C", repository.root, "--model", "model-from-flag", "--policy", "ci", "--max-steps", "5", "--image", "agent-runner/sandbox:bookworm", "--timeout", "5m"],
+      [
+        "exec",
+        "--instruction",
+        "Say hi.",
+        "-C",
+        repository.root,
+        "--model",
+        "model-from-flag",
+        "--policy",
+        "ci",
+        "--max-steps",
+        "5",
+        "--image",
+        "agent-runner/sandbox:bookworm",
+        "--timeout",
+        "5m",
+      ],
       { RUNNER_HOME: home.path, OPENAI_API_KEY: "test-key", OPENAI_BASE_URL: baseUrl, OPENAI_MODEL: "not-this-one" },
     );
     expect(result.code, result.stdout + result.stderr).toBe(0);
     expect(server!.requests.map((request) => request.model)).toEqual(["model-from-flag", "model-from-flag"]);
     const runDirectory = onlyRunDirectory(home.path)!;
     expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", policy: "ci", steps: 2 });
-    expect(readJson(join(runDirectory, "task.json"))).toMatchObject({ max_steps: 5, workspacePath: repository.root, sandbox: { image: "agent-runner/sandbox:bookworm" } });
+    expect(readJson(join(runDirectory, "task.json"))).toMatchObject({
+      max_steps: 5,
+      workspacePath: repository.root,
+      sandbox: { image: "agent-runner/sandbox:bookworm" },
+    });
   });
 
   it("--timeout stops a run that is still going: cancelled with the reason, exit 1 (a limit, not an interrupt)", async () => {
@@ -85,6 +119,9 @@ describe("ad-hoc flags", () => {
     });
     expect(result.code, result.stdout + result.stderr).toBe(1);
     expect(result.stdout).toContain("status: cancelled (interrupted)\nerror: cancelled: the time limit was reached (--timeout 2s)");
-    expect(readJson(join(onlyRunDirectory(home.path)!, "report.json"))).toMatchObject({ status: "cancelled", error: "cancelled: the time limit was reached (--timeout 2s)" });
+    expect(readJson(join(onlyRunDirectory(home.path)!, "report.json"))).toMatchObject({
+      status: "cancelled",
+      error: "cancelled: the time limit was reached (--timeout 2s)",
+    });
   });
 });

@@ -25,11 +25,14 @@ describe("runner --version and --help", () => {
     const top = await runCli(["--help"], { RUNNER_HOME: home.path });
     expect(top.code).toBe(0);
     expect(top.stdout).toMatch(/-V, --version +output the version number/);
-    for (const command of ["exec", "resume", "runs", "show", "policy", "image", "init", "completion"]) expect(top.stdout).toMatch(new RegExp(`\\n  ${command}\\b`));
+    for (const command of ["exec", "resume", "runs", "show", "policy", "image", "init", "completion"])
+      expect(top.stdout).toMatch(new RegExp(`\\n  ${command}\\b`));
     expect(top.stdout).toContain("Examples:\n  runner exec task.yaml");
     expect(top.stdout).toContain('runner exec --instruction "Make the tests pass" -C ~/src/project --verify "npm test"');
     expect(top.stdout).toContain("runner init ");
-    expect(top.stdout).toContain("Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.");
+    expect(top.stdout).toContain(
+      "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 130 interrupted.",
+    );
     const exec = await runCli(["exec", "--help"], { RUNNER_HOME: home.path });
     expect(exec.code).toBe(0);
     expect(exec.stdout).toContain("Examples:\n  runner exec task.yaml --json > events.jsonl");
@@ -62,13 +65,28 @@ describe("a quick CLI: commands that touch no sandbox or model load none of the 
     mkdirSync(join(home.path, "runs", id), { recursive: true });
     writeFileSync(
       join(home.path, "runs", id, "report.json"),
-      JSON.stringify({ run_id: id, task: "quick", status: "succeeded", reason: "finished_unverified", steps: 1, tool_calls: 0, branch: null, duration_ms: 1, usage: { prompt_tokens: 1, completion_tokens: 1 }, agents: [], denials: {} }),
+      JSON.stringify({
+        run_id: id,
+        task: "quick",
+        status: "succeeded",
+        reason: "finished_unverified",
+        steps: 1,
+        tool_calls: 0,
+        branch: null,
+        duration_ms: 1,
+        usage: { prompt_tokens: 1, completion_tokens: 1 },
+        agents: [],
+        denials: {},
+      }),
     );
     writeFileSync(join(home.path, "runs", id, "events.jsonl"), "");
     for (const args of [["--version"], ["--help"], ["runs"], ["show", id], ["policy", "check", "worker"], ["completion", "bash"]]) {
       const { code, packages } = await loadedPackages(args, home.path, scratch.path);
       expect(code, args.join(" ")).toBe(0);
-      expect(packages.filter((name) => HEAVY.includes(name)), args.join(" ")).toEqual([]);
+      expect(
+        packages.filter((name) => HEAVY.includes(name)),
+        args.join(" "),
+      ).toEqual([]);
     }
     // The hook sees what a run loads: the check is not vacuous.
     const run = await loadedPackages(["exec", "--instruction", "x"], home.path, scratch.path);
@@ -84,10 +102,18 @@ describe("runner completion", () => {
     const calls = lines.map((words) => `complete_line ${words.map((word) => `'${word}'`).join(" ")}`).join("\n");
     const output = execFileSync(
       "bash",
-      ["--norc", "--noprofile", "-c", `${script}\ncomplete_line() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _runner; printf '%s\\n' "\${COMPREPLY[@]}" | sort; echo '--'; }\n${calls}`],
+      [
+        "--norc",
+        "--noprofile",
+        "-c",
+        `${script}\ncomplete_line() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _runner; printf '%s\\n' "\${COMPREPLY[@]}" | sort; echo '--'; }\n${calls}`,
+      ],
       { cwd, encoding: "utf8", env: { ...process.env, RUNNER_HOME: home } },
     );
-    return output.split("--\n").slice(0, lines.length).map((block) => block.split("\n").filter(Boolean));
+    return output
+      .split("--\n")
+      .slice(0, lines.length)
+      .map((block) => block.split("\n").filter(Boolean));
   }
 
   it("bash: subcommands, options per command, option values, task files, run ids and shells, from the commander definitions", async () => {
@@ -136,7 +162,9 @@ describe("runner completion", () => {
     expect(zsh.code).toBe(0);
     expect(zsh.stdout).toBe(`# zsh: load with  source <(runner completion zsh)  after compinit\nautoload -U +X bashcompinit && bashcompinit\n${bash.stdout}`);
     const fish = await runCli(["completion", "fish"], { RUNNER_HOME: home.path });
-    expect(fish.stdout).toContain("complete -c runner -n '__fish_use_subcommand' -a exec -d 'run a task (task.yaml), or an ad-hoc one with --instruction and --workspace'");
+    expect(fish.stdout).toContain(
+      "complete -c runner -n '__fish_use_subcommand' -a exec -d 'run a task (task.yaml), or an ad-hoc one with --instruction and --workspace'",
+    );
     expect(fish.stdout).toContain("complete -c runner -n '__fish_seen_subcommand_from exec' -s C -l workspace -r -f -a '(__fish_complete_directories)'");
     expect(fish.stdout).toContain("complete -c runner -n '__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from check' -a check");
     const refused = await runCli(["completion", "tcsh"], { RUNNER_HOME: home.path });

@@ -56,7 +56,13 @@ describe("runner init", () => {
     expect(taskYaml).toMatch(/^ {2}command: npm test +# found: package\.json scripts\.test$/m);
     expect(taskYaml).toMatch(/^# allow: \[registry\.npmjs\.org\]|^ {4}# allow: \[registry\.npmjs\.org\]/m);
     const task = loadTaskFile(taskFile);
-    expect(task).toMatchObject({ workspacePath: repository.root, verify: { command: "npm test" }, model: { provider: "openai" }, policy: "worker", instructions_files: true });
+    expect(task).toMatchObject({
+      workspacePath: repository.root,
+      verify: { command: "npm test" },
+      model: { provider: "openai" },
+      policy: "worker",
+      instructions_files: true,
+    });
     expect(task.instruction).toBe("Run the test suite (`npm test`) and fix what fails.\nDo not change the tests.");
     // Switched to the scripted example as its comment says: still valid, and the script too.
     writeFileSync(taskFile, scripted(taskYaml));

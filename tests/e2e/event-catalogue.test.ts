@@ -32,7 +32,10 @@ describe("event catalogue (real CLI, scripted model, real Docker)", () => {
         name: "event-catalogue",
         verify: { command: "sh tests/check.sh", protect: ["tests/**"], timeout_sec: 60 },
         hooks: {
-          pre_tool_use: [{ command: "./hooks/allow.sh", tools: ["write_file"] }, { command: "./hooks/broken.sh", tools: ["read_file"] }],
+          pre_tool_use: [
+            { command: "./hooks/allow.sh", tools: ["write_file"] },
+            { command: "./hooks/broken.sh", tools: ["read_file"] },
+          ],
           post_tool_use: [{ command: "./hooks/note.sh", tools: ["write_file"] }],
         },
       },
@@ -83,7 +86,9 @@ describe("event catalogue (real CLI, scripted model, real Docker)", () => {
       "run.finished",
     ];
     expect(expected.filter((type) => !seen.has(type))).toEqual([]);
-    const finishedTools = reads.flatMap((read) => (read.kind === "event" && read.event.type === "tool_call.finished" && read.event.data.details ? [read.event.data.name] : []));
+    const finishedTools = reads.flatMap((read) =>
+      read.kind === "event" && read.event.type === "tool_call.finished" && read.event.data.details ? [read.event.data.name] : [],
+    );
     expect(new Set(finishedTools)).toEqual(new Set(["write_file", "read_file", "edit_file", "list_dir", "grep", "glob", "run_shell"]));
     const committed = reads.find((read) => read.kind === "event" && read.event.type === "workspace.committed");
     expect(committed).toMatchObject({ event: { data: { left_out: [{ path: ".GIT", reason: "dotgit_name" }], left_out_count: 1 } } });

@@ -59,7 +59,10 @@ describe("the Runner library", () => {
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
     expect(code, stderr).toBe(0);
-    const reports = stdout.trim().split("\n").map((line) => JSON.parse(line) as { run_id: string; directory: string; status: string });
+    const reports = stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { run_id: string; directory: string; status: string });
     expect(reports.map((report) => report.status)).toEqual(["succeeded", "succeeded"]);
     expect(new Set(reports.map((report) => report.run_id)).size).toBe(2);
     // Both ran at once: each run's span overlaps the other's.
@@ -91,7 +94,13 @@ describe("the Runner library", () => {
     const turns = [1, 2, 3].map((index) => ({ tool_calls: [{ name: "run_shell", arguments: { command: `echo step-${index}` } }] }));
     writeFileSync(script, JSON.stringify({ turns: [...turns, { content: "Done." }] }));
     await using runner = await createRunner({ home: home.path });
-    const run = await runner.start({ name: "replay", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE } });
+    const run = await runner.start({
+      name: "replay",
+      instruction: "x",
+      workspace: repository.root,
+      model: { provider: "scripted", script },
+      sandbox: { image: SANDBOX_IMAGE },
+    });
     expect(run.id).toMatch(/^\d{8}-\d{6}-[0-9a-f]{4}$/);
     const fromStart = collect(run.events({ from: 0 }));
     // Joins mid-run: once the first tool call has finished.
@@ -131,19 +140,38 @@ describe("the Runner library", () => {
       },
     };
     await using runner = await createRunner({ home: home.path });
-    const run = await runner.start({ name: "ask", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE }, policy }, { approvals });
+    const run = await runner.start(
+      { name: "ask", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE }, policy },
+      { approvals },
+    );
     const report = await run.result;
     expect(questions.map((question) => question.runId)).toEqual([run.id, run.id]);
     expect(questions[0]!.question).toContain("echo first");
     // The broker gets the call itself, not only the sentence: agent, tool call, tool, the matched command, rule and reason.
-    expect(questions[0]).toMatchObject({ agentId: "main", toolName: "run_shell", subject: "echo first", rule: "default_command_risk", canRemember: expect.any(Boolean) });
+    expect(questions[0]).toMatchObject({
+      agentId: "main",
+      toolName: "run_shell",
+      subject: "echo first",
+      rule: "default_command_risk",
+      canRemember: expect.any(Boolean),
+    });
     expect(questions[0]!.toolCallId).toMatch(/\S/);
     expect(questions[0]!.reason).toMatch(/\S/);
     expect(report.denials).toEqual({ default_command_risk: 1 });
     const types = fileEnvelopes(run.directory).map((envelope) => envelope.type.replace(/^dev\.agent-runner\.|\.v1$/g, ""));
-    expect(types.filter((type) => type.startsWith("approval."))).toEqual(["approval.requested", "approval.resolved", "approval.requested", "approval.resolved"]);
-    const resolved = fileEnvelopes(run.directory).filter((envelope) => envelope.type === "dev.agent-runner.approval.resolved.v1").map((envelope) => envelope.data);
-    expect(resolved).toMatchObject([{ answer: "yes", reason: null }, { answer: "no", reason: "not today", timed_out: false }]);
+    expect(types.filter((type) => type.startsWith("approval."))).toEqual([
+      "approval.requested",
+      "approval.resolved",
+      "approval.requested",
+      "approval.resolved",
+    ]);
+    const resolved = fileEnvelopes(run.directory)
+      .filter((envelope) => envelope.type === "dev.agent-runner.approval.resolved.v1")
+      .map((envelope) => envelope.data);
+    expect(resolved).toMatchObject([
+      { answer: "yes", reason: null },
+      { answer: "no", reason: "not today", timed_out: false },
+    ]);
   });
 
   it("cancel(reason): the run ends cancelled (as Ctrl-C) with its partial work committed and resumes in the same process; start() refuses a bad task before anything exists", async () => {
@@ -157,7 +185,14 @@ describe("the Runner library", () => {
     await expect(runner.start({ name: "Bad Name", instruction: "x", workspace: repository.root })).rejects.toThrow(/name/);
     await using notARepository = temporaryDirectory("agent-runner-library-plain-");
     await expect(runner.start({ name: "plain", instruction: "x", workspace: notARepository.path })).rejects.toThrow(/not a git repository/);
-    const run = await runner.start({ name: "cancel-me", instruction: "x", workspace: repository.root, model: { provider: "scripted", script }, sandbox: { image: SANDBOX_IMAGE }, tool_timeout_ms: 600_000 });
+    const run = await runner.start({
+      name: "cancel-me",
+      instruction: "x",
+      workspace: repository.root,
+      model: { provider: "scripted", script },
+      sandbox: { image: SANDBOX_IMAGE },
+      tool_timeout_ms: 600_000,
+    });
     // The command has written its file (seen from the host) and sleeps: cancel now.
     await waitFor("the agent's partial work", 60_000, () => existsSync(join(runPaths(run.directory).worktree, "work.txt")));
     await run.cancel("test");

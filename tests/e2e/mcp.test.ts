@@ -15,7 +15,17 @@ import { requireDocker } from "../helpers/docker.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { containersOfRun, eventsOfType, readEvents, readJson, runCli, startCli, toolCall, waitForRunEvent, writeScriptedTask } from "../helpers/runner-cli.js";
 import { callsAndResults } from "../helpers/run-records.js";
-import { containersOfAgent, hostProcesses, inspectGit, mainWorktree, readReport, release, removeRunContainers, runDirectoryOf, waitForRelease } from "../helpers/subagent-e2e.js";
+import {
+  containersOfAgent,
+  hostProcesses,
+  inspectGit,
+  mainWorktree,
+  readReport,
+  release,
+  removeRunContainers,
+  runDirectoryOf,
+  waitForRelease,
+} from "../helpers/subagent-e2e.js";
 
 /** The server as task.yaml names it; the image's launcher execs node on the package's dist/index.js. */
 const FILES_SERVER = { files: { command: "mcp-server-filesystem", args: ["/workspace"] } };
@@ -54,17 +64,29 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
       task: { name: "mcp-files", mcp_servers: FILES_SERVER, sandbox: { network: { allow: [] } }, verify: { command: "test -f notes.txt", timeout_sec: 60 } },
       script: {
         turns: [
-          { tool_calls: [toolCall("mcp__files__list_directory", { path: "/workspace" }), toolCall("mcp__files__read_text_file", { path: "/workspace/notes.txt" })] },
+          {
+            tool_calls: [
+              toolCall("mcp__files__list_directory", { path: "/workspace" }),
+              toolCall("mcp__files__read_text_file", { path: "/workspace/notes.txt" }),
+            ],
+          },
           {
             expect: { tool_result_matches: "\\[FILE\\] notes\\.txt[\\s\\S]*\\[DIR\\] src[\\s\\S]*\\nhello from the workspace\\n" },
-            tool_calls: [toolCall("mcp__files__read_text_file", { path: "/etc/passwd" }), toolCall("mcp__files__read_text_file", { path: "/workspace/../etc/passwd" })],
+            tool_calls: [
+              toolCall("mcp__files__read_text_file", { path: "/etc/passwd" }),
+              toolCall("mcp__files__read_text_file", { path: "/workspace/../etc/passwd" }),
+            ],
           },
           {
             // The policy's hard rule refuses paths outside /workspace before the server sees them (the
             // server's own refusal, symlinks included, is covered by tests/integration/mcp-servers).
             expect: { tool_result_matches: "^\\[denied\\] [^\\n]*outside[\\s\\S]*\\n\\[denied\\] ", tool_result_not_matches: "root:x:0:0" },
             // The server is a process of the sandbox (as the sandbox user); the agent waits while the test looks from the host.
-            tool_calls: [toolCall("run_shell", { command: `ps -eo user,args | grep -F '${SERVER_PROCESS}' | grep -v grep; ls /sys/class/net; ${waitForRelease("inspected")}` })],
+            tool_calls: [
+              toolCall("run_shell", {
+                command: `ps -eo user,args | grep -F '${SERVER_PROCESS}' | grep -v grep; ls /sys/class/net; ${waitForRelease("inspected")}`,
+              }),
+            ],
           },
           {
             expect: { tool_result_matches: `^exit_code: 0\\nstdout:\\n\\S+ +node [^\\n]*${SERVER_PROCESS.replace(/\./g, "\\.")}\\nlo\\nreleased-inspected` },
@@ -79,7 +101,10 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
     const running = startCli(["exec", task], { RUNNER_HOME: home.path });
     let runId = "";
     try {
-      const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", (data) => String(data.arguments).includes(".release-inspected"), { process: running, timeoutMs: 60_000 });
+      const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", (data) => String(data.arguments).includes(".release-inspected"), {
+        process: running,
+        timeoutMs: 60_000,
+      });
       runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
       // The agent's container runs the server: docker top lists it there.
       const [container] = containersOfAgent(runId, "main");
@@ -118,15 +143,24 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
       }
       // After the kill: a clear error naming the server, its exit and that its tools are gone for the run.
       for (const after of [calls[6]!, calls[7]!]) {
-        expect(after.result).toMatch(/^Error: MCP server files is not running \(exit 143, SIGTERM; last stderr: .*Secure MCP Filesystem Server running on stdio.*\); its tools cannot be used for the rest of this run$/);
+        expect(after.result).toMatch(
+          /^Error: MCP server files is not running \(exit 143, SIGTERM; last stderr: .*Secure MCP Filesystem Server running on stdio.*\); its tools cannot be used for the rest of this run$/,
+        );
       }
       const events = readEvents(runDirectory);
       expect(eventsOfType(events, "mcp_server.connected").map((event) => [event.data.server, event.data.transport])).toEqual([["files", "sandbox"]]);
-      expect(eventsOfType(events, "mcp_server.connected")[0]!.data.tools).toEqual(expect.arrayContaining(["mcp__files__list_directory", "mcp__files__read_text_file"]));
+      expect(eventsOfType(events, "mcp_server.connected")[0]!.data.tools).toEqual(
+        expect.arrayContaining(["mcp__files__list_directory", "mcp__files__read_text_file"]),
+      );
       expect(eventsOfType(events, "mcp_server.exited").map((event) => event.data.server)).toEqual(["files"]);
       // The two reads outside /workspace were refused by the runner's hard rule, counted as such.
       expect(report.denials).toEqual({ "hard.workspace-confinement": 2 });
-      expect(inspectGit(repo, ["ls-tree", "--name-only", "-r", `runner/${runId}`]).split("\n").filter(Boolean).sort()).toEqual(["notes.txt", "src/app.md"]);
+      expect(
+        inspectGit(repo, ["ls-tree", "--name-only", "-r", `runner/${runId}`])
+          .split("\n")
+          .filter(Boolean)
+          .sort(),
+      ).toEqual(["notes.txt", "src/app.md"]);
       expect(containersOfRun(runId)).toEqual([]);
     } finally {
       if (!running.exited) {
@@ -141,14 +175,25 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const policy = join(directory.path, "no-mcp-writes.yaml");
-    writeFileSync(policy, "name: no-mcp-writes\ndescription: every tool but the MCP server's writers\ntools: { allow: ['*'], deny: ['mcp__files__write_*', 'mcp__files__move_file'] }\ndefault_command_risk: allow\n");
+    writeFileSync(
+      policy,
+      "name: no-mcp-writes\ndescription: every tool but the MCP server's writers\ntools: { allow: ['*'], deny: ['mcp__files__write_*', 'mcp__files__move_file'] }\ndefault_command_risk: allow\n",
+    );
     const { task, repo } = writeScriptedTask(directory.path, {
       files: FILES,
       task: { name: "mcp-policy", mcp_servers: FILES_SERVER, policy },
       script: {
         turns: [
-          { tool_calls: [toolCall("mcp__files__write_file", { path: "/workspace/written.txt", content: "x\n" }), toolCall("mcp__files__move_file", { source: "/workspace/notes.txt", destination: "/workspace/moved.txt" })] },
-          { expect: { tool_result_matches: '^Error: unknown tool "mcp__files__write_file"[\\s\\S]*\\nError: unknown tool "mcp__files__move_file"' }, tool_calls: [toolCall("mcp__files__read_text_file", { path: "notes.txt" })] },
+          {
+            tool_calls: [
+              toolCall("mcp__files__write_file", { path: "/workspace/written.txt", content: "x\n" }),
+              toolCall("mcp__files__move_file", { source: "/workspace/notes.txt", destination: "/workspace/moved.txt" }),
+            ],
+          },
+          {
+            expect: { tool_result_matches: '^Error: unknown tool "mcp__files__write_file"[\\s\\S]*\\nError: unknown tool "mcp__files__move_file"' },
+            tool_calls: [toolCall("mcp__files__read_text_file", { path: "notes.txt" })],
+          },
           { expect: { tool_result_matches: "^hello from the workspace" }, content: "Could only read." },
         ],
       },
@@ -162,7 +207,9 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
     expect(offered).toEqual(expect.arrayContaining(["mcp__files__read_text_file", "mcp__files__list_directory", "mcp__files__edit_file"]));
     expect(offered.filter((name) => /^mcp__files__(write_|move_file)/.test(name))).toEqual([]);
     // The server itself listed them (they exist; the policy hid them).
-    expect(eventsOfType(readEvents(runDirectory), "mcp_server.connected")[0]!.data.tools).toEqual(expect.arrayContaining(["mcp__files__write_file", "mcp__files__move_file"]));
+    expect(eventsOfType(readEvents(runDirectory), "mcp_server.connected")[0]!.data.tools).toEqual(
+      expect.arrayContaining(["mcp__files__write_file", "mcp__files__move_file"]),
+    );
     const report = readReport(runDirectory);
     expect(inspectGit(repo, ["ls-tree", "--name-only", "-r", report.head_commit]).split("\n").filter(Boolean).sort()).toEqual(["notes.txt", "src/app.md"]);
   });
@@ -197,7 +244,9 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
     expect(report.status).toBe("error");
     expect(report.steps).toBe(0);
     // Only the broken server is named as failing; the good one is not blamed.
-    expect(report.error).toMatch(/^MCP server did not start:\n- broken \(in the sandbox: no-such-mcp-server --flag\): "no-such-mcp-server" is not in the sandbox image \S+ \(looked on its PATH\)/);
+    expect(report.error).toMatch(
+      /^MCP server did not start:\n- broken \(in the sandbox: no-such-mcp-server --flag\): "no-such-mcp-server" is not in the sandbox image \S+ \(looked on its PATH\)/,
+    );
     expect(report.error).not.toMatch(/- files/);
     expect(result.stdout).toContain("error: MCP server did not start:");
     expect(result.stdout).toContain("- broken (in the sandbox: no-such-mcp-server --flag)");

@@ -74,7 +74,9 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     });
     const base = checkout(repo).head;
     const running = startCli(["exec", task], { RUNNER_HOME: home.path });
-    const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", (data) => String(data.arguments).includes(".release-user-committed"), { process: running });
+    const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", (data) => String(data.arguments).includes(".release-user-committed"), {
+      process: running,
+    });
     writeFileSync(join(repo, "keep.txt"), "the user's, edited while the run ran\n");
     git("commit", "-q", "-am", "user's own commit");
     const moved = checkout(repo);
@@ -88,7 +90,9 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
       branch: "refs/heads/main",
       detail: `refs/heads/main moved since the run started (${base.slice(0, 12)} → ${moved.head.slice(0, 12)}); merge runner/${report.run_id} yourself`,
     });
-    expect(result.stdout).toMatch(new RegExp(`merge: not merged: refs/heads/main moved since the run started .*; merge ${escapeRegExp(`runner/${report.run_id}`)} yourself`));
+    expect(result.stdout).toMatch(
+      new RegExp(`merge: not merged: refs/heads/main moved since the run started .*; merge ${escapeRegExp(`runner/${report.run_id}`)} yourself`),
+    );
     expect(checkout(repo)).toEqual(moved);
     expect(moved.files["app.txt"]).toBe("broken\n");
   });
@@ -164,7 +168,13 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
       task: { name: "merge-over-ignored", verify: VERIFY },
       script: {
         turns: [
-          { tool_calls: [FIX, toolCall("write_file", { path: ".gitignore", content: "" }), toolCall("write_file", { path: "local.cfg", content: "the agent's\n" })] },
+          {
+            tool_calls: [
+              FIX,
+              toolCall("write_file", { path: ".gitignore", content: "" }),
+              toolCall("write_file", { path: "local.cfg", content: "the agent's\n" }),
+            ],
+          },
           { content: "Fixed app.txt and committed local.cfg." },
         ],
       },

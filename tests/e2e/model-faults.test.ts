@@ -13,7 +13,10 @@ import { eventsOfType, onlyRunDirectory, readEvents, readJson, runCli, startCli,
 const APPEND = toolCall("run_shell", { command: "echo applied >> applied.txt" });
 
 async function runScripted(directory: string, home: string, script: unknown, model: Record<string, unknown>) {
-  const { task, git } = writeScriptedTask(directory, { script, task: { name: "model-faults", model: { ...model, provider: "scripted", script: "./script.yaml" } } });
+  const { task, git } = writeScriptedTask(directory, {
+    script,
+    task: { name: "model-faults", model: { ...model, provider: "scripted", script: "./script.yaml" } },
+  });
   const result = await runCli(["exec", task], { RUNNER_HOME: home });
   const runDirectory = onlyRunDirectory(home)!;
   return { result, runDirectory, git, report: readJson(join(runDirectory, "report.json")), events: readEvents(runDirectory) };
@@ -25,7 +28,12 @@ describe("model API faults (real CLI, scripted model over HTTP, real Docker)", (
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const limited = { status: 429, retry_after: 0.05, message: "slow down" };
-    const { result, report, events } = await runScripted(directory.path, home.path, { turns: [{ faults: [limited, limited, limited], tool_calls: [APPEND] }] }, { max_retries: 2 });
+    const { result, report, events } = await runScripted(
+      directory.path,
+      home.path,
+      { turns: [{ faults: [limited, limited, limited], tool_calls: [APPEND] }] },
+      { max_retries: 2 },
+    );
     expect(result.code, result.stderr + result.stdout).toBe(3);
     expect(report).toMatchObject({ status: "error", reason: "rate_limited", steps: 0, tool_calls: 0 });
     expect(String(report.error)).toMatch(/^model endpoint http:\/\/127\.0\.0\.1:\d+\/v1\/? answered 429: slow down; gave up after 3 attempts$/);
@@ -47,7 +55,12 @@ describe("model API faults (real CLI, scripted model over HTTP, real Docker)", (
     const { result, report, events, git } = await runScripted(
       directory.path,
       home.path,
-      { turns: [{ faults: [unavailable, unavailable], tool_calls: [APPEND] }, { expect: { tool_result_matches: "^exit_code: 0" }, content: "Appended." }] },
+      {
+        turns: [
+          { faults: [unavailable, unavailable], tool_calls: [APPEND] },
+          { expect: { tool_result_matches: "^exit_code: 0" }, content: "Appended." },
+        ],
+      },
       { max_retries: 2 },
     );
     expect(result.code, result.stderr + result.stdout).toBe(0);
@@ -98,7 +111,9 @@ describe("model API faults (real CLI, scripted model over HTTP, real Docker)", (
     );
     expect(result.code, result.stderr + result.stdout).toBe(0);
     expect(report).toMatchObject({ status: "succeeded", steps: 2, tool_calls: 1 });
-    expect(eventsOfType(events, "model_call.retrying").map((event) => event.data)).toEqual([expect.objectContaining({ step: 0, attempt: 1, reason: "timeout" })]);
+    expect(eventsOfType(events, "model_call.retrying").map((event) => event.data)).toEqual([
+      expect.objectContaining({ step: 0, attempt: 1, reason: "timeout" }),
+    ]);
     // The client gave up after ~1 s (then at most 0.5 s of backoff) instead of waiting out the delay.
     const first = eventsOfType(events, "model_call.finished")[0]!;
     expect(first.data.duration_ms).toBeGreaterThanOrEqual(1000);
@@ -110,7 +125,12 @@ describe("model API faults (real CLI, scripted model over HTTP, real Docker)", (
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
-    const { result, report, events } = await runScripted(directory.path, home.path, { turns: [{ faults: [{ status: 401, message: "bad key" }], tool_calls: [APPEND] }] }, { max_retries: 3 });
+    const { result, report, events } = await runScripted(
+      directory.path,
+      home.path,
+      { turns: [{ faults: [{ status: 401, message: "bad key" }], tool_calls: [APPEND] }] },
+      { max_retries: 3 },
+    );
     expect(result.code, result.stderr + result.stdout).toBe(3);
     expect(report).toMatchObject({ status: "error", reason: "unauthorized" });
     expect(String(report.error)).toMatch(/answered 401: bad key$/);

@@ -18,7 +18,8 @@ import { escapeRegExp, inspectGit, readReport, runDirectoryOf } from "../helpers
 import { startCliOnTerminal } from "../helpers/terminal-cli.js";
 
 /** The reason the shipped worker and ci policies give for `git push` (policies/worker.yaml, commands.git-push). */
-const PUSH_REASON = "publishes commits to a remote outside the sandbox; the runner already delivers the work as the branch runner/<run-id> for you to review and push";
+const PUSH_REASON =
+  "publishes commits to a remote outside the sandbox; the runner already delivers the work as the branch runner/<run-id> for you to review and push";
 /** What `git push` prints in the sandbox: it ran, and found nowhere to push to. */
 const PUSH_RAN = "^exit_code: 128\\nstdout:\\n\\(empty\\)\\nstderr:\\nfatal: ";
 
@@ -42,10 +43,15 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
           // The most severe part of a line decides for all of it: nothing of it runs.
           { tool_calls: [toolCall("run_shell", { command: "touch pushed.txt && git push origin main" })] },
           {
-            expect: { tool_result_matches: `^\\[denied\\] \`git push origin main\`: ${escapeRegExp(PUSH_REASON)} — this needs confirmation, and policy ci refuses everything that does \\(confirmations: deny\\)$` },
+            expect: {
+              tool_result_matches: `^\\[denied\\] \`git push origin main\`: ${escapeRegExp(PUSH_REASON)} — this needs confirmation, and policy ci refuses everything that does \\(confirmations: deny\\)$`,
+            },
             tool_calls: [toolCall("run_shell", { command: "sudo -n true" })],
           },
-          { expect: { tool_result_matches: "^\\[denied\\] `sudo -n true`: the sandbox runs as an unprivileged user" }, tool_calls: [toolCall("run_shell", { command: "echo still-working" })] },
+          {
+            expect: { tool_result_matches: "^\\[denied\\] `sudo -n true`: the sandbox runs as an unprivileged user" },
+            tool_calls: [toolCall("run_shell", { command: "echo still-working" })],
+          },
           { expect: { tool_result_matches: "^exit_code: 0\\nstdout:\\nstill-working" }, content: "Could not push: the policy refuses it." },
         ],
       },
@@ -54,10 +60,17 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const runDirectory = runDirectoryOf(result);
     const report = readReport(runDirectory);
-    expect(report).toMatchObject({ status: "succeeded", reason: "verified_with_denials", policy: "ci", denials: { "commands.git-push": 1, "commands.privileges": 1 } });
+    expect(report).toMatchObject({
+      status: "succeeded",
+      reason: "verified_with_denials",
+      policy: "ci",
+      denials: { "commands.git-push": 1, "commands.privileges": 1 },
+    });
     expect(Object.keys(report.denials as object)).toHaveLength(2);
     expect(result.stdout).toContain("status: succeeded (verified_with_denials)");
-    expect(result.stdout).toMatch(/^denied: commands\.git-push ×1, commands\.privileges ×1 \(rules of the agents. policies; see events\.jsonl tool_call\.denied\)$/m);
+    expect(result.stdout).toMatch(
+      /^denied: commands\.git-push ×1, commands\.privileges ×1 \(rules of the agents. policies; see events\.jsonl tool_call\.denied\)$/m,
+    );
     const denied = eventsOfType(readEvents(runDirectory), "tool_call.denied").map((event) => event.data);
     expect(denied).toEqual([
       expect.objectContaining({ agent_id: "main", name: "run_shell", rule: "commands.git-push", reason: expect.stringContaining(PUSH_REASON) }),
@@ -116,7 +129,12 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const report = readReport(runDirectoryOf(result));
-    expect(report).toMatchObject({ status: "succeeded", reason: "finished_unverified_with_denials", policy: "no-secrets", denials: { "paths.write.deny[0]": 3 } });
+    expect(report).toMatchObject({
+      status: "succeeded",
+      reason: "finished_unverified_with_denials",
+      policy: "no-secrets",
+      denials: { "paths.write.deny[0]": 3 },
+    });
     expect(filesAt(repo, report.head_commit)).toEqual(["README.md", "notes/ok.txt", "secrets/.keep"]);
   });
 
@@ -216,7 +234,9 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
         turns: [
           { tool_calls: [toolCall("run_shell", { command: "git push origin main" })] },
           {
-            expect: { tool_result_matches: `^\\[denied\\] \`git push origin main\`: ${escapeRegExp(PUSH_REASON)} — this needs confirmation and there is no terminal to ask \\(policy worker: confirmations: prompt\\)$` },
+            expect: {
+              tool_result_matches: `^\\[denied\\] \`git push origin main\`: ${escapeRegExp(PUSH_REASON)} — this needs confirmation and there is no terminal to ask \\(policy worker: confirmations: prompt\\)$`,
+            },
             content: "Could not push.",
           },
         ],
@@ -241,13 +261,13 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
     script(
       "no-lockfiles.sh",
       [
-        'input=$(cat)',
+        "input=$(cat)",
         'printf "%s\\n" "$input" >> pre-calls.jsonl',
-        'pwd > hook-cwd.txt',
+        "pwd > hook-cwd.txt",
         'case "$input" in',
         `  *'.lock"'*) echo "lock files are generated: run the package manager instead" >&2; exit 2 ;;`,
-        'esac',
-        'exit 0',
+        "esac",
+        "exit 0",
       ].join("\n"),
     );
     script("lint-note.sh", 'input=$(cat)\nprintf "%s\\n" "$input" >> post-calls.jsonl\necho "remember to run the linter"');
@@ -266,11 +286,17 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
       },
       script: {
         turns: [
-          { tool_calls: [toolCall("write_file", { path: "yarn.lock", content: "# planted\n" }), toolCall("write_file", { path: "notes.txt", content: "hello\n" })] },
+          {
+            tool_calls: [
+              toolCall("write_file", { path: "yarn.lock", content: "# planted\n" }),
+              toolCall("write_file", { path: "notes.txt", content: "hello\n" }),
+            ],
+          },
           {
             expect: {
               tool_result_matches:
-                "^\\[denied\\] blocked by hook `\\./hooks/no-lockfiles\\.sh`: lock files are generated: run the package manager instead\\n" + "Wrote [^\\n]*notes\\.txt[^\\n]*\\n\\[hook note\\] remember to run the linter$",
+                "^\\[denied\\] blocked by hook `\\./hooks/no-lockfiles\\.sh`: lock files are generated: run the package manager instead\\n" +
+                "Wrote [^\\n]*notes\\.txt[^\\n]*\\n\\[hook note\\] remember to run the linter$",
             },
             tool_calls: [toolCall("write_file", { path: ".env", content: "X=1\n" }), toolCall("run_shell", { command: "echo ran-after-hook-timeout" })],
           },
@@ -285,19 +311,43 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const runDirectory = runDirectoryOf(result);
     const report = readReport(runDirectory);
-    expect(report).toMatchObject({ status: "succeeded", reason: "finished_unverified_with_denials", denials: { "hooks.pre_tool_use": 1, "paths.write.deny[0]": 1 } });
+    expect(report).toMatchObject({
+      status: "succeeded",
+      reason: "finished_unverified_with_denials",
+      denials: { "hooks.pre_tool_use": 1, "paths.write.deny[0]": 1 },
+    });
     expect(filesAt(repo, report.head_commit)).toEqual(["README.md", "notes.txt"]);
 
     // The pre hook got both write_file calls the policy allowed (not the .env one), each as one JSON document.
     expect(readFileSync(join(directory.path, "hook-cwd.txt"), "utf8").trim()).toBe(directory.path);
-    const pre = readFileSync(join(directory.path, "pre-calls.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    const pre = readFileSync(join(directory.path, "pre-calls.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(callsAndResults(runDirectory, "main")).toHaveLength(4);
     expect(pre).toEqual([
-      { phase: "pre_tool_use", run_id: report.run_id, agent_id: "main", tool_name: "write_file", tool_call_id: expect.any(String), arguments: { path: "yarn.lock", content: "# planted\n" } },
-      { phase: "pre_tool_use", run_id: report.run_id, agent_id: "main", tool_name: "write_file", tool_call_id: expect.any(String), arguments: { path: "notes.txt", content: "hello\n" } },
+      {
+        phase: "pre_tool_use",
+        run_id: report.run_id,
+        agent_id: "main",
+        tool_name: "write_file",
+        tool_call_id: expect.any(String),
+        arguments: { path: "yarn.lock", content: "# planted\n" },
+      },
+      {
+        phase: "pre_tool_use",
+        run_id: report.run_id,
+        agent_id: "main",
+        tool_name: "write_file",
+        tool_call_id: expect.any(String),
+        arguments: { path: "notes.txt", content: "hello\n" },
+      },
     ]);
     expect(new Set(pre.map((entry) => entry.tool_call_id)).size).toBe(2);
-    const post = readFileSync(join(directory.path, "post-calls.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    const post = readFileSync(join(directory.path, "post-calls.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(post).toEqual([
       {
         phase: "post_tool_use",
@@ -314,7 +364,14 @@ describe("policies, approvals and hooks (real CLI, scripted model, real Docker a
     // The hanging hook: reported, its whole process group killed, the command ran anyway.
     const events = readEvents(runDirectory);
     expect(eventsOfType(events, "hook.failed").map((event) => event.data)).toEqual([
-      expect.objectContaining({ phase: "pre_tool_use", command: "./hooks/hang.sh", tool_name: "run_shell", timed_out: true, outcome: "failed", error: "timed out after 1000 ms" }),
+      expect.objectContaining({
+        phase: "pre_tool_use",
+        command: "./hooks/hang.sh",
+        tool_name: "run_shell",
+        timed_out: true,
+        outcome: "failed",
+        error: "timed out after 1000 ms",
+      }),
     ]);
     // The terminal view (stderr) says so too.
     expect(result.stderr).toContain("hook `./hooks/hang.sh` failed: timed out after 1000 ms");

@@ -94,7 +94,9 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       const started = eventsOfType(events, "tool_call.started");
       expect(started.filter((event) => String(event.data.arguments).includes("echo once"))).toHaveLength(1);
       expect(started.filter((event) => event.data.name === "write_file" && String(event.data.arguments).includes("a.txt"))).toHaveLength(1);
-      expect(eventsOfType(events, "tool_call.interrupted")).toEqual([expect.objectContaining({ data: expect.objectContaining({ name: "run_shell", step: 1 }) })]);
+      expect(eventsOfType(events, "tool_call.interrupted")).toEqual([
+        expect.objectContaining({ data: expect.objectContaining({ name: "run_shell", step: 1 }) }),
+      ]);
       expect(eventsOfType(events, "tool_call.replayed")).toEqual([expect.objectContaining({ data: expect.objectContaining({ name: "write_file", step: 1 }) })]);
       expect(eventsOfType(events, "run.resumed")).toEqual([expect.objectContaining({ data: expect.objectContaining({ resumes: 1, next_step: 2 }) })]);
       // The killed attempt never finished; the resumed one did, once.
@@ -201,7 +203,14 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     try {
       const resumed = await runCli(["resume", runId], { RUNNER_HOME: home.path, VERIFY_MODE: "pass" });
       expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
-      expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", reason: "verified", resumes: 1, steps: 2, tool_calls: 1, final_message: "Finished." });
+      expect(readJson(join(runDirectory, "report.json"))).toMatchObject({
+        status: "succeeded",
+        reason: "verified",
+        resumes: 1,
+        steps: 2,
+        tool_calls: 1,
+        final_message: "Finished.",
+      });
       const events = readEvents(runDirectory);
       expect(eventsOfType(events, "model_call.started")).toHaveLength(2);
       expect(eventsOfType(events, "verify.finished")).toEqual([expect.objectContaining({ data: expect.objectContaining({ passed: true }) })]);
@@ -254,7 +263,13 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     const resumed = await runCli(["resume", runId], environment);
     expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
     expect(resumed.stdout).toContain(`resuming run ${runId} at model call 2`);
-    expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1, steps: 3, tool_calls: 2, final_message: "Logged twice." });
+    expect(readJson(join(runDirectory, "report.json"))).toMatchObject({
+      status: "succeeded",
+      resumes: 1,
+      steps: 3,
+      tool_calls: 2,
+      final_message: "Logged twice.",
+    });
     expect(git("show", `runner/${runId}:log.txt`)).toBe("first\nsecond\n");
     const events = readEvents(runDirectory);
     expect(eventsOfType(events, "tool_call.started")).toHaveLength(2);
@@ -268,7 +283,11 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const script = {
-      turns: [{ tool_calls: [toolCall("run_shell", { command: "sleep 600" })] }, { tool_calls: [toolCall("run_shell", { command: "echo resumed >> count.txt" })] }, { content: "done" }],
+      turns: [
+        { tool_calls: [toolCall("run_shell", { command: "sleep 600" })] },
+        { tool_calls: [toolCall("run_shell", { command: "echo resumed >> count.txt" })] },
+        { content: "done" },
+      ],
     };
     const { task, git } = writeScriptedTask(directory.path, { script, task: { name: "resume-race" } });
     const environment = { RUNNER_HOME: home.path };

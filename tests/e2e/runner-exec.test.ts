@@ -60,7 +60,15 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const report = readReport(home.path, result.stdout);
-    expect(report).toMatchObject({ task: "fix-median", status: "succeeded", reason: "verified", verify: { command: "python3 -m pytest -q", exit_code: 0, passed: true }, steps: 5, tool_calls: 4, patch: "patch.diff" });
+    expect(report).toMatchObject({
+      task: "fix-median",
+      status: "succeeded",
+      reason: "verified",
+      verify: { command: "python3 -m pytest -q", exit_code: 0, passed: true },
+      steps: 5,
+      tool_calls: 4,
+      patch: "patch.diff",
+    });
     expect(report.trace_id).toMatch(/^[0-9a-f]{32}$/);
     const runDirectory = join(home.path, "runs", String(report.run_id));
     const patch = readFileSync(join(runDirectory, "patch.diff"), "utf8");
@@ -71,7 +79,10 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(execFileSync("git", ["rev-parse", "HEAD"], { cwd: repo, encoding: "utf8" })).toBe(headBefore);
     expect(readFileSync(join(repo, "stats.py"), "utf8")).toContain("return ordered[middle]\n");
     // events.jsonl: CloudEvents envelopes with the run's trace id.
-    const events = readFileSync(join(runDirectory, "events.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line));
+    const events = readFileSync(join(runDirectory, "events.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
     expect(events[0]).toMatchObject({ specversion: "1.0", type: "dev.agent-runner.run.started.v1", source: `agent-runner://runs/${report.run_id}` });
     expect(events.at(-1)).toMatchObject({ type: "dev.agent-runner.run.finished.v1", data: { status: "succeeded", exit_code: 0 } });
     for (const event of events) expect(event.traceparent).toMatch(new RegExp(`^00-${report.trace_id}-[0-9a-f]{16}-01$`));
@@ -112,10 +123,13 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     const rig = [
       'site=$(python3 -m site --user-site) && mkdir -p "$site"',
       `printf 'import atexit, os\\natexit.register(lambda: os._exit(0))\\n' > "$site/usercustomize.py"`,
-      "mkdir -p __pycache__ && cp \"$site/usercustomize.py\" __pycache__/sitecustomize.py",
+      'mkdir -p __pycache__ && cp "$site/usercustomize.py" __pycache__/sitecustomize.py',
       "python3 -m pytest -q; echo rigged-exit=$?",
     ].join(" && ");
-    const { task } = fixMedianCopy(directory.path, `turns:\n  - tool_calls: [{ name: run_shell, arguments: { command: ${JSON.stringify(rig)} } }]\n  - expect: { tool_result_matches: "rigged-exit=0" }\n    content: All tests pass now.\n`);
+    const { task } = fixMedianCopy(
+      directory.path,
+      `turns:\n  - tool_calls: [{ name: run_shell, arguments: { command: ${JSON.stringify(rig)} } }]\n  - expect: { tool_result_matches: "rigged-exit=0" }\n    content: All tests pass now.\n`,
+    );
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr + result.stdout).toBe(1);
     expect(readReport(home.path, result.stdout)).toMatchObject({ status: "failed", reason: "verify_failed", verify: { passed: false } });
@@ -125,7 +139,11 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
-    const fix = { path: "stats.py", old_string: "    return ordered[middle]\n", new_string: "    if len(ordered) % 2:\n        return ordered[middle]\n    return (ordered[middle - 1] + ordered[middle]) / 2\n" };
+    const fix = {
+      path: "stats.py",
+      old_string: "    return ordered[middle]\n",
+      new_string: "    if len(ordered) % 2:\n        return ordered[middle]\n    return (ordered[middle - 1] + ordered[middle]) / 2\n",
+    };
     const { task } = fixMedianCopy(
       directory.path,
       [
@@ -164,7 +182,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
       directory.path,
       [
         "turns:",
-        '  - tool_calls: [{ name: run_shell, arguments: { command: "id -u; id -g; umask; touch made.txt; mkdir made-dir; stat -c \'%u:%g %a %n\' made.txt made-dir" } }]',
+        "  - tool_calls: [{ name: run_shell, arguments: { command: \"id -u; id -g; umask; touch made.txt; mkdir made-dir; stat -c '%u:%g %a %n' made.txt made-dir\" } }]",
         "  - expect: { tool_result_matches: 'stdout:\\n1234\\n1234\\n0022\\n1234:1234 644 made.txt\\n1234:1234 755 made-dir' }",
         "    content: done",
       ].join("\n"),
@@ -229,11 +247,17 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
         "    content: done",
       ].join("\n"),
     );
-    writeFileSync(task, readFileSync(task, "utf8").replace("network: { allow: [] }", `network: { allow: [allowed.test], allow_cidrs: ["${internet.subnet}"] }`));
+    writeFileSync(
+      task,
+      readFileSync(task, "utf8").replace("network: { allow: [] }", `network: { allow: [allowed.test], allow_cidrs: ["${internet.subnet}"] }`),
+    );
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path, RUNNER_EGRESS_NETWORK: internet.network });
     expect(result.code, result.stderr + result.stdout).toBe(1); // the bug is not fixed: verification fails
     const report = readReport(home.path, result.stdout);
-    expect(report).toMatchObject({ reason: "verify_failed", network: { "allowed.test:80": { allowed: 1, denied: 0 }, "denied.test:80": { allowed: 0, denied: 1 } } });
+    expect(report).toMatchObject({
+      reason: "verify_failed",
+      network: { "allowed.test:80": { allowed: 1, denied: 0 }, "denied.test:80": { allowed: 0, denied: 1 } },
+    });
     const session = readFileSync(join(home.path, "runs", String(report.run_id), "session.json"), "utf8");
     expect(session).toContain("only: allowed.test");
   });
@@ -252,7 +276,11 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
   it("exit 2 when the workspace is not a git repository, naming the fix", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
-    const result = await runCli(["exec", "--instruction", "do something", "--workspace", directory.path], { RUNNER_HOME: home.path, OPENAI_API_KEY: "x", OPENAI_MODEL: "m" });
+    const result = await runCli(["exec", "--instruction", "do something", "--workspace", directory.path], {
+      RUNNER_HOME: home.path,
+      OPENAI_API_KEY: "x",
+      OPENAI_MODEL: "m",
+    });
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/is not a git repository; run `git init/);
   });
@@ -264,7 +292,10 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     const { task } = fixMedianCopy(directory.path);
     const result = await runCli(["exec", task, "--json"], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr).toBe(0);
-    const lines = result.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    const lines = result.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
     const types = lines.map((line) => line.type);
     expect(types[0]).toBe("dev.agent-runner.run.started.v1");
     expect(types).toContain("dev.agent-runner.tool_call.finished.v1");

@@ -64,10 +64,15 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
     const fileContent = `token=${secret}\nquoted=${quotedSecret}\nopenai=${openaiToken}\n`;
     const script = {
       turns: [
-        { content: `I will look at ${secret}.`, tool_calls: [toolCall("run_shell", { command: printed }), toolCall("write_file", { path: "secret.txt", content: fileContent })] },
+        {
+          content: `I will look at ${secret}.`,
+          tool_calls: [toolCall("run_shell", { command: printed }), toolCall("write_file", { path: "secret.txt", content: fileContent })],
+        },
         {
           // The model got the real values (regex-escaped: the quoted secret holds a backslash).
-          expect: { tool_result_matches: `^exit_code: 0\\nstdout:\\nsecret=${secret}\\nopenai=${openaiToken}\\ngithub=${githubToken}\\nquoted=${quotedCore}"q\\\\end\\n` },
+          expect: {
+            tool_result_matches: `^exit_code: 0\\nstdout:\\nsecret=${secret}\\nopenai=${openaiToken}\\ngithub=${githubToken}\\nquoted=${quotedCore}"q\\\\end\\n`,
+          },
           tool_calls: [toolCall("run_shell", { command: "cat secret.txt" })],
         },
         { expect: { tool_result_matches: `token=${secret}\\n` }, content: `Done; the token was ${secret} and ${githubToken}.` },
@@ -178,10 +183,7 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
         ],
         subagents: {
           [description]: {
-            turns: [
-              { tool_calls: [toolCall("write_file", { path: "notes.txt", content: "notes\n" })] },
-              { content: `Wrote notes.txt with ${secret}.` },
-            ],
+            turns: [{ tool_calls: [toolCall("write_file", { path: "notes.txt", content: "notes\n" })] }, { content: `Wrote notes.txt with ${secret}.` }],
           },
         },
       },

@@ -51,8 +51,8 @@ const THREE_MODULES: Record<string, string> = {
   "test_shapes.py": "from shapes import square_area\n\ndef test_square_area():\n    assert square_area(3) == 9\n",
   "money.py": "def cents(amount):\n    return int(amount * 10)\n",
   "test_money.py": "from money import cents\n\ndef test_cents():\n    assert cents(1.25) == 125\n",
-  "words.py": "def shout(text):\n    return text.lower() + \"!\"\n",
-  "test_words.py": "from words import shout\n\ndef test_shout():\n    assert shout(\"hi\") == \"HI!\"\n",
+  "words.py": 'def shout(text):\n    return text.lower() + "!"\n',
+  "test_words.py": 'from words import shout\n\ndef test_shout():\n    assert shout("hi") == "HI!"\n',
 };
 
 /** One module whose tests pass at the start. */
@@ -65,7 +65,12 @@ const PYTEST = { command: "python3 -m pytest -q -p no:cacheprovider", timeout_se
 
 /** A worker's script: one edit, then its final answer. */
 function editThenFinish(path: string, oldString: string, newString: string, summary: string) {
-  return { turns: [{ tool_calls: [toolCall("edit_file", { path, old_string: oldString, new_string: newString })] }, { expect: { tool_result_matches: `^Edited ${path}: replaced 1 occurrence` }, content: summary }] };
+  return {
+    turns: [
+      { tool_calls: [toolCall("edit_file", { path, old_string: oldString, new_string: newString })] },
+      { expect: { tool_result_matches: `^Edited ${path}: replaced 1 occurrence` }, content: summary },
+    ],
+  };
 }
 
 /** `git worktree list` of the repository holds only the user's own checkout. */
@@ -82,14 +87,26 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const worker = (description: string, file: string, test: string) =>
-      toolCall("agent", { mode: "worker", description, prompt: `Fix ${file}; check with ${test}.`, verify: `python3 -m pytest -q -p no:cacheprovider ${test}` });
-    const merged = (file: string) => `Worker w\\d's work passed verification \\(\`python3 -m pytest -q -p no:cacheprovider test_${file}\\.py\`\\) and was merged into your branch; files changed: ${file}\\.py\\.`;
+      toolCall("agent", {
+        mode: "worker",
+        description,
+        prompt: `Fix ${file}; check with ${test}.`,
+        verify: `python3 -m pytest -q -p no:cacheprovider ${test}`,
+      });
+    const merged = (file: string) =>
+      `Worker w\\d's work passed verification \\(\`python3 -m pytest -q -p no:cacheprovider test_${file}\\.py\`\\) and was merged into your branch; files changed: ${file}\\.py\\.`;
     const { task, repo } = writeScriptedTask(directory.path, {
       files: THREE_MODULES,
       task: { name: "three-workers", verify: PYTEST, max_parallel: 3 },
       script: {
         turns: [
-          { tool_calls: [worker("fix shapes", "shapes.py", "test_shapes.py"), worker("fix money", "money.py", "test_money.py"), worker("fix words", "words.py", "test_words.py")] },
+          {
+            tool_calls: [
+              worker("fix shapes", "shapes.py", "test_shapes.py"),
+              worker("fix money", "money.py", "test_money.py"),
+              worker("fix words", "words.py", "test_words.py"),
+            ],
+          },
           {
             // Results come back in call order, each naming what was merged.
             expect: { tool_result_matches: `^${merged("shapes")}[\\s\\S]*\\n${merged("money")}[\\s\\S]*\\n${merged("words")}` },
@@ -115,9 +132,19 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
 
     const byDescription = Object.fromEntries(report.agents.map((agent) => [agent.description, agent]));
     expect(Object.keys(byDescription).sort()).toEqual(["fix money", "fix shapes", "fix words"]);
-    for (const [description, file] of [["fix shapes", "shapes.py"], ["fix money", "money.py"], ["fix words", "words.py"]] as const) {
+    for (const [description, file] of [
+      ["fix shapes", "shapes.py"],
+      ["fix money", "money.py"],
+      ["fix words", "words.py"],
+    ] as const) {
       const agent = byDescription[description]!;
-      expect(agent).toMatchObject({ mode: "worker", status: "merged", verify: { passed: true, exit_code: 0 }, merge: { status: "merged", files: [file] }, error: null });
+      expect(agent).toMatchObject({
+        mode: "worker",
+        status: "merged",
+        verify: { passed: true, exit_code: 0 },
+        merge: { status: "merged", files: [file] },
+        error: null,
+      });
       expect(agent.branch).toBe(`runner/${runId}-${agent.id}`);
       expect(branches(repo, agent.branch!)).toEqual([agent.branch]);
     }
@@ -135,7 +162,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(inspectGit(repo, ["show", `runner/${runId}:shapes.py`])).toContain("side * side");
     expect(inspectGit(repo, ["show", `runner/${runId}:money.py`])).toContain("round(amount * 100)");
     expect(inspectGit(repo, ["show", `runner/${runId}:words.py`])).toContain("text.upper()");
-    const merges = inspectGit(repo, ["log", "--merges", "--format=%s", `runner/${runId}`]).trim().split("\n");
+    const merges = inspectGit(repo, ["log", "--merges", "--format=%s", `runner/${runId}`])
+      .trim()
+      .split("\n");
     expect(merges.sort()).toEqual(report.agents.map((agent) => `agent-runner: merge worker ${agent.id} (${agent.description})`).sort());
     // The user's checkout is untouched; nothing of the run is left running or checked out.
     expect(readFileSync(join(repo, "shapes.py"), "utf8")).toBe(THREE_MODULES["shapes.py"]);
@@ -146,8 +175,18 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
   it("two workers change the same line: the first merges, the second reports a conflict with its hunks; its branch is kept, nothing is half-merged", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
-    const agentA = toolCall("agent", { mode: "worker", description: "scale by three", prompt: "Make scale multiply by 3.", verify: "python3 -c 'import calc; assert calc.scale(1) == 3'" });
-    const agentB = toolCall("agent", { mode: "worker", description: "scale by four", prompt: "Make scale multiply by 4.", verify: "python3 -c 'import calc; assert calc.scale(1) == 4'" });
+    const agentA = toolCall("agent", {
+      mode: "worker",
+      description: "scale by three",
+      prompt: "Make scale multiply by 3.",
+      verify: "python3 -c 'import calc; assert calc.scale(1) == 3'",
+    });
+    const agentB = toolCall("agent", {
+      mode: "worker",
+      description: "scale by four",
+      prompt: "Make scale multiply by 4.",
+      verify: "python3 -c 'import calc; assert calc.scale(1) == 4'",
+    });
     // No MERGE_HEAD in the parent's git admin directory (mounted read-only in its container), and a clean status.
     const noMergeInProgress =
       'd=$(git rev-parse --absolute-git-dir) && echo "admin=$d" && if [ -e "$d/MERGE_HEAD" ]; then echo MERGE-IN-PROGRESS; else echo no-merge-head; fi; ' +
@@ -239,7 +278,13 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
             tool_calls: [toolCall("run_shell", { command: "cat calc.py; git status --porcelain --untracked-files=no; echo status-done" })],
           },
           // Exactly the original file, and a clean status (nothing staged or modified).
-          { expect: { tool_result_matches: "^exit_code: 0\\nstdout:\\ndef add\\(a, b\\):\\n    return a \\+ b\\n\\n\\ndef scale\\(x\\):\\n    return x \\* 2\\nstatus-done\\n" }, content: "The worker's change broke the tests; kept my version." },
+          {
+            expect: {
+              tool_result_matches:
+                "^exit_code: 0\\nstdout:\\ndef add\\(a, b\\):\\n    return a \\+ b\\n\\n\\ndef scale\\(x\\):\\n    return x \\* 2\\nstatus-done\\n",
+            },
+            content: "The worker's change broke the tests; kept my version.",
+          },
         ],
         subagents: { "break add": editThenFinish("calc.py", "return a + b", "return a - b", "add now subtracts.") },
       },
@@ -284,20 +329,29 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
             tool_calls: [toolCall("run_shell", { command: "setsid sleep 3309 & sleep 3308", background: true })],
           },
           // Paused until the test has seen the worker's sleep running in its container.
-          { expect: { tool_result_matches: "^started background task t2;" }, tool_calls: [toolCall("run_shell", { command: waitForRelease("worker-sleeping") })] },
+          {
+            expect: { tool_result_matches: "^started background task t2;" },
+            tool_calls: [toolCall("run_shell", { command: waitForRelease("worker-sleeping") })],
+          },
           { expect: { tool_result_matches: "released-worker-sleeping" }, tool_calls: [toolCall("task_list", {})] },
           {
             expect: { tool_result_matches: "^t1  agent  running  background  agent w1\\n  sleeper\\n[^\\n]*\\nt2  shell  running  background\\n" },
             tool_calls: [toolCall("task_stop", { task_id: "t1" })],
           },
           // Paused until the test has checked that the worker's container and process are gone.
-          { expect: { tool_result_matches: "^task t1 stopped: cancelled$" }, tool_calls: [toolCall("run_shell", { command: waitForRelease("worker-stopped") })] },
+          {
+            expect: { tool_result_matches: "^task t1 stopped: cancelled$" },
+            tool_calls: [toolCall("run_shell", { command: waitForRelease("worker-stopped") })],
+          },
           {
             expect: { tool_result_matches: "released-worker-stopped" },
             tool_calls: [toolCall("run_shell", { command: `pgrep -af '${SHELL_SLEEPS}' | sed 's/^[0-9]* //' | sort` })],
           },
           // The tree: its bash, the sleep and the setsid'd sleep.
-          { expect: { tool_result_matches: "^exit_code: 0\\nstdout:\\n/bin/bash -c setsid sleep 3309 & sleep 3308\\nsleep 3308\\nsleep 3309\\n" }, tool_calls: [toolCall("task_stop", { task_id: "t2" })] },
+          {
+            expect: { tool_result_matches: "^exit_code: 0\\nstdout:\\n/bin/bash -c setsid sleep 3309 & sleep 3308\\nsleep 3308\\nsleep 3309\\n" },
+            tool_calls: [toolCall("task_stop", { task_id: "t2" })],
+          },
           {
             expect: { tool_result_matches: "^task t2 stopped: cancelled$" },
             tool_calls: [toolCall("run_shell", { command: `pgrep -af '${SHELL_SLEEPS}'; echo pgrep-exit=$?` })],
@@ -313,7 +367,12 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     });
     const running = startCli(["exec", task], { RUNNER_HOME: home.path });
     try {
-      const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", (data) => data.agent_id === "w1" && String(data.arguments).includes("sleep 3307"), { process: running });
+      const { runDirectory } = await waitForRunEvent(
+        home.path,
+        "tool_call.started",
+        (data) => data.agent_id === "w1" && String(data.arguments).includes("sleep 3307"),
+        { process: running },
+      );
       const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
       await waitFor("the worker's sleep on the host", () => hostProcesses(WORKER_SLEEP).length === 1, { process: running });
       expect(containersOfAgent(runId, "w1")).toHaveLength(1);
@@ -332,7 +391,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       expect(result.code, result.stderr + result.stdout).toBe(0);
       const report = readReport(runDirectory);
       expect(report).toMatchObject({ status: "succeeded", reason: "finished_unverified" });
-      expect(report.agents).toEqual([expect.objectContaining({ id: "w1", task_id: "t1", background: true, status: "cancelled", branch: `runner/${runId}-w1` })]);
+      expect(report.agents).toEqual([
+        expect.objectContaining({ id: "w1", task_id: "t1", background: true, status: "cancelled", branch: `runner/${runId}-w1` }),
+      ]);
       const tasks = eventsOfType(readEvents(runDirectory), "task.finished").map((event) => [event.data.task_id, event.data.kind, event.data.status]);
       expect(tasks).toEqual([
         ["t1", "agent", "cancelled"],
@@ -371,20 +432,39 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
             },
             tool_calls: [toolCall("run_shell", { command: "ls -A; git status --porcelain; echo listed" })],
           },
-          { expect: { tool_result_matches: "^exit_code: 0\\nstdout:\\n\\.git\\ncalc\\.py\\ntest_calc\\.py\\nlisted\\n" }, content: "The explorers wrote nothing." },
+          {
+            expect: { tool_result_matches: "^exit_code: 0\\nstdout:\\n\\.git\\ncalc\\.py\\ntest_calc\\.py\\nlisted\\n" },
+            content: "The explorers wrote nothing.",
+          },
         ],
         subagents: {
           "snoop fresh": {
             turns: [
-              { tool_calls: [toolCall("write_file", { path: "f.txt", content: "x\n" }), toolCall("edit_file", { path: "calc.py", old_string: "a + b", new_string: "a - b" })] },
-              { expect: { tool_result_matches: '^Error: unknown tool "write_file"\\. Available tools: [^\\n]*\\nError: unknown tool "edit_file"' }, tool_calls: [shellWrite] },
+              {
+                tool_calls: [
+                  toolCall("write_file", { path: "f.txt", content: "x\n" }),
+                  toolCall("edit_file", { path: "calc.py", old_string: "a + b", new_string: "a - b" }),
+                ],
+              },
+              {
+                expect: { tool_result_matches: '^Error: unknown tool "write_file"\\. Available tools: [^\\n]*\\nError: unknown tool "edit_file"' },
+                tool_calls: [shellWrite],
+              },
               { expect: { tool_result_matches: refusedByMount }, content: "fresh: nothing could be written." },
             ],
           },
           "snoop forked": {
             turns: [
-              { tool_calls: [toolCall("write_file", { path: "f.txt", content: "x\n" }), toolCall("edit_file", { path: "calc.py", old_string: "a + b", new_string: "a - b" })] },
-              { expect: { tool_result_matches: "^\\[denied\\] explore agents are read-only\\n\\[denied\\] explore agents are read-only$" }, tool_calls: [shellWrite] },
+              {
+                tool_calls: [
+                  toolCall("write_file", { path: "f.txt", content: "x\n" }),
+                  toolCall("edit_file", { path: "calc.py", old_string: "a + b", new_string: "a - b" }),
+                ],
+              },
+              {
+                expect: { tool_result_matches: "^\\[denied\\] explore agents are read-only\\n\\[denied\\] explore agents are read-only$" },
+                tool_calls: [shellWrite],
+              },
               { expect: { tool_result_matches: refusedByMount }, content: "forked: nothing could be written." },
             ],
           },
@@ -399,9 +479,19 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       ["e2", "explore", "finished", null],
     ]);
     // The tools an unforked explorer is offered: read-only ones and run_shell; no writer's tool, no delegation.
-    const session = readJson<{ agents: Record<string, { messages: { role: string; content: string | null }[] }> }>(join(runDirectoryOf(result), "session.json"));
+    const session = readJson<{ agents: Record<string, { messages: { role: string; content: string | null }[] }> }>(
+      join(runDirectoryOf(result), "session.json"),
+    );
     const refusal = session.agents.e1!.messages.find((message) => message.role === "tool")!.content!;
-    expect(/Available tools: (.*)$/.exec(refusal)![1]!.split(", ").sort()).toEqual(["glob", "grep", "list_dir", "load_skill", "read_file", "read_tool_result", "run_shell"]);
+    expect(/Available tools: (.*)$/.exec(refusal)![1]!.split(", ").sort()).toEqual([
+      "glob",
+      "grep",
+      "list_dir",
+      "load_skill",
+      "read_file",
+      "read_tool_result",
+      "run_shell",
+    ]);
     expect(report.head_commit).toBe(report.base_commit);
     expect(branches(repo, `runner/${report.run_id}-*`)).toEqual([]);
     expect(containersOfRun(report.run_id)).toEqual([]);
@@ -415,7 +505,10 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const { task, repo } = writeScriptedTask(directory.path, {
       task: { name: "killed-parent" },
       script: {
-        turns: [{ tool_calls: [toolCall("agent", { mode: "worker", description: "long job", prompt: "Work for a long time." })] }, { content: "never reached" }],
+        turns: [
+          { tool_calls: [toolCall("agent", { mode: "worker", description: "long job", prompt: "Work for a long time." })] },
+          { content: "never reached" },
+        ],
         subagents: {
           "long job": {
             turns: [
@@ -430,7 +523,12 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const running = startCli(["exec", task], { RUNNER_HOME: home.path });
     let runId = "";
     try {
-      const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", (data) => data.agent_id === "w1" && String(data.arguments).includes("sleep 3317"), { process: running });
+      const { runDirectory } = await waitForRunEvent(
+        home.path,
+        "tool_call.started",
+        (data) => data.agent_id === "w1" && String(data.arguments).includes("sleep 3317"),
+        { process: running },
+      );
       runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
       await waitFor("the worker's sleep on the host", () => hostProcesses(WORKER_SLEEP).length === 1, { process: running });
       // What there is to sweep: the parent's and the worker's worktrees (registered with git) and containers.
@@ -474,11 +572,30 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const { task, repo, git } = writeScriptedTask(directory.path, {
       files: { "notes.txt": "notes\n" },
       // Even with a policy that allows every command, host-side git must not run anything planted.
-      task: { name: "hostile-worker", verify: { command: "grep -qx 'hello from the worker' notes.txt", timeout_sec: 60 }, policy: allowAllPolicy(directory.path) },
+      task: {
+        name: "hostile-worker",
+        verify: { command: "grep -qx 'hello from the worker' notes.txt", timeout_sec: 60 },
+        policy: allowAllPolicy(directory.path),
+      },
       script: {
         turns: [
-          { tool_calls: [toolCall("agent", { mode: "worker", description: "plant traps", prompt: "Plant.", verify: "grep -qx 'hello from the worker' notes.txt && test -f .gitattributes" })] },
-          { expect: { tool_result_matches: "^Worker w1's work passed verification [^\\n]* merged into your branch; files changed: \\.gitattributes, notes\\.txt, planted\\.txt\\." }, content: "Merged." },
+          {
+            tool_calls: [
+              toolCall("agent", {
+                mode: "worker",
+                description: "plant traps",
+                prompt: "Plant.",
+                verify: "grep -qx 'hello from the worker' notes.txt && test -f .gitattributes",
+              }),
+            ],
+          },
+          {
+            expect: {
+              tool_result_matches:
+                "^Worker w1's work passed verification [^\\n]* merged into your branch; files changed: \\.gitattributes, notes\\.txt, planted\\.txt\\.",
+            },
+            content: "Merged.",
+          },
         ],
         subagents: {
           "plant traps": {
@@ -497,7 +614,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const report = readReport(runDirectoryOf(result));
     const runId = report.run_id;
-    expect(report.agents).toEqual([expect.objectContaining({ id: "w1", status: "merged", merge: expect.objectContaining({ files: [".gitattributes", "notes.txt", "planted.txt"] }) })]);
+    expect(report.agents).toEqual([
+      expect.objectContaining({ id: "w1", status: "merged", merge: expect.objectContaining({ files: [".gitattributes", "notes.txt", "planted.txt"] }) }),
+    ]);
     expect(report.merge).toMatchObject({ merged: true });
 
     // Nothing ran: not the planted hooks, fsmonitor or filters, not the user's drivers and hooks.
@@ -512,7 +631,8 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(containersOfRun(runId)).toEqual([]);
 
     // Control: the same payloads DO fire under plain host git, so the assertions above can fail.
-    const plainGit = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@l", ...args], { cwd, encoding: "utf8", env: isolatedGitEnvironment() });
+    const plainGit = (cwd: string, ...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@l", ...args], { cwd, encoding: "utf8", env: isolatedGitEnvironment() });
     plainGit(repo, "worktree", "add", "-q", join(directory.path, "control-checkout"), `runner/${runId}-w1`);
     expect(readdirSync(markers)).toEqual(expect.arrayContaining(["PWNED-user-filter-smudge", "PWNED-user-hook-post-checkout"]));
     const planted = join(directory.path, "control-planted");
@@ -521,7 +641,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     execFileSync("bash", ["-c", plantTraps(markers)], { cwd: planted, env: isolatedGitEnvironment() });
     plainGit(planted, "add", "-A");
     plainGit(planted, "commit", "-qm", "control");
-    expect(readdirSync(markers)).toEqual(expect.arrayContaining(["PWNED-planted-fsmonitor", "PWNED-planted-filter-clean", "PWNED-planted-hook-pre-commit", "PWNED-planted-hook-post-commit"]));
+    expect(readdirSync(markers)).toEqual(
+      expect.arrayContaining(["PWNED-planted-fsmonitor", "PWNED-planted-filter-clean", "PWNED-planted-hook-pre-commit", "PWNED-planted-hook-post-commit"]),
+    );
   });
 
   it("a worker's new files with non-ASCII names are merged under their names and stay writable by the parent", async () => {
@@ -545,7 +667,12 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
         subagents: {
           "add files": {
             turns: [
-              { tool_calls: [toolCall("write_file", { path: "café.txt", content: "from the worker\n" }), toolCall("write_file", { path: "données/notes.txt", content: "notes\n" })] },
+              {
+                tool_calls: [
+                  toolCall("write_file", { path: "café.txt", content: "from the worker\n" }),
+                  toolCall("write_file", { path: "données/notes.txt", content: "notes\n" }),
+                ],
+              },
               { content: "Added." },
             ],
           },
@@ -567,7 +694,11 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       task: { name: "slot-and-gate", max_parallel: 1 },
       script: {
         turns: [
-          { tool_calls: [toolCall("agent", { mode: "worker", description: "in the background", prompt: "Add bg.txt.", background: true, verify: "test -f bg.txt" })] },
+          {
+            tool_calls: [
+              toolCall("agent", { mode: "worker", description: "in the background", prompt: "Add bg.txt.", background: true, verify: "test -f bg.txt" }),
+            ],
+          },
           { tool_calls: [toolCall("agent", { mode: "worker", description: "in the foreground", prompt: "Add fg.txt.", verify: "test -f fg.txt" })] },
           { content: "Both done." },
         ],
@@ -581,7 +712,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     let runId = "";
     try {
       // The background worker has verified its work and only needs to merge.
-      const { runDirectory } = await waitForRunEvent(home.path, "verify.finished", (data) => data.command === "test -f bg.txt" && data.passed === true, { process: running });
+      const { runDirectory } = await waitForRunEvent(home.path, "verify.finished", (data) => data.command === "test -f bg.txt" && data.passed === true, {
+        process: running,
+      });
       runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
       // Healthy, the rest (a merge, one more small worker, the final commit) takes a few seconds.
       await waitFor("the run to finish", () => running.exited, { timeoutMs: 15_000 });
@@ -590,7 +723,11 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
         ["in the background", "merged"],
         ["in the foreground", "merged"],
       ]);
-      expect(inspectGit(repo, ["ls-tree", "--name-only", `runner/${runId}`]).split("\n").filter(Boolean)).toEqual(["README.md", "bg.txt", "fg.txt"]);
+      expect(
+        inspectGit(repo, ["ls-tree", "--name-only", `runner/${runId}`])
+          .split("\n")
+          .filter(Boolean),
+      ).toEqual(["README.md", "bg.txt", "fg.txt"]);
     } finally {
       if (!running.exited) {
         running.child.kill("SIGKILL");
@@ -612,7 +749,10 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
           // The runner is killed while this waits.
           { expect: { tool_result_matches: "merged into your branch" }, tool_calls: [toolCall("run_shell", { command: waitForRelease("never") })] },
           { expect: { tool_result_matches: "^Error: \\[interrupted\\]" }, tool_calls: [worker("second worker", "second.txt")] },
-          { expect: { tool_result_matches: "^Worker w\\d+'s work passed verification [^\\n]* merged into your branch; files changed: second\\.txt\\." }, content: "Both merged." },
+          {
+            expect: { tool_result_matches: "^Worker w\\d+'s work passed verification [^\\n]* merged into your branch; files changed: second\\.txt\\." },
+            content: "Both merged.",
+          },
         ],
         subagents: {
           "first worker": { turns: [{ tool_calls: [toolCall("write_file", { path: "first.txt", content: "1\n" })] }, { content: "Added." }] },
@@ -623,14 +763,23 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const first = startCli(["exec", task], { RUNNER_HOME: home.path });
     let runId = "";
     try {
-      const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", (data) => data.agent_id === "main" && String(data.arguments).includes(".release-never"), { process: first });
+      const { runDirectory } = await waitForRunEvent(
+        home.path,
+        "tool_call.started",
+        (data) => data.agent_id === "main" && String(data.arguments).includes(".release-never"),
+        { process: first },
+      );
       runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
       first.child.kill("SIGKILL");
       await first.result;
       const resumed = await runCli(["resume", runId], { RUNNER_HOME: home.path });
       const report = readReport(runDirectory);
       expect(resumed.code, `${report.error}\n${resumed.stdout}`).toBe(0);
-      expect(inspectGit(repo, ["ls-tree", "--name-only", `runner/${runId}`]).split("\n").filter(Boolean)).toEqual(["README.md", "first.txt", "second.txt"]);
+      expect(
+        inspectGit(repo, ["ls-tree", "--name-only", `runner/${runId}`])
+          .split("\n")
+          .filter(Boolean),
+      ).toEqual(["README.md", "first.txt", "second.txt"]);
       expect(branches(repo, `runner/${runId}-w*`)).toHaveLength(2);
     } finally {
       if (!first.exited) first.child.kill("SIGKILL");
@@ -678,7 +827,17 @@ function hostileUserRepository(repo: string, git: (...args: string[]) => string,
   git("config", "diff.evil.textconv", `touch ${markers}/PWNED-user-diff-textconv; cat`);
   git("config", "diff.evil.command", `touch ${markers}/PWNED-user-diff-command; true`);
   git("config", "merge.evil.driver", `touch ${markers}/PWNED-user-merge-driver; true`);
-  for (const hook of ["pre-commit", "post-commit", "commit-msg", "pre-merge-commit", "post-merge", "post-checkout", "reference-transaction", "post-index-change", "post-rewrite"]) {
+  for (const hook of [
+    "pre-commit",
+    "post-commit",
+    "commit-msg",
+    "pre-merge-commit",
+    "post-merge",
+    "post-checkout",
+    "reference-transaction",
+    "post-index-change",
+    "post-rewrite",
+  ]) {
     const path = join(repo, ".git", "hooks", hook);
     writeFileSync(path, `#!/bin/sh\ntouch ${markers}/PWNED-user-hook-${hook}\n`);
     chmodSync(path, 0o755);

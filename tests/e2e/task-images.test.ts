@@ -52,7 +52,10 @@ describe("task images, workdir and setup (real CLI, real Docker)", () => {
     const nonce = randomUUID();
     const { task, repo, git } = writeScriptedTask(directory.path, {
       script: turns(
-        { call: toolCall("run_shell", { command: 'pwd; echo "ws=$RUNNER_WORKSPACE"; cat /etc/built-marker; git status --short | wc -l' }), expect: `^exit_code: 0[\\s\\S]*/app\\nws=/app\\nbuilt ${nonce}\\n0` },
+        {
+          call: toolCall("run_shell", { command: 'pwd; echo "ws=$RUNNER_WORKSPACE"; cat /etc/built-marker; git status --short | wc -l' }),
+          expect: `^exit_code: 0[\\s\\S]*/app\\nws=/app\\nbuilt ${nonce}\\n0`,
+        },
         { call: toolCall("write_file", { path: "/app/notes.txt", content: "hello\n" }), expect: "notes.txt" },
         { call: toolCall("read_file", { path: "notes.txt" }), expect: "hello" },
         { call: toolCall("glob", { pattern: "*.txt" }), expect: "^notes.txt$" },
@@ -91,10 +94,14 @@ describe("task images, workdir and setup (real CLI, real Docker)", () => {
     const { task } = writeScriptedTask(directory.path, {
       script: turns(
         { call: toolCall("run_shell", { command: "cd /tmp && python -c 'import tinypkg; print(\"value\", tinypkg.VALUE)'" }), expect: "value 42" },
-        { call: toolCall("run_shell", { command: "python3 -m venv /tmp/venv && /tmp/venv/bin/python -c 'import sys; print(sys.prefix)'" }), expect: "^exit_code: 0[\\s\\S]*/tmp/venv" },
+        {
+          call: toolCall("run_shell", { command: "python3 -m venv /tmp/venv && /tmp/venv/bin/python -c 'import sys; print(sys.prefix)'" }),
+          expect: "^exit_code: 0[\\s\\S]*/tmp/venv",
+        },
       ),
       files: {
-        "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "tinypkg"\nversion = "0.1"\n',
+        "pyproject.toml":
+          '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n[project]\nname = "tinypkg"\nversion = "0.1"\n',
         "tinypkg/__init__.py": "VALUE = 42\n",
         ".gitignore": "*.egg-info/\nbuild/\n",
       },
@@ -177,7 +184,9 @@ describe("task images, workdir and setup (real CLI, real Docker)", () => {
     const { task, git } = writeScriptedTask(directory.path, {
       script: turns({ call: toolCall("run_shell", { command: plant }), expect: "answer 2" }),
       files: { "mod.py": "def answer():\n    return 1\n" },
-      task: { verify: { command: "python3 -c 'import mod, sys; print(\"verdict from\", mod.answer()); sys.exit(0 if mod.answer() == 2 else 1)'", timeout_sec: 60 } },
+      task: {
+        verify: { command: "python3 -c 'import mod, sys; print(\"verdict from\", mod.answer()); sys.exit(0 if mod.answer() == 2 else 1)'", timeout_sec: 60 },
+      },
     });
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
     const runDirectory = onlyRunDirectory(home.path)!;

@@ -17,7 +17,8 @@ describe("runner exec summary: left-out paths and protected paths", () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     cpSync(join(ROOT, "examples/fix-median/repo"), join(directory.path, "repo"), { recursive: true });
-    const git = (...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@localhost", ...args], { cwd: join(directory.path, "repo"), encoding: "utf8" });
+    const git = (...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@localhost", ...args], { cwd: join(directory.path, "repo"), encoding: "utf8" });
     git("init", "-q", "-b", "main");
     git("add", "-A");
     git("commit", "-q", "-m", "initial");
@@ -33,14 +34,25 @@ describe("runner exec summary: left-out paths and protected paths", () => {
         "max_steps: 10",
       ].join("\n"),
     );
-    const fix = { path: "stats.py", old_string: "    return ordered[middle]\n", new_string: "    if len(ordered) % 2 == 1:\n        return ordered[middle]\n    return (ordered[middle - 1] + ordered[middle]) / 2\n" };
+    const fix = {
+      path: "stats.py",
+      old_string: "    return ordered[middle]\n",
+      new_string: "    if len(ordered) % 2 == 1:\n        return ordered[middle]\n    return (ordered[middle - 1] + ordered[middle]) / 2\n",
+    };
     writeFileSync(
       join(directory.path, "script.yaml"),
       JSON.stringify({
         turns: [
           { tool_calls: [{ name: "edit_file", arguments: fix }] },
           // A test weakened, and a `.GIT` directory (a name computed at run time, past the policy's literal `.git` rule).
-          { tool_calls: [{ name: "run_shell", arguments: { command: "echo 'def test_nothing(): pass' > tests/test_stats.py; D=$(printf '.GI%s' T); mkdir $D && echo x > $D/config" } }] },
+          {
+            tool_calls: [
+              {
+                name: "run_shell",
+                arguments: { command: "echo 'def test_nothing(): pass' > tests/test_stats.py; D=$(printf '.GI%s' T); mkdir $D && echo x > $D/config" },
+              },
+            ],
+          },
           { content: "Fixed." },
         ],
       }),

@@ -16,7 +16,8 @@ export const SANDBOX_IMAGE = process.env.RUNNER_TEST_IMAGE ?? projectImage() ?? 
 function projectImage(): string | undefined {
   if (process.env.RUNNER_TEST_PROJECT !== "no-node") return undefined;
   const image = process.env.RUNNER_NO_NODE_IMAGE;
-  if (!image) throw new Error("the docker-no-node test project runs without RUNNER_NO_NODE_IMAGE: its global setup (tests/global-setup-no-node.ts) did not run");
+  if (!image)
+    throw new Error("the docker-no-node test project runs without RUNNER_NO_NODE_IMAGE: its global setup (tests/global-setup-no-node.ts) did not run");
   return image;
 }
 

@@ -118,10 +118,7 @@ async function logsOf(container: Docker.Container, stdout: boolean, stderr: bool
  * Creates the network and starts the servers (in parallel); resolves when every
  * server listens. On failure removes what it made. `id` goes into names and the label.
  */
-export async function createFakeInternet(
-  docker: Docker,
-  options: { id: string; image: string; servers: FakeServerSpec[] },
-): Promise<FakeInternet> {
+export async function createFakeInternet(docker: Docker, options: { id: string; image: string; servers: FakeServerSpec[] }): Promise<FakeInternet> {
   const networkName = `fake-internet-${options.id}`;
   const labels = { [FAKE_INTERNET_LABEL]: options.id };
   const network = await docker.createNetwork({ Name: networkName, Driver: "bridge", Internal: true, CheckDuplicate: true, Labels: labels });
@@ -130,7 +127,14 @@ export async function createFakeInternet(
 
   const remove = async () => {
     const containers = await docker.listContainers({ all: true, filters: { label: [`${FAKE_INTERNET_LABEL}=${options.id}`] } });
-    await Promise.all(containers.map((info) => docker.getContainer(info.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(
+      containers.map((info) =>
+        docker
+          .getContainer(info.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
     for (let attempt = 0; ; attempt += 1) {
       try {
         await network.remove();

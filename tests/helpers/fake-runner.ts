@@ -8,7 +8,11 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRunner, type Runner } from "../../src/runner/runner.js";
 import { cloudEventType, type RunEnvelope, type RunEventName } from "../../src/events/event-catalogue.js";
-import { HostDirectorySandboxProvider, type HostDirectoryExecHandler, type HostDirectorySandboxOptions } from "../../src/sandbox/fake/host-directory-sandbox.js";
+import {
+  HostDirectorySandboxProvider,
+  type HostDirectoryExecHandler,
+  type HostDirectorySandboxOptions,
+} from "../../src/sandbox/fake/host-directory-sandbox.js";
 import { temporaryDirectory } from "./git-repository.js";
 
 export { toolCall, writeScriptedTask } from "./runner-cli.js";
@@ -57,7 +61,11 @@ export function eventData(envelopes: RunEnvelope[], type: RunEventName): Record<
 }
 
 /** Resolves with the first event of `type` the run emits (replayed or live). */
-export async function firstEvent(events: AsyncIterable<RunEnvelope>, type: RunEventName, match: (data: Record<string, unknown>) => boolean = () => true): Promise<Record<string, unknown>> {
+export async function firstEvent(
+  events: AsyncIterable<RunEnvelope>,
+  type: RunEventName,
+  match: (data: Record<string, unknown>) => boolean = () => true,
+): Promise<Record<string, unknown>> {
   for await (const envelope of events) {
     if (isEvent(envelope, type) && match(envelope.data as Record<string, unknown>)) return envelope.data as Record<string, unknown>;
   }

@@ -13,8 +13,7 @@ export function createGitRepository(files: Record<string, string>, options: { pr
     mkdirSync(dirname(join(root, path)), { recursive: true });
     writeFileSync(join(root, path), content);
   }
-  const git = (...args: string[]) =>
-    execFileSync("git", ["-c", "user.name=test", "-c", "user.email=test@localhost", ...args], { cwd: root, encoding: "utf8" });
+  const git = (...args: string[]) => execFileSync("git", ["-c", "user.name=test", "-c", "user.email=test@localhost", ...args], { cwd: root, encoding: "utf8" });
   git("init", "-q", "-b", "main");
   git("add", "-A");
   git("commit", "-q", "--allow-empty", "-m", "initial");

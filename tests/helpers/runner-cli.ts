@@ -76,7 +76,10 @@ export async function waitFor<T>(
     const value = probe();
     if (value !== undefined && value !== null && value !== false) return value;
     const exited = options.process?.exited;
-    if (exited) throw new Error(`waiting for ${what}: the runner exited (code ${exited.code}, signal ${exited.signal})\nstdout:\n${exited.stdout}\nstderr:\n${exited.stderr}`);
+    if (exited)
+      throw new Error(
+        `waiting for ${what}: the runner exited (code ${exited.code}, signal ${exited.signal})\nstdout:\n${exited.stdout}\nstderr:\n${exited.stderr}`,
+      );
     if (Date.now() > deadline) {
       const output = options.process?.output();
       throw new Error(`timed out waiting for ${what}${output ? `\nstdout:\n${output.stdout}\nstderr:\n${output.stderr}` : ""}`);
@@ -198,8 +201,7 @@ export function writeScriptedTask(
     mkdirSync(dirname(join(repo, path)), { recursive: true });
     writeFileSync(join(repo, path), content);
   }
-  const git = (...args: string[]) =>
-    execFileSync("git", ["-c", "user.name=test", "-c", "user.email=test@localhost", ...args], { cwd: repo, encoding: "utf8" });
+  const git = (...args: string[]) => execFileSync("git", ["-c", "user.name=test", "-c", "user.email=test@localhost", ...args], { cwd: repo, encoding: "utf8" });
   git("init", "-q", "-b", "main");
   git("add", "-A");
   git("commit", "-q", "-m", "initial");
@@ -210,7 +212,11 @@ export function writeScriptedTask(
     instruction: "Do what the script says.",
     workspace: "./repo",
     model: { provider: "scripted", script: "./script.yaml" },
-    sandbox: { image: process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm", network: { allow: [] }, limits: { cpus: 1, memory: "512m", pids: 256 } },
+    sandbox: {
+      image: process.env.RUNNER_TEST_IMAGE ?? "agent-runner/sandbox:bookworm",
+      network: { allow: [] },
+      limits: { cpus: 1, memory: "512m", pids: 256 },
+    },
     max_steps: 20,
   };
   const task: Record<string, unknown> = { ...defaults };

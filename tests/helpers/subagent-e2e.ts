@@ -57,7 +57,15 @@ export function inspectGitStatus(repo: string, args: string[], options: { driver
 function inspectionArguments(args: string[], options: { drivers?: string[] }): string[] {
   const overrides = ["core.hooksPath=/dev/null/none", "core.fsmonitor=false"];
   for (const name of options.drivers ?? []) {
-    overrides.push(`filter.${name}.clean=`, `filter.${name}.smudge=`, `filter.${name}.process=`, `filter.${name}.required=false`, `diff.${name}.textconv=`, `diff.${name}.command=`, `merge.${name}.driver=`);
+    overrides.push(
+      `filter.${name}.clean=`,
+      `filter.${name}.smudge=`,
+      `filter.${name}.process=`,
+      `filter.${name}.required=false`,
+      `diff.${name}.textconv=`,
+      `diff.${name}.command=`,
+      `merge.${name}.driver=`,
+    );
   }
   return [...overrides.flatMap((entry) => ["-c", entry]), ...args];
 }
@@ -69,11 +77,9 @@ export function branches(repo: string, pattern: string): string[] {
 
 /** Containers (any state) labelled with this run id and agent id. */
 export function containersOfAgent(runId: string, agentId: string): string[] {
-  return execFileSync(
-    "docker",
-    ["ps", "-aq", "--filter", `label=dev.agent-runner.run-id=${runId}`, "--filter", `label=dev.agent-runner.agent-id=${agentId}`],
-    { encoding: "utf8" },
-  )
+  return execFileSync("docker", ["ps", "-aq", "--filter", `label=dev.agent-runner.run-id=${runId}`, "--filter", `label=dev.agent-runner.agent-id=${agentId}`], {
+    encoding: "utf8",
+  })
     .split("\n")
     .filter(Boolean);
 }
@@ -96,7 +102,9 @@ export async function removeRunContainers(runId: string): Promise<void> {
 
 /** Containers (any state) with exactly this name (`agent-runner-<run>-<agent>`). */
 export function containersNamed(name: string): string[] {
-  return execFileSync("docker", ["ps", "-aq", "--filter", `name=^/${name}$`], { encoding: "utf8" }).split("\n").filter(Boolean);
+  return execFileSync("docker", ["ps", "-aq", "--filter", `name=^/${name}$`], { encoding: "utf8" })
+    .split("\n")
+    .filter(Boolean);
 }
 
 /**
@@ -151,7 +159,9 @@ export function readReport(runDirectory: string): Report {
 
 /** The tool results the main agent got, in order (from session.json). */
 export function mainToolResults(runDirectory: string): string[] {
-  const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as { agents: Record<string, { messages: { role: string; content: string | null }[] }> };
+  const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as {
+    agents: Record<string, { messages: { role: string; content: string | null }[] }>;
+  };
   return session.agents.main!.messages.filter((message) => message.role === "tool").map((message) => String(message.content));
 }
 

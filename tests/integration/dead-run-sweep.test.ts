@@ -72,7 +72,14 @@ describe("sweepDeadRuns (real git)", () => {
       mkdirSync(directory, { recursive: true });
       expect((await openRunDisk(directory, 64 * 1024 * 1024)).enforcement).toBe("filesystem");
       const worktree = await createRunWorktree(repository.root, runId, runPaths(directory).worktree);
-      writeRunLock(directory, { run_id: runId, owner: `${hostname()}:${exited}:1`, repository: repository.root, worktree: worktree.path, git_directory: worktree.gitDirectory, branch: worktree.branch });
+      writeRunLock(directory, {
+        run_id: runId,
+        owner: `${hostname()}:${exited}:1`,
+        repository: repository.root,
+        worktree: worktree.path,
+        git_directory: worktree.gitDirectory,
+        branch: worktree.branch,
+      });
       writeFileSync(join(worktree.path, "unsaved.txt"), `work of ${runId}\n`);
       execFileSync("umount", [runPaths(directory).disk]);
     }

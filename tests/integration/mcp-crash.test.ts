@@ -30,7 +30,10 @@ describe("an MCP server process inside the sandbox (network none)", () => {
     expect(Date.now() - started).toBeLessThan(5000);
     expect(await call("mcp__everything__echo", { message: "after" })).toMatchObject({ isError: true, content: expect.stringMatching(expected) });
     expect(events.filter((event) => event.type === "mcp_server.exited")).toEqual([
-      { type: "mcp_server.exited", data: { server: "everything", transport: "sandbox", exit_code: 137, signal: "SIGKILL", detail: null, stderr_tail: expect.any(String) } },
+      {
+        type: "mcp_server.exited",
+        data: { server: "everything", transport: "sandbox", exit_code: 137, signal: "SIGKILL", detail: null, stderr_tail: expect.any(String) },
+      },
     ]);
     expect(mcp.status()[0]).toMatchObject({ state: "exited", exit: { exitCode: 137, signal: "SIGKILL" } });
     // The sandbox itself is fine.
@@ -54,7 +57,11 @@ describe("an MCP server process inside the sandbox (network none)", () => {
     await requireDocker();
     await using workspace = createSandboxWorkspace();
     await using sandbox = await createTestSandbox(workspace.path);
-    const child = await sandbox.spawn({ command: "bash", args: ["-c", 'id -u; pwd; echo "$GREETING"; read line; echo "got $line"; echo oops >&2; exit 3'], env: { GREETING: "hello" } });
+    const child = await sandbox.spawn({
+      command: "bash",
+      args: ["-c", 'id -u; pwd; echo "$GREETING"; read line; echo "got $line"; echo oops >&2; exit 3'],
+      env: { GREETING: "hello" },
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));

@@ -50,7 +50,13 @@ describe("MCP servers from npm in the sandbox (network none)", () => {
       ["everything", "connected", "sandbox"],
     ]);
     expect(mcp.tools.map((tool) => tool.name)).toEqual(
-      expect.arrayContaining(["mcp__files__read_text_file", "mcp__files__list_directory", "mcp__everything__echo", "mcp__everything__get-sum", "mcp__everything__get-tiny-image"]),
+      expect.arrayContaining([
+        "mcp__files__read_text_file",
+        "mcp__files__list_directory",
+        "mcp__everything__echo",
+        "mcp__everything__get-sum",
+        "mcp__everything__get-tiny-image",
+      ]),
     );
     expect(mcp.tools.find((tool) => tool.name === "mcp__files__read_text_file")).toMatchObject({ readOnly: true });
     expect(mcp.tools.find((tool) => tool.name === "mcp__files__write_file")).toMatchObject({ readOnly: false });
@@ -138,7 +144,10 @@ describe("MCP call timeout against server-everything", () => {
     const started = Date.now();
     const result = await slow.execute({ duration: 20, steps: 4 }, context);
     expect(Date.now() - started).toBeLessThan(5000);
-    expect(result).toMatchObject({ isError: true, content: 'Error: MCP tool "trigger-long-running-operation" of server everything did not answer within 1500 ms; the call was cancelled' });
+    expect(result).toMatchObject({
+      isError: true,
+      content: 'Error: MCP tool "trigger-long-running-operation" of server everything did not answer within 1500 ms; the call was cancelled',
+    });
     const echo = mcp.tools.find((tool) => tool.name === "mcp__everything__echo")!;
     expect((await echo.execute({ message: "still here" }, context)).content).toBe("Echo: still here");
   });

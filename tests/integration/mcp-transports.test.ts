@@ -54,7 +54,23 @@ describe("MCP transports besides the sandbox", () => {
     const servers = mcpServersSchema.parse({
       hosted: {
         command: "docker",
-        args: ["run", "-i", "--rm", "--name", name, "--network", "none", "--user", "1000:1000", "--cap-drop", "ALL", SANDBOX_IMAGE, "timeout", "300", "mcp-server-everything"],
+        args: [
+          "run",
+          "-i",
+          "--rm",
+          "--name",
+          name,
+          "--network",
+          "none",
+          "--user",
+          "1000:1000",
+          "--cap-drop",
+          "ALL",
+          SANDBOX_IMAGE,
+          "timeout",
+          "300",
+          "mcp-server-everything",
+        ],
         env: process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {},
         trusted: true,
         timeout_ms: 30_000,
@@ -70,7 +86,10 @@ describe("MCP transports besides the sandbox", () => {
       const after = await call(mcp, "mcp__hosted__echo", { message: "gone" });
       expect(after.content).toMatch(/^Error: MCP server hosted is not running \(exit unknown: the host process ended/);
     } finally {
-      await docker.getContainer(name).remove({ force: true }).catch(() => undefined);
+      await docker
+        .getContainer(name)
+        .remove({ force: true })
+        .catch(() => undefined);
     }
   });
 });

@@ -349,7 +349,12 @@ async function openSandbox(allow: string[]): Promise<NetSandbox> {
       const started = Date.now();
       const result = await sh(`curl -sS -m 5 -w '\\n%{http_code}' ${args}`);
       const cut = result.stdout.lastIndexOf("\n");
-      return { status: Number(result.stdout.slice(cut + 1)) || 0, body: result.stdout.slice(0, Math.max(cut, 0)).trim(), stderr: result.stderr, ms: Date.now() - started };
+      return {
+        status: Number(result.stdout.slice(cut + 1)) || 0,
+        body: result.stdout.slice(0, Math.max(cut, 0)).trim(),
+        stderr: result.stderr,
+        ms: Date.now() - started,
+      };
     },
     async event(match) {
       const matches = (event: NetworkEvent) => Object.entries(match).every(([key, value]) => event[key as keyof NetworkEvent] === value);
@@ -468,10 +473,26 @@ afterAll(async () => {
   await internet?.remove();
   await workspace?.[Symbol.asyncDispose]();
   if (docker) {
-    const containers = (await docker.listContainers({ all: true, filters: { label: [LABEL_RUN_ID] } })).filter((info) => info.Labels[LABEL_RUN_ID]!.startsWith(RUN_PREFIX));
+    const containers = (await docker.listContainers({ all: true, filters: { label: [LABEL_RUN_ID] } })).filter((info) =>
+      info.Labels[LABEL_RUN_ID]!.startsWith(RUN_PREFIX),
+    );
     const networks = (await docker.listNetworks({ filters: { label: [LABEL_RUN_ID] } })).filter((info) => info.Labels?.[LABEL_RUN_ID]?.startsWith(RUN_PREFIX));
-    await Promise.all(containers.map((info) => docker.getContainer(info.Id).remove({ force: true }).catch(() => undefined)));
-    await Promise.all(networks.map((info) => docker.getNetwork(info.Id).remove().catch(() => undefined)));
+    await Promise.all(
+      containers.map((info) =>
+        docker
+          .getContainer(info.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
+    await Promise.all(
+      networks.map((info) =>
+        docker
+          .getNetwork(info.Id)
+          .remove()
+          .catch(() => undefined),
+      ),
+    );
     expect({ containers: containers.map((info) => info.Names), networks: networks.map((info) => info.Name) }).toEqual({ containers: [], networks: [] });
   }
 });
@@ -507,7 +528,12 @@ describe("absolute-form requests", () => {
     const outcome = cases.map(([target, expected], index) => {
       const answer = answers[index]!;
       const status = statusOf(answer);
-      const seen = status === 403 || status === 400 ? "refused" : /hello-from-allowed\.test|Error code: 404/.test(answer) && status !== 0 ? "allowed.test" : `?? ${answer.slice(0, 80)}`;
+      const seen =
+        status === 403 || status === 400
+          ? "refused"
+          : /hello-from-allowed\.test|Error code: 404/.test(answer) && status !== 0
+            ? "allowed.test"
+            : `?? ${answer.slice(0, 80)}`;
       return [target, expected.split(" or ").includes(seen) ? expected : seen];
     });
     expect(outcome).toEqual(cases);
@@ -561,9 +587,13 @@ describe("absolute-form requests", () => {
     const names = Object.keys(variants);
     const answers = await main.raw(names.map((name) => variants[name]!));
     const reachedEcho = await echoLog();
-    const result = Object.fromEntries(names.map((name, index) => [name, { status: statusOf(answers[index]!), forwarded: reachedEcho.includes(`${token}-${name} `) }]));
+    const result = Object.fromEntries(
+      names.map((name, index) => [name, { status: statusOf(answers[index]!), forwarded: reachedEcho.includes(`${token}-${name} `) }]),
+    );
     // Ambiguous framing must be refused before anything is forwarded.
-    expect(result).toEqual(Object.fromEntries(names.map((name) => [name, { status: expect.toSatisfy((status: number) => status >= 400 && status < 500), forwarded: false }])));
+    expect(result).toEqual(
+      Object.fromEntries(names.map((name) => [name, { status: expect.toSatisfy((status: number) => status >= 400 && status < 500), forwarded: false }])),
+    );
     // Whatever was forwarded carried unambiguous framing.
     expect(reachedEcho.split("\n").filter((line) => line.includes(token) && /content-length/i.test(line) && /transfer-encoding/i.test(line))).toEqual([]);
     await expectNoEscape(main, token);
@@ -609,8 +639,13 @@ describe("absolute-form requests", () => {
     // (Each on its own: the requests travel in an environment variable, at most 128 KiB.)
     const answers = [
       ...(await main.raw([`GET http://allowed.test/${token} HTTP/1.1\r\nHost: allowed.test\r\nX-Big: ${"a".repeat(80_000)}\r\nConnection: close\r\n\r\n`])),
-      ...(await main.raw([`GET http://allowed.test/${token}${"b".repeat(40_000)} HTTP/1.1\r\nConnection: close\r\n\r\n`, `CONNECT ${"c".repeat(20_000)}.allowed.test:443 HTTP/1.1\r\n\r\n`])),
-      ...(await main.raw([`GET http://allowed.test/${token}-many HTTP/1.1\r\n${Array.from({ length: 3000 }, (_, index) => `X-${index}: y\r\n`).join("")}Connection: close\r\n\r\n`])),
+      ...(await main.raw([
+        `GET http://allowed.test/${token}${"b".repeat(40_000)} HTTP/1.1\r\nConnection: close\r\n\r\n`,
+        `CONNECT ${"c".repeat(20_000)}.allowed.test:443 HTTP/1.1\r\n\r\n`,
+      ])),
+      ...(await main.raw([
+        `GET http://allowed.test/${token}-many HTTP/1.1\r\n${Array.from({ length: 3000 }, (_, index) => `X-${index}: y\r\n`).join("")}Connection: close\r\n\r\n`,
+      ])),
     ];
     expect(answers.slice(0, 3).map((answer) => Math.floor(statusOf(answer) / 100))).toEqual([4, 4, 4]);
     expect(statusOf(answers[3]!)).toBeGreaterThan(0); // many headers: served or refused, but answered
@@ -684,7 +719,12 @@ describe("CONNECT", () => {
     const proxy = require("../../src/sandbox/docker/egress-proxy/egress-proxy.cjs") as {
       parseAuthority(authority: string): { host: string; port: number } | null;
       buildConfig(raw: unknown): unknown;
-      decide(host: string, port: number, config: unknown, lookup: (host: string) => Promise<{ address: string; family: number }[]>): Promise<{ address?: string; reason?: string }>;
+      decide(
+        host: string,
+        port: number,
+        config: unknown,
+        lookup: (host: string) => Promise<{ address: string; family: number }[]>,
+      ): Promise<{ address?: string; reason?: string }>;
     };
     const config = proxy.buildConfig({ rules: [{ name: "allowed.test", wildcard: false }], allow_cidrs: [] });
     const lookedUp: string[] = [];
@@ -700,7 +740,10 @@ describe("CONNECT", () => {
   it("a TLS ClientHello naming another host inside a tunnel to an allowed host is refused before a byte goes upstream; a matching one passes unchanged", async () => {
     // In 100-byte records, and in segments cut inside the record header, the handshake header and the extensions.
     const flight = async (target: string, sni: string, token: string) =>
-      JSON.parse(await main.py(TLS_FIRST_FLIGHT, { TARGET: target, SNI: sni, TOKEN: token, RECORD: "100", CUTS: "2,7,150,230" })) as { hello: string; answer: string };
+      JSON.parse(await main.py(TLS_FIRST_FLIGHT, { TARGET: target, SNI: sni, TOKEN: token, RECORD: "100", CUTS: "2,7,150,230" })) as {
+        hello: string;
+        answer: string;
+      };
     const established = "HTTP/1.1 200 Connection Established\r\n\r\n";
     const before = main.events.length;
 
@@ -720,7 +763,10 @@ describe("CONNECT", () => {
 
     await main.settle();
     const fresh = main.events.slice(before).filter((event) => !event.host.startsWith("settle"));
-    expect(fresh.map((event) => `${event.decision} ${event.method} ${event.host}:${event.port}`)).toEqual(["denied CONNECT echo.test:443", "allowed CONNECT echo.test:443"]);
+    expect(fresh.map((event) => `${event.decision} ${event.method} ${event.host}:${event.port}`)).toEqual([
+      "denied CONNECT echo.test:443",
+      "allowed CONNECT echo.test:443",
+    ]);
     const log = await echoLog();
     expect(log).toContain(matching);
     expect(log).not.toContain(fronted);
@@ -799,7 +845,11 @@ describe("robustness", () => {
     const ns = await openSandbox(["allowed.test", "echo.test"]);
     const urls = Array.from({ length: 200 }, (_, index) => `-o /dev/null http://echo.test/?c=${index}`).join(" ");
     const started = Date.now();
-    const result = await ns.sh(`curl -sS --no-progress-meter -m 30 -Z --parallel-max 200 --parallel-immediate -w '%{http_code} %{errormsg}\\n' ${urls}`, undefined, 60_000);
+    const result = await ns.sh(
+      `curl -sS --no-progress-meter -m 30 -Z --parallel-max 200 --parallel-immediate -w '%{http_code} %{errormsg}\\n' ${urls}`,
+      undefined,
+      60_000,
+    );
     const codes = result.stdout.trim().split("\n");
     const tally: Record<string, number> = {};
     for (const code of codes.map((line) => line.trim())) tally[code] = (tally[code] ?? 0) + 1;
@@ -816,7 +866,9 @@ describe("network isolation", () => {
   it("the proxy listens on its task address and port 3128 only; its egress address is out of the sandbox's reach", async () => {
     const proxy = await main.proxy();
     const scan = await main.py(PORT_SCAN, { HOST: proxy.taskIp, PORTS: "1,22,53,80,443,3127,3129,8080,9229" });
-    expect(scan).toBe("1=ECONNREFUSED 22=ECONNREFUSED 53=ECONNREFUSED 80=ECONNREFUSED 443=ECONNREFUSED 3127=ECONNREFUSED 3129=ECONNREFUSED 8080=ECONNREFUSED 9229=ECONNREFUSED udp53=none");
+    expect(scan).toBe(
+      "1=ECONNREFUSED 22=ECONNREFUSED 53=ECONNREFUSED 80=ECONNREFUSED 443=ECONNREFUSED 3127=ECONNREFUSED 3129=ECONNREFUSED 8080=ECONNREFUSED 9229=ECONNREFUSED udp53=none",
+    );
     // Its address on the egress network (the fake internet): no route from the sandbox, failing fast.
     const direct = await main.sh(`curl -sS -m 5 --noproxy '*' -o /dev/null -w '%{http_code}' http://${proxy.egressIp}:3128/; echo " rc=$?"`);
     expect(direct.stdout.trim()).toBe("000 rc=7");
@@ -828,7 +880,10 @@ describe("network isolation", () => {
     const sandboxIp = await main.containerIp();
     const tries = await other.sh(
       [proxy.taskIp, proxy.egressIp, sandboxIp]
-        .map((address, index) => `curl -sS -m 5 --noproxy '*' -o /dev/null http://${address}:${index === 2 ? 80 : 3128}/ 2>/tmp/e${index}; echo "$? $(cat /tmp/e${index})"`)
+        .map(
+          (address, index) =>
+            `curl -sS -m 5 --noproxy '*' -o /dev/null http://${address}:${index === 2 ? 80 : 3128}/ 2>/tmp/e${index}; echo "$? $(cat /tmp/e${index})"`,
+        )
         .join("; "),
     );
     const lines = tries.stdout.trim().split("\n");
@@ -881,7 +936,11 @@ except OSError as e: print(type(e).__name__)"`,
     // 2. The sandbox source-routes a TCP connection to allowed.test's address via the proxy (IP_OPTIONS needs no capability).
     const routed = await main.py(SOURCE_ROUTE, { HOP: proxy.taskIp, DST: internet.server("allowed.test").ip, TOKEN: token });
     const ipForward = (await dockerExec(proxy.id, "cat /proc/sys/net/ipv4/ip_forward")).trim();
-    expect({ injected: received, sourceRouted: routed.startsWith("connected"), proxyIpForward: ipForward }).toEqual({ injected: "", sourceRouted: false, proxyIpForward: "0" });
+    expect({ injected: received, sourceRouted: routed.startsWith("connected"), proxyIpForward: ipForward }).toEqual({
+      injected: "",
+      sourceRouted: false,
+      proxyIpForward: "0",
+    });
     expect(await internet.server("allowed.test").log()).not.toContain(token);
   });
 
@@ -899,7 +958,7 @@ except OSError as e: print(type(e).__name__)"`,
     }).toEqual({ user: "65534:65534", capDrop: ["ALL"], capAdd: [], privileged: false, readOnly: true, securityOpt: ["no-new-privileges"], mounts: [] });
     const status = await dockerExec(
       proxy.id,
-      "for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = \"$$\" ] && continue; awk '/^(Name|Uid|Gid|CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs):/ {printf \"%s \", $0} END {print \"\"}' $p/status 2>/dev/null; done; " +
+      'for p in /proc/[0-9]*; do [ "${p#/proc/}" = "$$" ] && continue; awk \'/^(Name|Uid|Gid|CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs):/ {printf "%s ", $0} END {print ""}\' $p/status 2>/dev/null; done; ' +
         "touch /probe 2>&1 | head -1; touch /tmp/probe 2>&1 | head -1",
     );
     const processes = status.split("\n").filter((line) => /Name:/.test(line));
@@ -924,7 +983,15 @@ describe("a killed proxy", () => {
     await expectProxyServes(ns);
     const proxy = await ns.proxy();
     await docker.getContainer(proxy.id).kill();
-    await waitFor("proxy gone", 10_000, async () => !(await ns.proxy().then((state) => state.running).catch(() => false)));
+    await waitFor(
+      "proxy gone",
+      10_000,
+      async () =>
+        !(await ns
+          .proxy()
+          .then((state) => state.running)
+          .catch(() => false)),
+    );
     await waitFor("the runner told of the proxy's exit", 10_000, async () => ns.proxyExits.length > 0);
     const eventsBefore = ns.events.length;
     let execError = "";

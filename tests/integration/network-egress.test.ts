@@ -65,11 +65,23 @@ afterAll(async () => {
     const containers = (await docker.listContainers({ all: true, filters: { label: [LABEL_RUN_ID] } })).filter((info) =>
       info.Labels[LABEL_RUN_ID]!.startsWith(RUN_PREFIX),
     );
-    const networks = (await docker.listNetworks({ filters: { label: [LABEL_RUN_ID] } })).filter((info) =>
-      info.Labels?.[LABEL_RUN_ID]?.startsWith(RUN_PREFIX),
+    const networks = (await docker.listNetworks({ filters: { label: [LABEL_RUN_ID] } })).filter((info) => info.Labels?.[LABEL_RUN_ID]?.startsWith(RUN_PREFIX));
+    await Promise.all(
+      containers.map((info) =>
+        docker
+          .getContainer(info.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
     );
-    await Promise.all(containers.map((info) => docker.getContainer(info.Id).remove({ force: true }).catch(() => undefined)));
-    await Promise.all(networks.map((info) => docker.getNetwork(info.Id).remove().catch(() => undefined)));
+    await Promise.all(
+      networks.map((info) =>
+        docker
+          .getNetwork(info.Id)
+          .remove()
+          .catch(() => undefined),
+      ),
+    );
     expect({ containers: containers.map((info) => info.Names), networks: networks.map((info) => info.Name) }).toEqual({ containers: [], networks: [] });
   }
 });
@@ -132,8 +144,18 @@ async function openSandbox(allow: string[], options: { cidrs?: string[] } = {}):
       const result = await sh(`curl -sS -m 5 -w '\\n%{http_code} %{http_connect}' ${args}`);
       const ms = Date.now() - started;
       const cut = result.stdout.lastIndexOf("\n");
-      const [status, connectStatus] = result.stdout.slice(cut + 1).split(" ").map(Number);
-      return { exitCode: result.exitCode, status: status ?? 0, connectStatus: connectStatus ?? 0, body: result.stdout.slice(0, Math.max(cut, 0)).replace(/\n$/, ""), stderr: result.stderr, ms };
+      const [status, connectStatus] = result.stdout
+        .slice(cut + 1)
+        .split(" ")
+        .map(Number);
+      return {
+        exitCode: result.exitCode,
+        status: status ?? 0,
+        connectStatus: connectStatus ?? 0,
+        body: result.stdout.slice(0, Math.max(cut, 0)).replace(/\n$/, ""),
+        stderr: result.stderr,
+        ms,
+      };
     },
     async raw(request) {
       const result = await sh('P=${HTTP_PROXY#http://}; exec 3<>"/dev/tcp/${P%:*}/${P##*:}" || exit 97; printf "%b" "$REQUEST" >&3; timeout 5 cat <&3', {
@@ -158,7 +180,12 @@ async function openSandbox(allow: string[], options: { cidrs?: string[] } = {}):
       if (!info) throw new Error(`no proxy container for run ${runId}`);
       const inspected = await docker.getContainer(info.Id).inspect();
       const networks = inspected.NetworkSettings.Networks;
-      return { id: info.Id, taskIp: networks[taskNetworkName]?.IPAddress ?? "", egressIp: networks[internet.network]?.IPAddress ?? "", running: inspected.State.Running };
+      return {
+        id: info.Id,
+        taskIp: networks[taskNetworkName]?.IPAddress ?? "",
+        egressIp: networks[internet.network]?.IPAddress ?? "",
+        running: inspected.State.Running,
+      };
     },
     async network() {
       const [info] = await docker.listNetworks({ filters: { label: [`${LABEL_RUN_ID}=${runId}`] } });
@@ -268,7 +295,9 @@ describe("a host not on the list", () => {
         join(directory, "script.yaml"),
         JSON.stringify({
           turns: [
-            shellTurn("curl -sS -m 5 http://allowed.test/; curl -sS -m 5 http://denied.test/; curl -sS -m 5 http://denied.test/again; curl -sS -m 5 -p http://denied.test:443/; true"),
+            shellTurn(
+              "curl -sS -m 5 http://allowed.test/; curl -sS -m 5 http://denied.test/; curl -sS -m 5 http://denied.test/again; curl -sS -m 5 -p http://denied.test:443/; true",
+            ),
             { content: "Done." },
           ],
         }),
@@ -543,7 +572,11 @@ describe("bypassing the proxy", () => {
     expect(refused.stdout).toBe("");
     const after = await ns.curl("http://allowed.test/");
     const proxy = await ns.proxy().catch(() => ({ running: false }));
-    expect({ status: after.status, body: after.body, proxyRunning: proxy.running }).toEqual({ status: 200, body: "hello-from-allowed.test", proxyRunning: true });
+    expect({ status: after.status, body: after.body, proxyRunning: proxy.running }).toEqual({
+      status: 200,
+      body: "hello-from-allowed.test",
+      proxyRunning: true,
+    });
   });
 });
 
@@ -567,7 +600,11 @@ describe("two concurrent tasks", () => {
     expect(bDenied.status).toBe(403);
     expect(bDenied.body).toContain("This task may reach only: denied.test");
     await Promise.all([a.settle(), b.settle()]);
-    const summary = (ns: NetSandbox) => ns.events.filter((event) => !event.host.startsWith("settle")).map((event) => `${event.decision} ${event.host}`).sort();
+    const summary = (ns: NetSandbox) =>
+      ns.events
+        .filter((event) => !event.host.startsWith("settle"))
+        .map((event) => `${event.decision} ${event.host}`)
+        .sort();
     expect(summary(a)).toEqual(["allowed allowed.test", "denied denied.test"]);
     expect(summary(b)).toEqual(["allowed denied.test", "denied allowed.test"]);
 

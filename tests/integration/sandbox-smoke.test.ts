@@ -28,7 +28,9 @@ describe("DockerSandbox", () => {
     const before = await ticks();
     // Docker answers a pause right after an unpause with 409/500 at times; freeze must ride over it.
     for (let round = 0; round < 60; round += 1) await sandbox.freeze(async () => undefined);
-    const pausedDuring = await sandbox.freeze(async () => execFileSync("docker", ["inspect", "-f", "{{.State.Paused}}", sandbox.id], { encoding: "utf8" }).trim());
+    const pausedDuring = await sandbox.freeze(async () =>
+      execFileSync("docker", ["inspect", "-f", "{{.State.Paused}}", sandbox.id], { encoding: "utf8" }).trim(),
+    );
     expect(pausedDuring).toBe("true");
     await expect.poll(ticks).toBeGreaterThan(before);
     expect((await sandbox.exec({ command: "echo alive" })).stdout).toBe("alive\n");

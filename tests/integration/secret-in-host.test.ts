@@ -42,8 +42,17 @@ const runIds: string[] = [];
 afterAll(async () => {
   await internet?.remove();
   if (docker) {
-    const containers = (await docker.listContainers({ all: true, filters: { label: [LABEL_RUN_ID] } })).filter((info) => runIds.includes(info.Labels[LABEL_RUN_ID]!));
-    await Promise.all(containers.map((info) => docker.getContainer(info.Id).remove({ force: true }).catch(() => undefined)));
+    const containers = (await docker.listContainers({ all: true, filters: { label: [LABEL_RUN_ID] } })).filter((info) =>
+      runIds.includes(info.Labels[LABEL_RUN_ID]!),
+    );
+    await Promise.all(
+      containers.map((info) =>
+        docker
+          .getContainer(info.Id)
+          .remove({ force: true })
+          .catch(() => undefined),
+      ),
+    );
     expect(containers.map((info) => info.Names)).toEqual([]);
   }
 });

@@ -177,7 +177,8 @@ describe("sandbox.limits.disk, monitor enforcement: what is measured", () => {
     try {
       const before = await sandbox.measureDisk();
       const wrote = await sandbox.exec({
-        command: "truncate -s 1T /workspace/sparse && head -c 3M /dev/urandom > /workspace/real && head -c 2M /dev/urandom > /tmp/real && head -c 1M /dev/urandom > /var/tmp/real",
+        command:
+          "truncate -s 1T /workspace/sparse && head -c 3M /dev/urandom > /workspace/real && head -c 2M /dev/urandom > /tmp/real && head -c 1M /dev/urandom > /var/tmp/real",
       });
       expect(wrote.exitCode, wrote.stderr).toBe(0);
       const after = await sandbox.measureDisk();

@@ -96,7 +96,10 @@ export async function runScriptedTask(options: ScriptedRunOptions): Promise<Scri
   const runnerHome = mkdtempSync(join(tmpdir(), "agent-runner-sec-home-"));
   const scriptPath = join(taskDirectory, "script.yaml");
   // JSON is YAML: no quoting surprises in shell commands.
-  writeFileSync(scriptPath, JSON.stringify({ turns: [...options.turns, { content: "Done." }], ...(options.subagents ? { subagents: options.subagents } : {}) }, null, 2));
+  writeFileSync(
+    scriptPath,
+    JSON.stringify({ turns: [...options.turns, { content: "Done." }], ...(options.subagents ? { subagents: options.subagents } : {}) }, null, 2),
+  );
   const task = validateTask(
     {
       name: "security-probe",

@@ -187,7 +187,10 @@ describe("host git never reads a worktree while an agent's process can still run
       "        os.rename(name + '.real', name)",
     ].join("\n");
     return [
-      shellTurn(`${hidden(body)} </dev/null >/dev/null 2>&1; for i in $(seq 200); do [ -e /tmp/swapper-ready ] && break; sleep 0.05; done; echo swapper-started`, 20_000),
+      shellTurn(
+        `${hidden(body)} </dev/null >/dev/null 2>&1; for i in $(seq 200); do [ -e /tmp/swapper-ready ] && break; sleep 0.05; done; echo swapper-started`,
+        20_000,
+      ),
       shellTurn("ps -eo args | grep -c '[o]s.symlink'"),
     ];
   }

@@ -89,7 +89,7 @@ function plantScript(markers: string): string {
     'git config -f evilgit/config filter.evil.clean "touch $M/PWNED-gitfile-filter; cat"',
     'git config -f evilgit/config diff.external "touch $M/PWNED-gitfile-external-diff; true"',
     "for h in pre-commit post-commit reference-transaction post-checkout post-index-change; do " +
-      "printf '#!/bin/sh\\ntouch %s/PWNED-gitfile-hook-%s\\n' \"$M\" \"$h\" > evilgit/hooks/$h; chmod +x evilgit/hooks/$h; done",
+      'printf \'#!/bin/sh\\ntouch %s/PWNED-gitfile-hook-%s\\n\' "$M" "$h" > evilgit/hooks/$h; chmod +x evilgit/hooks/$h; done',
     // The policy refuses a literal write to .git; a path computed at run time gets past it, as a hostile
     // agent's would. The container's /workspace/.git is the runner's own read-only file, so the redirect
     // is refused there too (host-side git would ignore it anyway: explicit --git-dir).
@@ -109,7 +109,9 @@ function checkoutSnapshot(root: string) {
   return {
     head: inspectGit(root, ["rev-parse", "HEAD"]).trim(),
     branch: inspectGit(root, ["symbolic-ref", "HEAD"]).trim(),
-    indexSha256: createHash("sha256").update(readFileSync(join(root, ".git", "index"))).digest("hex"),
+    indexSha256: createHash("sha256")
+      .update(readFileSync(join(root, ".git", "index")))
+      .digest("hex"),
     stagedEntries: inspectGit(root, ["ls-files", "--stage"]),
     files: Object.fromEntries(tracked.map((path) => [path, readFileSync(join(root, path), "utf8")])),
     topLevel: readdirSync(root).sort(),
@@ -121,7 +123,11 @@ function checkoutSnapshot(root: string) {
 }
 
 function markersIn(directory: string): string[] {
-  return existsSync(directory) ? readdirSync(directory).filter((name) => name.startsWith("PWNED")).sort() : [];
+  return existsSync(directory)
+    ? readdirSync(directory)
+        .filter((name) => name.startsWith("PWNED"))
+        .sort()
+    : [];
 }
 
 describe("security invariant 3: a hostile worktree runs nothing on the host", () => {
@@ -179,9 +185,7 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
     );
     expect(cleanedBlob).toBe("CLEANED\n");
     expect(redirected.stdout.trim()).toBe(GIT_DIR);
-    expect(markersIn(envMarkers)).toEqual(
-      expect.arrayContaining(["PWNED-env-hook-reference-transaction", "PWNED-env-external-diff", "PWNED-trace"]),
-    );
+    expect(markersIn(envMarkers)).toEqual(expect.arrayContaining(["PWNED-env-hook-reference-transaction", "PWNED-env-external-diff", "PWNED-trace"]));
   });
 
   describe("a run whose agent plants a hostile worktree", () => {
@@ -287,7 +291,7 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
       'print("watching", flush=True)',
       "os.read(fd, 4096)",
       'os.rename("/workspace/z", "/workspace/z.real")',
-      "os.symlink(sys.argv[1], \"/workspace/z\")",
+      'os.symlink(sys.argv[1], "/workspace/z")',
       'print("swapped", flush=True)',
     ].join("\n");
     const run = await runScriptedTask({

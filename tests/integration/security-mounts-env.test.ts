@@ -98,19 +98,21 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
         },
         turns: [
           /* 0 */ shellTurn("cat /proc/self/mountinfo"),
-          /* 1 */ shellTurn("echo '--- self'; tr '\\0' '\\n' < /proc/$$/environ; echo '--- init'; cat /proc/1/environ >/dev/null 2>&1; echo \"init-environ-rc=$?\""),
+          /* 1 */ shellTurn(
+            "echo '--- self'; tr '\\0' '\\n' < /proc/$$/environ; echo '--- init'; cat /proc/1/environ >/dev/null 2>&1; echo \"init-environ-rc=$?\"",
+          ),
           /* 2 */ shellTurn(
             "for p in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock /var/run/docker /run/docker; do " +
-              "if [ -e \"$p\" ]; then echo \"present $p\"; fi; done; " +
+              'if [ -e "$p" ]; then echo "present $p"; fi; done; ' +
               "find / \\( -path /proc -o -path /sys \\) -prune -o -type s -print 2>/dev/null; echo end",
           ),
           /* 3 */ writeTurn("app.txt", "changed\n"),
           /* 4 */ shellTurn(
-            "git status --porcelain; echo \"status-rc=$?\"; git diff; echo \"diff-rc=$?\"; git log --format=%s; echo \"log-rc=$?\"; git rev-parse --git-common-dir",
+            'git status --porcelain; echo "status-rc=$?"; git diff; echo "diff-rc=$?"; git log --format=%s; echo "log-rc=$?"; git rev-parse --git-common-dir',
           ),
           /* 5 */ shellTurn(
             // The needles are assembled at run time so the command text itself never matches.
-            'A=tok3; B=n; C=SECRET; D=TOKEN; COMMON=$(git rev-parse --git-common-dir); ' +
+            "A=tok3; B=n; C=SECRET; D=TOKEN; COMMON=$(git rev-parse --git-common-dir); " +
               'echo "--- config list"; git config --list --show-origin; ' +
               'echo "--- get"; git config --get remote.origin.url; echo "get-rc=$?"; ' +
               'echo "--- cat"; cat "$COMMON/config"; ' +
@@ -155,7 +157,9 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     );
     const ours = hostMounts.filter((mount) => !dockerOwn.includes(mount));
     const summary = ours.map((mount) => `${mount.mountPoint} ${mount.options.includes("ro") ? "ro" : "rw"}`).sort();
-    const gitEntries = ["HEAD", "objects", "refs", "info", "config", "worktrees/workspace", "worktrees/workspace/gitdir"].map((entry) => `${CONTAINER_GIT}/${entry} ro`);
+    const gitEntries = ["HEAD", "objects", "refs", "info", "config", "worktrees/workspace", "worktrees/workspace/gitdir"].map(
+      (entry) => `${CONTAINER_GIT}/${entry} ro`,
+    );
     // The writable places outside /workspace are the run's own (sandbox.limits.disk); the image itself is read-only.
     const scratch = ["/tmp rw", "/var/tmp rw", "/run/lock rw"];
     // The sandbox helper, read-only, from a copy in the runner's private temporary directory (docs/sandbox-helper.md).
@@ -325,4 +329,3 @@ describe("security invariant 1: credentials kept elsewhere in the git dir stay h
     expect(stderr).toBe("(empty)");
   });
 });
-

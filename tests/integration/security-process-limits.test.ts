@@ -70,7 +70,7 @@ describe("security invariant 4: unprivileged, capability-free, limited, and time
         shellTurn("(env -i setsid sleep 1001 </dev/null >/dev/null 2>&1 &); sleep 1000", 2000),
         /* 4 */ shellTurn("ps -eo pid,args"),
         /* 5: more memory than the limit */
-        shellTurn("python3 -c 'b = bytearray(400 * 1024 * 1024); print(\"allocated\")'; echo \"python.rc=$?\""),
+        shellTurn('python3 -c \'b = bytearray(400 * 1024 * 1024); print("allocated")\'; echo "python.rc=$?"'),
         /* 6 */ shellTurn("echo alive-after-oom"),
         /* 7: a fork bomb-ish loop; bash keeps retrying failed forks, so the timeout ends it */
         shellTurn("for i in $(seq 1 1000); do sleep 30 & done; echo forked-all; wait", 5000),

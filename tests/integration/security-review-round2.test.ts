@@ -113,7 +113,10 @@ describe("findings of the review, end to end", () => {
     writeFileSync(join(victim, "sub", "secret.txt"), "secret\n", { mode: 0o600 });
     const run = await runScriptedTask({
       repository: repository.root,
-      turns: [writeTurn("a/sub/secret.txt", "planted\n"), { tool_calls: [{ name: "agent", arguments: { mode: "worker", description: "w", prompt: "go", verify: "true" } }] }],
+      turns: [
+        writeTurn("a/sub/secret.txt", "planted\n"),
+        { tool_calls: [{ name: "agent", arguments: { mode: "worker", description: "w", prompt: "go", verify: "true" } }] },
+      ],
       subagents: { w: { turns: [shellTurn(`rm -rf a && ln -s ${victim} a`), { content: "Done." }] } },
     });
     try {

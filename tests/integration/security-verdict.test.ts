@@ -60,7 +60,12 @@ describe("verdict dodges: the agent cannot turn `failed` into `error` or lose it
     await using repository = createGitRepository({ "app.txt": "broken\n" }, { prefix: "agent-runner-sec-bytes-" });
     const run = await runScriptedTask({
       repository: repository.root,
-      turns: [writeTurn("app.txt", "fixed\n"), shellTurn("mkdir -p \"$(printf 'dir\\377')\" && touch \"$(printf 'bad\\377\\376.txt')\" \"$(printf 'dir\\377/inner\\300.txt')\" && ls | od -c | head -3")],
+      turns: [
+        writeTurn("app.txt", "fixed\n"),
+        shellTurn(
+          "mkdir -p \"$(printf 'dir\\377')\" && touch \"$(printf 'bad\\377\\376.txt')\" \"$(printf 'dir\\377/inner\\300.txt')\" && ls | od -c | head -3",
+        ),
+      ],
       verify: { command: "grep -q fixed app.txt && test -e \"$(printf 'bad\\377\\376.txt')\" && test -e \"$(printf 'dir\\377/inner\\300.txt')\"" },
     });
     try {
@@ -80,7 +85,10 @@ describe("verdict dodges: the agent cannot turn `failed` into `error` or lose it
     const run = await runScriptedTask({
       repository: repository.root,
       // The policy refuses a literal `.git` write; a name computed at run time gets past it, as a hostile agent's would.
-      turns: [writeTurn("app.txt", "fixed\n"), shellTurn("D=$(printf '.GI%s' T); mkdir -p $D/hooks && echo x > $D/config && echo y > $D/hooks/post-checkout && echo kept > other.txt")],
+      turns: [
+        writeTurn("app.txt", "fixed\n"),
+        shellTurn("D=$(printf '.GI%s' T); mkdir -p $D/hooks && echo x > $D/config && echo y > $D/hooks/post-checkout && echo kept > other.txt"),
+      ],
       verify: { command: "grep -q fixed app.txt && test -f other.txt" },
       events: { emit: (event) => events.push(event) },
     });
@@ -105,7 +113,7 @@ describe("verdict dodges: the agent cannot turn `failed` into `error` or lose it
     // .git::$INDEX_ALLOCATION (NTFS stream), a\.git (NTFS separator), and a symlinked .gitmodules alias.
     const plant = [
       "for d in \"$(printf '.g\\342\\200\\214it')\" 'git~1' '.git ' '.Git.' '.git::$INDEX_ALLOCATION' 'sub/x\\.git' 'sub/deep/.gI\\342\\200\\214T'; do",
-      "  d=$(printf \"$d\"); mkdir -p \"$d\" && echo '[core] fsmonitor = evil' > \"$d/config\"; done",
+      '  d=$(printf "$d"); mkdir -p "$d" && echo \'[core] fsmonitor = evil\' > "$d/config"; done',
       "ln -s /etc/passwd 'GITMOD~1'",
       "echo kept > sub/fine.txt; mkdir -p .github && echo ok > .github/ci.yml; echo ok > .gitignore",
       "ls -a",
@@ -141,7 +149,10 @@ describe("verdict dodges: the agent cannot turn `failed` into `error` or lose it
     await using repository = createGitRepository({ "app.txt": "broken\n" }, { prefix: "agent-runner-sec-verifykill-" });
     const run = await runScriptedTask({
       repository: repository.root,
-      turns: [writeTurn("app.txt", "fixed\n"), writeTurn("test_everything.py", "import os, signal\n\ndef test_it():\n    os.kill(-1, signal.SIGKILL)\n    assert False, 'still broken'\n")],
+      turns: [
+        writeTurn("app.txt", "fixed\n"),
+        writeTurn("test_everything.py", "import os, signal\n\ndef test_it():\n    os.kill(-1, signal.SIGKILL)\n    assert False, 'still broken'\n"),
+      ],
       verify: { command: "python3 -m pytest -q -p no:cacheprovider", timeout_sec: 120 },
     });
     try {
@@ -171,7 +182,10 @@ describe("the host commit is bounded in size and time (item 8)", () => {
     // Sparse files cost the agent no disk but host git ~7 s of CPU per GiB to hash.
     const run = await runScriptedTask({
       repository: repository.root,
-      turns: [writeTurn("app.txt", "fixed\n"), shellTurn("truncate -s 900M huge.bin && for i in 1 2 3; do truncate -s 30M part$i.bin; done && head -c 5M /dev/urandom > dense.bin && ls -ls")],
+      turns: [
+        writeTurn("app.txt", "fixed\n"),
+        shellTurn("truncate -s 900M huge.bin && for i in 1 2 3; do truncate -s 30M part$i.bin; done && head -c 5M /dev/urandom > dense.bin && ls -ls"),
+      ],
       verify: { command: "grep -q fixed app.txt" },
       task: { commit: { max_file_size: "100m", max_total_size: "70m" } },
       events: { emit: (event) => events.push(event) },
@@ -225,11 +239,21 @@ describe("the host commit as a runner that is not root (item 6)", () => {
       const asRoot = process.getuid?.() === 0;
       if (asRoot) execFileSync("chown", ["-R", "nobody", repository.root, home]);
       const tsx = join(ROOT, "node_modules/.bin/tsx");
-      const argv = [tsx, join(ROOT, "tests/helpers/commit-worktree-cli.ts"), repository.root, join(home, "worktree"), "echo fixed > app.txt && echo s > secret.txt && chmod 000 secret.txt"];
-      const output = execFileSync(asRoot ? "setpriv" : argv[0]!, asRoot ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", ...argv] : argv.slice(1), {
-        encoding: "utf8",
-        env: { PATH: process.env.PATH, HOME: home, TMPDIR: home },
-      });
+      const argv = [
+        tsx,
+        join(ROOT, "tests/helpers/commit-worktree-cli.ts"),
+        repository.root,
+        join(home, "worktree"),
+        "echo fixed > app.txt && echo s > secret.txt && chmod 000 secret.txt",
+      ];
+      const output = execFileSync(
+        asRoot ? "setpriv" : argv[0]!,
+        asRoot ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", ...argv] : argv.slice(1),
+        {
+          encoding: "utf8",
+          env: { PATH: process.env.PATH, HOME: home, TMPDIR: home },
+        },
+      );
       if (asRoot) execFileSync("chown", ["-R", "root", repository.root]);
       const outcome = JSON.parse(output) as { error?: string; changed: boolean; branch: string; leftOut: unknown[] };
       expect(outcome.error, output).toBeUndefined();
@@ -310,7 +334,14 @@ describe("verify.protect: the verdict runs on the base commit's tests (item 9)",
         omitted: 0,
       });
       // The agent's commit itself is unchanged: protect shapes only the verification checkout.
-      expect(pathsOn(repository.root, run.report.branch!)).toEqual(["calc.py", "conftest.py", "tests/__init__.py", "tests/conftest.py", "tests/test_calc.py", "tests/test_extra.py"]);
+      expect(pathsOn(repository.root, run.report.branch!)).toEqual([
+        "calc.py",
+        "conftest.py",
+        "tests/__init__.py",
+        "tests/conftest.py",
+        "tests/test_calc.py",
+        "tests/test_extra.py",
+      ]);
     } finally {
       run.dispose();
     }

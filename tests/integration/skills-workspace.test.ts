@@ -28,7 +28,10 @@ let sandbox: Sandbox;
 
 beforeAll(async () => {
   await requireDocker();
-  repository = createGitRepository({ "skills/x/SKILL.md": BASE_X, "skills/x/notes.md": BASE_NOTES, "app.py": "print('hi')\n" }, { prefix: "agent-runner-skills-repo-" });
+  repository = createGitRepository(
+    { "skills/x/SKILL.md": BASE_X, "skills/x/notes.md": BASE_NOTES, "app.py": "print('hi')\n" },
+    { prefix: "agent-runner-skills-repo-" },
+  );
   runDirectory = temporaryDirectory("agent-runner-skills-run-");
   worktree = await createRunWorktree(repository.root, `skills-${process.pid}`, join(runDirectory.path, "worktree"));
   // The same mounts and git variables as a run's container (run-task.ts).
@@ -102,7 +105,9 @@ describe("workspace skills come from the base commit only", () => {
     // The container's /workspace/.git is a read-only file of the runner's.
     await expect(sandbox.writeFile(".git", Buffer.from("gitdir: /tmp/forged/.git\n"))).rejects.toThrow();
     // Control: a reader that lets the agent choose the repository sees the forged skills.
-    expect(await shell(`git --git-dir=/tmp/forged/.git ls-tree -r --name-only ${worktree.baseCommit} -- skills/`)).toBe("skills/x/SKILL.md\nskills/y/SKILL.md\n");
+    expect(await shell(`git --git-dir=/tmp/forged/.git ls-tree -r --name-only ${worktree.baseCommit} -- skills/`)).toBe(
+      "skills/x/SKILL.md\nskills/y/SKILL.md\n",
+    );
 
     await expectOnlyBaseX(await workspaceSkills());
   });

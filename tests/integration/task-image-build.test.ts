@@ -29,7 +29,11 @@ describe("sandbox.build (dockerode buildImage, tagged by the inputs' hash)", () 
     expect(first.source).toBe("built");
     const inspected = await docker.getImage(first.image).inspect();
     expect(inspected.Config.Labels?.[BUILD_INPUTS_LABEL]).toMatch(new RegExp(`^${first.image.split(":")[1]}`));
-    const files = execFileSync("docker", ["run", "--rm", "--entrypoint", "sh", first.image, "-c", "ls -A /opt/context; cat /opt/context/greeting.txt /opt/who"], { encoding: "utf8" });
+    const files = execFileSync(
+      "docker",
+      ["run", "--rm", "--entrypoint", "sh", first.image, "-c", "ls -A /opt/context; cat /opt/context/greeting.txt /opt/who"],
+      { encoding: "utf8" },
+    );
     expect(files).toBe(`.agent-runner.Dockerfile\n.dockerignore\nDockerfile\ngreeting.txt\nhello ${nonce}\ntester\n`);
 
     const second = await ensureTaskImage(docker, { image: SANDBOX_IMAGE, build });

@@ -159,25 +159,13 @@ describe("read_file", () => {
     const page = await call("read_file", { path: "read/lines.txt", offset: 10, limit: 5 });
     expect(page.isError).toBeFalsy();
     const pageRows = page.content.split("\n");
-    expect(pageRows.slice(0, 5).map((row) => row.trim())).toEqual([
-      "10\tline 10",
-      "11\tline 11",
-      "12\tline 12",
-      "13\tline 13",
-      "14\tline 14",
-    ]);
+    expect(pageRows.slice(0, 5).map((row) => row.trim())).toEqual(["10\tline 10", "11\tline 11", "12\tline 12", "13\tline 13", "14\tline 14"]);
     expect(pageRows).toHaveLength(6);
     expect(pageRows[5]).toMatch(/\b11 more lines\b/);
     expect(pageRows[5]).toMatch(/offset=15\b/);
 
     const last = await call("read_file", { path: "read/lines.txt", offset: 21, limit: 10 });
-    expect(last.content.split("\n").map((row) => row.trim())).toEqual([
-      "21\tline 21",
-      "22\tline 22",
-      "23\tline 23",
-      "24\tline 24",
-      "25\tline 25",
-    ]);
+    expect(last.content.split("\n").map((row) => row.trim())).toEqual(["21\tline 21", "22\tline 22", "23\tline 23", "24\tline 24", "25\tline 25"]);
 
     const past = await call("read_file", { path: "read/lines.txt", offset: 26 });
     expect(past.content).toMatch(/^Error: .*offset 26.*25 lines/);

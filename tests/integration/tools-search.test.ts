@@ -62,12 +62,7 @@ describe("glob", () => {
     const underG = await call("glob", { pattern: "**/*.txt", path: "g" });
     expect(underG.isError).toBeFalsy();
     const rows = underG.content.split("\n");
-    expect(rows.map((row) => row.replace(/^(\/workspace\/)?(g\/)?/, ""))).toEqual([
-      "new.txt",
-      "mid.txt",
-      "old.txt",
-      "deep/older.txt",
-    ]);
+    expect(rows.map((row) => row.replace(/^(\/workspace\/)?(g\/)?/, ""))).toEqual(["new.txt", "mid.txt", "old.txt", "deep/older.txt"]);
     expect(underG.content).not.toMatch(/elsewhere|notes\.md/);
 
     const everywhere = await call("glob", { pattern: "**/*.txt" });
@@ -76,7 +71,10 @@ describe("glob", () => {
     const order = ["h/elsewhere.txt", "g/new.txt", "g/mid.txt", "g/old.txt", "g/deep/older.txt"].map((path) =>
       all.findIndex((row) => row === path || row.endsWith(`/${path}`)),
     );
-    expect(order.every((index) => index >= 0), everywhere.content).toBe(true);
+    expect(
+      order.every((index) => index >= 0),
+      everywhere.content,
+    ).toBe(true);
     expect([...order].sort((a, b) => a - b)).toEqual(order);
 
     const none = await call("glob", { pattern: "*.rs", path: "g" });
@@ -97,11 +95,7 @@ describe("grep", () => {
   it("returns file:line:text rows, honours the glob filter and reports no matches", async () => {
     const all = await call("grep", { pattern: "def foo", path: "gr" });
     expect(all.isError).toBeFalsy();
-    expect(all.content.split("\n").sort()).toEqual([
-      "gr/a.py:3:def foo():",
-      "gr/b.txt:2:def foo in text",
-      "gr/sub/c.py:2:# def foo later",
-    ]);
+    expect(all.content.split("\n").sort()).toEqual(["gr/a.py:3:def foo():", "gr/b.txt:2:def foo in text", "gr/sub/c.py:2:# def foo later"]);
 
     const python = await call("grep", { pattern: "^def \\w+\\(\\)", path: "gr", glob: "*.py" });
     expect(python.isError).toBeFalsy();

@@ -113,9 +113,7 @@ describe("run_shell", () => {
 
   it("a timeout returns timed_out with the partial output, quickly, and kills the whole process tree", async () => {
     // Control: a detached (setsid) process is visible to the follow-up check.
-    const control = parseShell(
-      (await call("run_shell", { command: "setsid sleep 3018 </dev/null >/dev/null 2>&1 & echo $!" })).content,
-    );
+    const control = parseShell((await call("run_shell", { command: "setsid sleep 3018 </dev/null >/dev/null 2>&1 & echo $!" })).content);
     const controlPid = Number(control.stdout);
     expect(controlPid).toBeGreaterThan(0);
     const visible = parseShell((await call("run_shell", { command: "ps -eo args" })).content).stdout.split("\n");

@@ -99,11 +99,7 @@ describe("runAgentLoop", () => {
   it("returns unknown tools, malformed JSON and invalid arguments to the model as errors", async () => {
     const model = new StrictScriptedModel([
       {
-        toolCalls: [
-          call("u", "delete_everything", {}),
-          call("m", "read_file", '{"path": "calc.py"'),
-          call("i", "read_file", { path: 5 }),
-        ],
+        toolCalls: [call("u", "delete_everything", {}), call("m", "read_file", '{"path": "calc.py"'), call("i", "read_file", { path: 5 })],
       },
       { content: "ok" },
     ]);
@@ -131,10 +127,7 @@ describe("runAgentLoop", () => {
   });
 
   it("stops at max_steps", async () => {
-    const model = new StrictScriptedModel([
-      { toolCalls: [call("1", "list_dir", {})] },
-      { toolCalls: [call("2", "list_dir", {})] },
-    ]);
+    const model = new StrictScriptedModel([{ toolCalls: [call("1", "list_dir", {})] }, { toolCalls: [call("2", "list_dir", {})] }]);
     const { run, events } = setup(model, undefined, 2);
     const outcome = await run();
     model.assertDone();

@@ -21,7 +21,10 @@ function writeTask(root: string, path: string, fields: Record<string, unknown> =
   git("add", "-A");
   git("commit", "-q", "-m", "init");
   writeFileSync(join(directory, "script.yaml"), JSON.stringify({ turns: [{ content: "done" }] }));
-  writeFileSync(join(directory, "task.yaml"), JSON.stringify({ name: "t", instruction: "x", workspace: "./repo", model: { provider: "scripted", script: "./script.yaml" }, ...fields }));
+  writeFileSync(
+    join(directory, "task.yaml"),
+    JSON.stringify({ name: "t", instruction: "x", workspace: "./repo", model: { provider: "scripted", script: "./script.yaml" }, ...fields }),
+  );
   return join(directory, "task.yaml");
 }
 
@@ -63,7 +66,8 @@ describe("batch task discovery", () => {
   it("a JSONL file: one task object per line, id from `id` (else `name`), paths relative to the file", async () => {
     await using root = temporaryDirectory();
     writeTask(root.path, "w");
-    const line = (fields: Record<string, unknown>) => JSON.stringify({ instruction: "x", workspace: "./w/repo", model: { provider: "scripted", script: "./w/script.yaml" }, ...fields });
+    const line = (fields: Record<string, unknown>) =>
+      JSON.stringify({ instruction: "x", workspace: "./w/repo", model: { provider: "scripted", script: "./w/script.yaml" }, ...fields });
     writeFileSync(join(root.path, "tasks.jsonl"), `${line({ id: "case-1", name: "same" })}\n${line({ name: "case-2" })}\n`);
     const found = await discoverTasks(join(root.path, "tasks.jsonl"));
     expect(found.tasks.map((task) => [task.id, task.task.name, task.task_file])).toEqual([
@@ -79,7 +83,13 @@ describe("batch task discovery", () => {
     writeTask(root.path, "bad-field", { max_steps: -1 });
     const noRepo = writeTask(root.path, "no-repo");
     writeFileSync(noRepo, JSON.stringify({ name: "t", instruction: "x", workspace: ".", model: { provider: "scripted", script: "./script.yaml" } }));
-    const line = JSON.stringify({ id: "dup", name: "dup", instruction: "x", workspace: "./good/repo", model: { provider: "scripted", script: "./good/script.yaml" } });
+    const line = JSON.stringify({
+      id: "dup",
+      name: "dup",
+      instruction: "x",
+      workspace: "./good/repo",
+      model: { provider: "scripted", script: "./good/script.yaml" },
+    });
     writeFileSync(join(root.path, "tasks.jsonl"), `${line}\nnot json\n${line}\n`);
     const directoryError = await discoverTasks(root.path).catch((error: unknown) => error);
     expect(directoryError).toBeInstanceOf(ConfigError);
@@ -99,7 +109,12 @@ describe("--shard i/n", () => {
 
   it("the n shards partition the tasks exactly (every task in one shard), for every n", () => {
     for (const count of [1, 2, 3, 5, 8, 13]) {
-      const shards = Array.from({ length: count }, (_, index) => selectTasks(ids.map((id) => ({ id })), { shard: { index: index + 1, count } }).map((task) => task.id));
+      const shards = Array.from({ length: count }, (_, index) =>
+        selectTasks(
+          ids.map((id) => ({ id })),
+          { shard: { index: index + 1, count } },
+        ).map((task) => task.id),
+      );
       expect(shards.flat().sort()).toEqual([...ids].sort());
       expect(new Set(shards.flat()).size).toBe(ids.length);
       // A hash spreads them: no shard of 5 is empty or holds more than twice its share.
@@ -115,7 +130,10 @@ describe("--shard i/n", () => {
   it("a task's shard depends on its id alone: adding tasks elsewhere moves none", () => {
     const before = new Map(ids.map((id) => [id, shardOf(id, 5)]));
     const more = [...ids, ...Array.from({ length: 100 }, (_, index) => `new/task-${index}/task.yaml`)];
-    const selected = selectTasks(more.map((id) => ({ id })), { shard: { index: 3, count: 5 } }).map((task) => task.id);
+    const selected = selectTasks(
+      more.map((id) => ({ id })),
+      { shard: { index: 3, count: 5 } },
+    ).map((task) => task.id);
     expect(selected.filter((id) => before.has(id))).toEqual(ids.filter((id) => before.get(id) === 3));
   });
 

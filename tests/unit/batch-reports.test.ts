@@ -26,7 +26,12 @@ function plan(ids: string[], attempts = 1, taskFile = (id: string, index: number
 }
 
 let clock = Date.parse("2026-12-01T12:00:00.000Z");
-function finished(task: string, status: "succeeded" | "failed" | "error", reason: string, extra: { attempt?: number; try?: number; error?: string | null; duration?: number } = {}): JournalLine[] {
+function finished(
+  task: string,
+  status: "succeeded" | "failed" | "error",
+  reason: string,
+  extra: { attempt?: number; try?: number; error?: string | null; duration?: number } = {},
+): JournalLine[] {
   const at = () => new Date((clock += 1000)).toISOString();
   const runId = `run-${task.length}-${clock}`;
   const common = { task, attempt: extra.attempt ?? 1, try: extra.try ?? 1 };
@@ -49,13 +54,24 @@ function finished(task: string, status: "succeeded" | "failed" | "error", reason
 }
 
 const ended = { ended: true, interrupted: false, skipReason: "not_run" as const };
-const NASTY = 'weird <&"\'> ]]> \u0001\u001b[31m\u0008 tab\there ✓ 🚀';
+const NASTY = "weird <&\"'> ]]> \u0001\u001b[31m\u0008 tab\there ✓ 🚀";
 
-type Parsed = { testsuites: { testsuite: { tests: string; failures: string; errors: string; skipped: string; testcase: { name: string; failure?: { message: string; "#text"?: string }; error?: { message: string }; skipped?: { message: string } }[] } } };
+type Parsed = {
+  testsuites: {
+    testsuite: {
+      tests: string;
+      failures: string;
+      errors: string;
+      skipped: string;
+      testcase: { name: string; failure?: { message: string; "#text"?: string }; error?: { message: string }; skipped?: { message: string } }[];
+    };
+  };
+};
 
 function parseJunit(xml: string): Parsed["testsuites"]["testsuite"] {
   expect(XMLValidator.validate(xml)).toBe(true);
-  return (new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", isArray: (name) => name === "testcase" }).parse(xml) as Parsed).testsuites.testsuite;
+  return (new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", isArray: (name) => name === "testcase" }).parse(xml) as Parsed).testsuites
+    .testsuite;
 }
 
 describe("junit.xml", () => {
@@ -105,7 +121,9 @@ describe("summary.md", () => {
     expect(Buffer.byteLength(summary)).toBeLessThanOrEqual(1024 * 1024);
     expect(Buffer.byteLength(summary)).toBeGreaterThan(1000 * 1024);
     const shown = summary.split("\n").filter((line) => line.startsWith("| suite/")).length;
-    expect(summary.trimEnd().split("\n").at(-1)).toBe(`_Truncated: ${20_000 - shown} more tasks not shown (this summary is kept under 1048576 bytes); every task is in /home/batches/b/batch-report.json._`);
+    expect(summary.trimEnd().split("\n").at(-1)).toBe(
+      `_Truncated: ${20_000 - shown} more tasks not shown (this summary is kept under 1048576 bytes); every task is in /home/batches/b/batch-report.json._`,
+    );
     // Failures come first, so they are what survives the cut; pipes in ids are escaped.
     expect(summary).toMatch(/\n\| suite\/task-00000\/with a long name \\\| and a pipe\/task\.yaml \| failed \| verify_failed \| 1 \| \/home\/runs\/run-/);
   });
@@ -124,7 +142,9 @@ describe("batch-report.json totals", () => {
   it("tokens incl. cached, nearest-rank duration percentiles, both pass rates", () => {
     const durations = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10_000];
     const ids = durations.map((_, index) => `t${index}`);
-    const journal = ids.flatMap((id, index) => finished(id, index < 8 ? "succeeded" : "error", index < 8 ? "verified" : "server_error", { duration: durations[index]! }));
+    const journal = ids.flatMap((id, index) =>
+      finished(id, index < 8 ? "succeeded" : "error", index < 8 ? "verified" : "server_error", { duration: durations[index]! }),
+    );
     const report: BatchReport = buildBatchReport(plan(ids), journal, "/home", ended);
     expect(report.totals.tokens).toEqual({ prompt: 10_000, completion: 1000, cached: 4000, total: 11_000 });
     expect(report.totals.duration_ms).toEqual({ p50: 5000, p90: 9000, max: 10_000 });
@@ -133,7 +153,12 @@ describe("batch-report.json totals", () => {
   });
 
   it("an empty shard (a CI matrix wider than the batch) passes", () => {
-    expect(buildBatchReport(plan([]), [], "/home", ended)).toMatchObject({ status: "passed", exit_code: 0, gate: { passed: true }, totals: { tasks: 0, pass_rate: null } });
+    expect(buildBatchReport(plan([]), [], "/home", ended)).toMatchObject({
+      status: "passed",
+      exit_code: 0,
+      gate: { passed: true },
+      totals: { tasks: 0, pass_rate: null },
+    });
   });
 });
 
@@ -172,9 +197,25 @@ describe("runner batch merge", () => {
 
   it("refuses reports that do not belong together: a task twice, other outcome options, a running batch", () => {
     const one = buildBatchReport(plan(["a"]), finished("a", "succeeded", "verified"), "/home", ended);
-    expect(() => mergeBatchReports([{ file: "x.json", report: one }, { file: "y.json", report: one }], "m")).toThrow(/task a is in both x\.json and y\.json/);
+    expect(() =>
+      mergeBatchReports(
+        [
+          { file: "x.json", report: one },
+          { file: "y.json", report: one },
+        ],
+        "m",
+      ),
+    ).toThrow(/task a is in both x\.json and y\.json/);
     const other = buildBatchReport({ ...plan(["b"]), options: { ...plan(["b"]).options, attempts: 3 } }, [], "/home", ended);
-    expect(() => mergeBatchReports([{ file: "x.json", report: one }, { file: "z.json", report: other }], "m")).toThrow(/z\.json: options\.attempts is 3 but x\.json has 1/);
+    expect(() =>
+      mergeBatchReports(
+        [
+          { file: "x.json", report: one },
+          { file: "z.json", report: other },
+        ],
+        "m",
+      ),
+    ).toThrow(/z\.json: options\.attempts is 3 but x\.json has 1/);
     const running = buildBatchReport(plan(["c"]), [], "/home", { ...ended, ended: false });
     expect(() => mergeBatchReports([{ file: "r.json", report: running }], "m")).toThrow(/r\.json: batch .* is still running/);
   });
@@ -183,11 +224,21 @@ describe("runner batch merge", () => {
 describe("report.html", () => {
   it("a table of every task with links (relative to the batch directory) to each run and its patch; text escaped", () => {
     const ids = [`<script>alert("x")</script> & 'q'/task.yaml`, "plain/task.yaml"];
-    const report = buildBatchReport(plan(ids), [...finished(ids[0]!, "failed", "verify_failed"), ...finished(ids[1]!, "succeeded", "verified")], "/home", ended);
+    const report = buildBatchReport(
+      plan(ids),
+      [...finished(ids[0]!, "failed", "verify_failed"), ...finished(ids[1]!, "succeeded", "verified")],
+      "/home",
+      ended,
+    );
     const html = htmlReport(report, "/home/batches/b1");
     expect(html).not.toContain("<script>");
     expect(XMLValidator.validate(html)).toBe(true);
-    const parsed = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", htmlEntities: true, isArray: (name) => ["tr", "a", "li"].includes(name) }).parse(html) as {
+    const parsed = new XMLParser({
+      ignoreAttributes: false,
+      attributeNamePrefix: "",
+      htmlEntities: true,
+      isArray: (name) => ["tr", "a", "li"].includes(name),
+    }).parse(html) as {
       html: { body: { table: { tbody: { tr: { td: (string | { ul: { li: { a: { href: string; "#text": string }[] }[] } })[] }[] } } } };
     };
     const rows = parsed.html.body.table.tbody.tr;

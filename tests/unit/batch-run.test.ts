@@ -63,10 +63,12 @@ class FakeRunner implements BatchRunner {
     let cancel!: () => void;
     const cancelled = new Promise<void>((resolve) => (cancel = resolve));
     options.signal?.addEventListener("abort", () => cancel(), { once: true });
-    const result = (scripted === "hang" ? cancelled.then(() => ({ status: "cancelled" as const, reason: "interrupted" })) : Promise.resolve(scripted)).then((outcome) => {
-      this.running.delete(id);
-      return report(id, outcome);
-    });
+    const result = (scripted === "hang" ? cancelled.then(() => ({ status: "cancelled" as const, reason: "interrupted" })) : Promise.resolve(scripted)).then(
+      (outcome) => {
+        this.running.delete(id);
+        return report(id, outcome);
+      },
+    );
     return {
       id,
       directory: join(this.home, "runs", id),
@@ -107,7 +109,19 @@ function makeBatch(tasks: string[], options: Partial<BatchOptions> = {}): { home
     batch_id: "b1",
     created_at: new Date().toISOString(),
     input: { path: "/in", kind: "directory", root: "/in" },
-    options: { jobs: 2, attempts: 1, retries: 0, min_pass_rate: 1, max_errors: 0, filter: null, shard: null, limit: null, junit: null, summary: null, ...options },
+    options: {
+      jobs: 2,
+      attempts: 1,
+      retries: 0,
+      min_pass_rate: 1,
+      max_errors: 0,
+      filter: null,
+      shard: null,
+      limit: null,
+      junit: null,
+      summary: null,
+      ...options,
+    },
     tasks: tasks.map((name) => ({ id: `${name}/task.yaml`, task_file: `/in/${name}/task.yaml`, task: { name } as Task })),
     discovered: tasks.length,
   });
@@ -265,7 +279,10 @@ describe("runBatch", () => {
   it("a batch whose process still runs is not resumed by another (exit 2)", async () => {
     const { home, directory } = makeBatch(["x"]);
     // As a live batch process leaves its journal: started, no batch.finished.
-    writeFileSync(directory.file("batch.jsonl"), `${JSON.stringify({ type: "batch.started", at: new Date().toISOString(), pid: process.pid, owner: currentOwner() })}\n`);
+    writeFileSync(
+      directory.file("batch.jsonl"),
+      `${JSON.stringify({ type: "batch.started", at: new Date().toISOString(), pid: process.pid, owner: currentOwner() })}\n`,
+    );
     const runner = new FakeRunner(home, () => ok);
     await expect(runBatch(runner, directory, new AbortController().signal)).rejects.toThrow(/batch b1 is still running \(process \d+\); stop it first/);
     expect(runner.calls).toEqual([]);
@@ -280,7 +297,11 @@ describe("runBatch", () => {
     controller.abort();
     await running;
     const { ConfigError } = await import("../../src/errors.js");
-    const again = new FakeRunner(home, () => ok, () => ({ throws: new ConfigError("run x#1 ended before its agent started") }));
+    const again = new FakeRunner(
+      home,
+      () => ok,
+      () => ({ throws: new ConfigError("run x#1 ended before its agent started") }),
+    );
     const result = await runBatch(again, directory, new AbortController().signal);
     expect(again.starts).toEqual(["x"]);
     expect(task(result, "x").status).toBe("succeeded");

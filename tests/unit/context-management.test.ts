@@ -93,7 +93,11 @@ function small(window: number, settings: Record<string, unknown> = {}): ContextS
 }
 
 describe("context-window helpers", () => {
-  const assistant = (...ids: string[]): ChatMessage => ({ role: "assistant", content: null, tool_calls: ids.map((id) => call(id, "read_file", { path: id }) as ToolCall) });
+  const assistant = (...ids: string[]): ChatMessage => ({
+    role: "assistant",
+    content: null,
+    tool_calls: ids.map((id) => call(id, "read_file", { path: id }) as ToolCall),
+  });
   const result = (id: string, content = `result ${id}`): ChatMessage => ({ role: "tool", tool_call_id: id, content });
   const head: ChatMessage[] = [
     { role: "system", content: "s" },
@@ -162,7 +166,9 @@ describe("context-window helpers", () => {
 
 describe("runAgentLoop context management", () => {
   it("clears older tool results above the soft threshold; every request stays paired and under the window", async () => {
-    const model = new TurnModel((index) => (index < 12 ? { toolCalls: [call(`r${index}`, "read_file", { path: "big.txt" }) as ToolCall] } : { content: "done" }));
+    const model = new TurnModel((index) =>
+      index < 12 ? { toolCalls: [call(`r${index}`, "read_file", { path: "big.txt" }) as ToolCall] } : { content: "done" },
+    );
     const context = small(8000, { clear_at: 0.4, compact_at: 0.9, keep_tool_results: 2 });
     const { run, events } = loop(model, { context });
     const outcome = await run();
@@ -207,7 +213,9 @@ describe("runAgentLoop context management", () => {
     // The summary request ends with the instruction and holds no call without its result.
     expect(compactions[0]!.messages.at(-1)).toMatchObject({ role: "user" });
     expectPaired(compactions[0]!.messages);
-    const after = model.turnRequests().find((request) => request.messages.some((message) => message.role === "user" && message.content.startsWith(SUMMARY_PREFIX)))!;
+    const after = model
+      .turnRequests()
+      .find((request) => request.messages.some((message) => message.role === "user" && message.content.startsWith(SUMMARY_PREFIX)))!;
     expect(after).toBeDefined();
     expectPaired(after.messages);
     expect(after.messages.slice(0, 2).map((message) => message.content)).toEqual(["system", "read things"]);
@@ -257,12 +265,13 @@ describe("runAgentLoop context management", () => {
     const store = new ToolResultStore(directory, "main");
     const lines = Array.from({ length: 3000 }, (_, index) => `line ${index + 1}`).join("\n");
     const context = small(16_000, { tool_result_max_tokens: 500 });
-    const model = new TurnModel((index) =>
-      [
-        { toolCalls: [call("big", "run_shell", { command: "seq 3000" }) as ToolCall] },
-        { toolCalls: [call("page", "read_tool_result", { tool_call_id: "big", offset: 2990, limit: 40 }) as ToolCall] },
-        { content: "done" },
-      ][index]!,
+    const model = new TurnModel(
+      (index) =>
+        [
+          { toolCalls: [call("big", "run_shell", { command: "seq 3000" }) as ToolCall] },
+          { toolCalls: [call("page", "read_tool_result", { tool_call_id: "big", offset: 2990, limit: 40 }) as ToolCall] },
+          { content: "done" },
+        ][index]!,
     );
     const sandbox = new FakeSandbox({}, () => ({ stdout: `${lines}\n` }));
     const tools = new ToolRegistry([...workspaceTools(), readToolResultTool(store, context.toolResultMaxTokens * 4)]);
@@ -279,12 +288,13 @@ describe("runAgentLoop context management", () => {
   });
 
   it("gives duplicate tool-call ids of one turn distinct ids and runs calls that reuse an earlier turn's id", async () => {
-    const model = new TurnModel((index) =>
-      [
-        { toolCalls: [call("dup", "read_file", { path: "small.txt" }), call("dup", "list_dir", { path: "." })] as ToolCall[] },
-        { toolCalls: [call("dup", "read_file", { path: "big.txt" })] as ToolCall[] },
-        { content: "done" },
-      ][index]!,
+    const model = new TurnModel(
+      (index) =>
+        [
+          { toolCalls: [call("dup", "read_file", { path: "small.txt" }), call("dup", "list_dir", { path: "." })] as ToolCall[] },
+          { toolCalls: [call("dup", "read_file", { path: "big.txt" })] as ToolCall[] },
+          { content: "done" },
+        ][index]!,
     );
     const { run, events } = loop(model);
     const outcome = await run();

@@ -5,7 +5,12 @@ const require = createRequire(import.meta.url);
 // The proxy is plain CommonJS that runs inside its container; required here, it only exports its decisions.
 const proxy = require("../../src/sandbox/docker/egress-proxy/egress-proxy.cjs") as {
   checkName(host: string, port: number, config: unknown): string | null;
-  decide(host: string, port: number, config: unknown, lookup: (host: string) => Promise<{ address: string; family: number }[]>): Promise<{ address?: string; reason?: string }>;
+  decide(
+    host: string,
+    port: number,
+    config: unknown,
+    lookup: (host: string) => Promise<{ address: string; family: number }[]>,
+  ): Promise<{ address?: string; reason?: string }>;
   buildConfig(raw: unknown): unknown;
   parseAuthority(authority: string): { host: string; port: number } | null;
 };

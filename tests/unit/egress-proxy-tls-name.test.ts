@@ -12,7 +12,9 @@ import { captureClientHello } from "../helpers/loopback-tls.js";
 const require = createRequire(import.meta.url);
 // The proxy is plain CommonJS that runs inside its container; required here, it only exports its decisions.
 const proxy = require("../../src/sandbox/docker/egress-proxy/egress-proxy.cjs") as {
-  readClientHello(bytes: Buffer): { kind: "not-tls" | "incomplete" } | { kind: "hello"; serverName: string | null; ech: boolean } | { kind: "malformed"; detail: string };
+  readClientHello(
+    bytes: Buffer,
+  ): { kind: "not-tls" | "incomplete" } | { kind: "hello"; serverName: string | null; ech: boolean } | { kind: "malformed"; detail: string };
   judgeTunnelStart(bytes: Buffer, connectHost: string): { verdict: "wait" | "forward" } | { verdict: "refuse"; reason: string; alert: Buffer };
   MAX_CLIENT_HELLO_BYTES: number;
 };
@@ -182,7 +184,11 @@ describe("refused first bytes", () => {
 
   it.each([
     ["an empty handshake record", tlsRecord(Buffer.alloc(0)), /empty handshake record/],
-    ["an alert record where the hello continues", Buffer.concat([tlsRecord(clientHelloMessage([name]).subarray(0, 10)), tlsRecord(Buffer.from([2, 40]), 21)]), /another type/],
+    [
+      "an alert record where the hello continues",
+      Buffer.concat([tlsRecord(clientHelloMessage([name]).subarray(0, 10)), tlsRecord(Buffer.from([2, 40]), 21)]),
+      /another type/,
+    ],
     ["a ServerHello", tlsRecord(clientHelloMessage([name], { type: 2 })), /handshake message type 2/],
     ["record version 2", Buffer.from([22, 2, 0, 0, 4, 1, 0, 0, 0]), /record version 2\.0/],
     ["a record over 2^14 bytes", Buffer.from([22, 3, 1, 0x40, 0x01]), /record of 16385 bytes/],
@@ -193,7 +199,11 @@ describe("refused first bytes", () => {
     ["an unknown name type", hello(serverNameExtension([0, "api.example.com"], [1, "other.example.com"])), /server_name type 1/],
     ["an empty server_name list", hello(extension(0, vector16(Buffer.alloc(0)))), /empty server_name list/],
     ["an empty host name", hello(serverNameExtension([0, ""])), /empty host name/],
-    ["a server_name list length that lies", hello(extension(0, Buffer.concat([u16(40), Buffer.from([0]), vector16(Buffer.from("api.example.com"))]))), /does not match its extension/],
+    [
+      "a server_name list length that lies",
+      hello(extension(0, Buffer.concat([u16(40), Buffer.from([0]), vector16(Buffer.from("api.example.com"))]))),
+      /does not match its extension/,
+    ],
     ["a cipher_suites length past the end", tlsRecord(Buffer.from([1, 0, 0, 37, 3, 3, ...Buffer.alloc(32), 0, 0xff, 0xff])), /cipher_suites runs past/],
   ])("%s: refused as malformed, with a decode_error alert", (_, bytes, detail) => {
     const verdict = proxy.judgeTunnelStart(bytes, "api.example.com");
@@ -211,11 +221,17 @@ describe("refused first bytes", () => {
     const cap = proxy.MAX_CLIENT_HELLO_BYTES;
     expect(cap).toBe(16384);
     const announced = Buffer.from([22, 3, 1, 0x40, 0x00, 1, 0x00, 0x4e, 0x20]); // a 20000-byte ClientHello
-    expect(proxy.judgeTunnelStart(announced, "api.example.com")).toMatchObject({ verdict: "refuse", reason: "malformed TLS ClientHello: a ClientHello of 20004 bytes (at most 16379)" });
+    expect(proxy.judgeTunnelStart(announced, "api.example.com")).toMatchObject({
+      verdict: "refuse",
+      reason: "malformed TLS ClientHello: a ClientHello of 20004 bytes (at most 16379)",
+    });
     // About 8000 bytes of hello in one-byte records take 6 times as many: refused when the buffer is full, not before.
     const trickle = inRecords(clientHelloMessage([name, extension(21, Buffer.alloc(7900))]), new Array(8000).fill(1));
     expect(proxy.judgeTunnelStart(trickle.subarray(0, cap - 1), "api.example.com")).toEqual({ verdict: "wait" });
-    expect(proxy.judgeTunnelStart(trickle.subarray(0, cap), "api.example.com")).toMatchObject({ verdict: "refuse", reason: `malformed TLS ClientHello: no complete ClientHello within ${cap} bytes` });
+    expect(proxy.judgeTunnelStart(trickle.subarray(0, cap), "api.example.com")).toMatchObject({
+      verdict: "refuse",
+      reason: `malformed TLS ClientHello: no complete ClientHello within ${cap} bytes`,
+    });
   });
 
   it("a ClientHello that just fits the buffer (record header included) is judged", () => {
@@ -236,7 +252,9 @@ describe("refused first bytes", () => {
       alert: ACCESS_DENIED,
     });
     expect(proxy.judgeTunnelStart(hello(ech), "api.example.com").verdict).toBe("refuse");
-    expect((proxy.judgeTunnelStart(hello(serverNameExtension([0, "other.example.com"]), ech), "api.example.com") as { reason: string }).reason).toMatch(/does not match/);
+    expect((proxy.judgeTunnelStart(hello(serverNameExtension([0, "other.example.com"]), ech), "api.example.com") as { reason: string }).reason).toMatch(
+      /does not match/,
+    );
   });
 
   it("a name with NUL, control or non-ASCII bytes never matches, and the reason shows it escaped and cut", () => {
@@ -251,7 +269,9 @@ describe("refused first bytes", () => {
       reason: 'TLS server name "\\u00c1pi.example.com" does not match the CONNECT host "api.example.com"',
     });
     // A C1 control (8-bit CSI) is escaped too: the reason reaches terminals.
-    expect((proxy.judgeTunnelStart(hello(serverNameExtension([0, "a\u009b31mb"])), "api.example.com") as { reason: string }).reason).toMatch(/^TLS server name "a\\u009b31mb"/);
+    expect((proxy.judgeTunnelStart(hello(serverNameExtension([0, "a\u009b31mb"])), "api.example.com") as { reason: string }).reason).toMatch(
+      /^TLS server name "a\\u009b31mb"/,
+    );
     const long = proxy.judgeTunnelStart(hello(serverNameExtension([0, `${"a".repeat(1000)}.example.com`])), "api.example.com") as { reason: string };
     expect(long.reason).toBe(`TLS server name "${"a".repeat(255)}..." does not match the CONNECT host "api.example.com"`);
   });

@@ -150,7 +150,11 @@ describe("a CONNECT tunnel through the proxy process", { timeout: 10_000 }, () =
     const tunnel = await openTunnel(target.port);
     expect(tunnel.status).toBe("HTTP/1.1 200 Connection Established");
     const answer = readAll(tunnel.socket);
-    await writeInPieces(tunnel.socket, hello, Array.from({ length: hello.length - 1 }, (_, index) => index + 1));
+    await writeInPieces(
+      tunnel.socket,
+      hello,
+      Array.from({ length: hello.length - 1 }, (_, index) => index + 1),
+    );
     expect([...(await answer)]).toEqual([21, 3, 3, 0, 2, 2, 112]);
     expect(await target.received).toEqual(Buffer.alloc(0));
     expect(await eventFor(target.port)).toEqual({

@@ -44,14 +44,20 @@ function captureStream(): { stream: NodeJS.WriteStream; text(): string } {
 describe("event catalogue", () => {
   it("docs/events.md lists exactly the catalogue's events, with their versions and data fields", () => {
     const documented = documentedEvents();
-    const catalogue = Object.entries(EVENT_CATALOGUE).map(([name, definition]) => [name, { version: definition.version, fields: Object.keys(definition.data.shape) }]);
-    expect(Object.fromEntries([...documented].sort(([a], [b]) => a.localeCompare(b)))).toEqual(Object.fromEntries(catalogue.sort(([a], [b]) => String(a).localeCompare(String(b)))));
+    const catalogue = Object.entries(EVENT_CATALOGUE).map(([name, definition]) => [
+      name,
+      { version: definition.version, fields: Object.keys(definition.data.shape) },
+    ]);
+    expect(Object.fromEntries([...documented].sort(([a], [b]) => a.localeCompare(b)))).toEqual(
+      Object.fromEntries(catalogue.sort(([a], [b]) => String(a).localeCompare(String(b)))),
+    );
     expect(documented.size).toBeGreaterThan(40);
   });
 
   it("CloudEvents types come from the catalogue: dev.agent-runner.<name>.v<version>", () => {
     expect(cloudEventType("tool_call.finished")).toBe("dev.agent-runner.tool_call.finished.v1");
-    for (const name of Object.keys(EVENT_CATALOGUE) as RunEventName[]) expect(cloudEventType(name)).toBe(`dev.agent-runner.${name}.v${EVENT_CATALOGUE[name].version}`);
+    for (const name of Object.keys(EVENT_CATALOGUE) as RunEventName[])
+      expect(cloudEventType(name)).toBe(`dev.agent-runner.${name}.v${EVENT_CATALOGUE[name].version}`);
   });
 
   it("the log writes the envelope as before (CloudEvents 1.0 attributes, traceparent, runid) and reads back strictly", async () => {
@@ -61,9 +67,18 @@ describe("event catalogue", () => {
     log.emit({ type: "tool_call.finished", data: { ...TOOL_FINISHED, details: { path: "a.txt", bytes: 5 } } });
     log.emit({ type: "run.finished", data: { status: "succeeded", exit_code: 0, duration_ms: 12 } });
     log.close();
-    const lines = readFileSync(path, "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    const lines = readFileSync(path, "utf8")
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(Object.keys(lines[0]!).sort()).toEqual(["data", "datacontenttype", "id", "runid", "source", "specversion", "time", "traceparent", "type"]);
-    expect(lines[0]).toMatchObject({ specversion: "1.0", source: "agent-runner://runs/r1", type: "dev.agent-runner.tool_call.finished.v1", datacontenttype: "application/json", runid: "r1" });
+    expect(lines[0]).toMatchObject({
+      specversion: "1.0",
+      source: "agent-runner://runs/r1",
+      type: "dev.agent-runner.tool_call.finished.v1",
+      datacontenttype: "application/json",
+      runid: "r1",
+    });
     expect(lines[0]!.traceparent).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$/);
     expect(readEnvelopes(path).map((read) => readEvent(read, { strict: true }))).toEqual([
       { kind: "event", version: 1, event: { type: "tool_call.finished", data: { ...TOOL_FINISHED, details: { path: "a.txt", bytes: 5 } } } },
@@ -74,19 +89,31 @@ describe("event catalogue", () => {
   it("reads a field a newer runner added (kept in data), and refuses it when strict", () => {
     const newer = envelope("dev.agent-runner.tool_call.finished.v1", { ...TOOL_FINISHED, cpu_ms: 3 });
     expect(readEvent(newer)).toEqual({ kind: "event", version: 1, event: { type: "tool_call.finished", data: { ...TOOL_FINISHED, cpu_ms: 3 } } });
-    expect(readEvent(newer, { strict: true })).toMatchObject({ kind: "invalid", type: newer.type, reason: expect.stringMatching(/tool_call\.finished v1.*cpu_ms/s) });
+    expect(readEvent(newer, { strict: true })).toMatchObject({
+      kind: "invalid",
+      type: newer.type,
+      reason: expect.stringMatching(/tool_call\.finished v1.*cpu_ms/s),
+    });
   });
 
   it("keeps types it cannot read as unknown: another producer, an unknown name, another version", () => {
     expect(readEvent(envelope("com.example.build.done", {}))).toMatchObject({ kind: "unknown", type: "com.example.build.done" });
-    expect(readEvent(envelope("dev.agent-runner.quota.exceeded.v1", {}))).toMatchObject({ kind: "unknown", reason: expect.stringContaining('no event "quota.exceeded"') });
-    expect(readEvent(envelope("dev.agent-runner.tool_call.finished.v2", { anything: true }))).toMatchObject({ kind: "unknown", reason: "this runner reads tool_call.finished v1, not v2" });
+    expect(readEvent(envelope("dev.agent-runner.quota.exceeded.v1", {}))).toMatchObject({
+      kind: "unknown",
+      reason: expect.stringContaining('no event "quota.exceeded"'),
+    });
+    expect(readEvent(envelope("dev.agent-runner.tool_call.finished.v2", { anything: true }))).toMatchObject({
+      kind: "unknown",
+      reason: "this runner reads tool_call.finished v1, not v2",
+    });
     // A name that is a property of every object is not an event.
     expect(readEvent(envelope("dev.agent-runner.constructor.v1", {}))).toMatchObject({ kind: "unknown" });
   });
 
   it("says which field is wrong, and never throws on a line that is not an envelope", () => {
-    const bad = readEvent(envelope("dev.agent-runner.model_call.finished.v1", { agent_id: "main", step: "3", duration_ms: 1, usage: emptyUsage(), tool_calls: 0, content: null }));
+    const bad = readEvent(
+      envelope("dev.agent-runner.model_call.finished.v1", { agent_id: "main", step: "3", duration_ms: 1, usage: emptyUsage(), tool_calls: 0, content: null }),
+    );
     expect(bad).toMatchObject({ kind: "invalid", type: "dev.agent-runner.model_call.finished.v1" });
     expect(bad.kind === "invalid" && bad.reason).toMatch(/step/);
     expect(readEvent(envelope("dev.agent-runner.model_call.finished.v1", undefined))).toMatchObject({ kind: "invalid" });
@@ -99,7 +126,16 @@ describe("event catalogue", () => {
     await using directory = temporaryDirectory();
     const path = join(directory.path, "events.jsonl");
     const started = (step: number, data: Record<string, unknown> = {}) =>
-      JSON.stringify(envelope("dev.agent-runner.model_call.started.v1", { agent_id: "main", step, messages: 3, estimated_tokens: 1000 * (step + 1), prefix_stable: step > 0, ...data }));
+      JSON.stringify(
+        envelope("dev.agent-runner.model_call.started.v1", {
+          agent_id: "main",
+          step,
+          messages: 3,
+          estimated_tokens: 1000 * (step + 1),
+          prefix_stable: step > 0,
+          ...data,
+        }),
+      );
     writeFileSync(
       path,
       [
@@ -126,7 +162,9 @@ describe("event catalogue", () => {
     const view = new ProgressView(stream);
     view.show(envelope("dev.agent-runner.verify.started.v1", { command: "npm test" }));
     // subagent.finished without `files`: the view's description of it would throw on the missing list.
-    view.show(envelope("dev.agent-runner.subagent.finished.v1", { agent_id: "w1", status: "merged", steps: 2, verify_passed: true, merge: "merged", duration_ms: 5 }));
+    view.show(
+      envelope("dev.agent-runner.subagent.finished.v1", { agent_id: "w1", status: "merged", steps: 2, verify_passed: true, merge: "merged", duration_ms: 5 }),
+    );
     view.show(envelope("dev.agent-runner.sandbox.resized.v3", { sandbox_id: "s1" }));
     const lines = text().trimEnd().split("\n");
     expect(lines).toHaveLength(3);

@@ -193,7 +193,11 @@ describe("refusedGitPath agrees with the host's git (update-index with core.prot
         if (ours !== gitRefuses(path, mode)) disagreements.push(`${mode} ${JSON.stringify(name)}: ours ${ours ? "refuses" : "accepts"}`);
       }
     }
-    for (const raw of [[0x2e, 0x67, 0x69, 0x74, 0xff], [0x2e, 0x67, 0xff, 0x69, 0x74], [0x2e, 0x67, 0xe2, 0x80, 0x8c, 0x69, 0x74, 0x2f, 0x78]]) {
+    for (const raw of [
+      [0x2e, 0x67, 0x69, 0x74, 0xff],
+      [0x2e, 0x67, 0xff, 0x69, 0x74],
+      [0x2e, 0x67, 0xe2, 0x80, 0x8c, 0x69, 0x74, 0x2f, 0x78],
+    ]) {
       const path = Buffer.from(raw);
       if ((refusedGitPath(path, false) !== null) !== gitRefuses(path, "100644")) disagreements.push(`bytes ${path.toString("hex")}`);
     }

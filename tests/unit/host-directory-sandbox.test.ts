@@ -41,7 +41,11 @@ describe("HostDirectorySandbox files: the real directory, confined like the daem
     const sandbox = await sandboxIn(workspace.path);
     expect(await sandbox.writeFile("src/deep/a.txt", Buffer.from("alpha\n"))).toEqual({ path: "/workspace/src/deep/a.txt", bytesWritten: 6 });
     expect(readFileSync(join(workspace.path, "src/deep/a.txt"), "utf8")).toBe("alpha\n");
-    expect(await sandbox.readFile("/workspace/src/deep/a.txt", { maxBytes: 3 })).toEqual({ path: "/workspace/src/deep/a.txt", content: Buffer.from("alp"), size: 6 });
+    expect(await sandbox.readFile("/workspace/src/deep/a.txt", { maxBytes: 3 })).toEqual({
+      path: "/workspace/src/deep/a.txt",
+      content: Buffer.from("alp"),
+      size: 6,
+    });
     expect(await sandbox.readFile("missing.txt")).toBeNull();
     expect(await sandbox.stat("src")).toMatchObject({ path: "/workspace/src", type: "directory" });
     expect(await sandbox.stat("nope/deeper")).toBeNull();
@@ -129,7 +133,8 @@ describe("HostDirectorySandbox commands: answered by the test, never run on the 
   it("a handler's answer, with byte counts; a kill by signal, timeout or stopAllProcesses ends a command that never returns", async () => {
     await using workspace = temporaryDirectory();
     const provider = new HostDirectorySandboxProvider({
-      exec: ({ request, sandbox }) => (request.command === "hang" ? new Promise(() => undefined) : sandbox.readFile("f.txt").then((file) => ({ stdout: `${file?.content}é` }))),
+      exec: ({ request, sandbox }) =>
+        request.command === "hang" ? new Promise(() => undefined) : sandbox.readFile("f.txt").then((file) => ({ stdout: `${file?.content}é` })),
     });
     const sandbox = await sandboxIn(workspace.path, provider);
     writeFileSync(join(workspace.path, "f.txt"), "content ");
@@ -181,7 +186,11 @@ describe("HostDirectorySandboxProvider.ensureWorkspaceIdle", () => {
     await sandboxIn(workspace.path, provider, { agentId: "e1", workspace: { hostPath: workspace.path, readOnly: true } });
     await provider.ensureWorkspaceIdle(workspace.path);
     const writer = await sandboxIn(workspace.path, provider);
-    await expect(provider.ensureWorkspaceIdle(workspace.path)).rejects.toThrow(new SandboxError(`sandbox ${writer.id} (running) still mounts ${workspace.path} writable; host git does not read a worktree while the agent's processes can run`));
+    await expect(provider.ensureWorkspaceIdle(workspace.path)).rejects.toThrow(
+      new SandboxError(
+        `sandbox ${writer.id} (running) still mounts ${workspace.path} writable; host git does not read a worktree while the agent's processes can run`,
+      ),
+    );
     await provider.ensureWorkspaceIdle(other.path);
     expect(await writer.freeze(() => provider.ensureWorkspaceIdle(workspace.path).then(() => "idle while frozen"))).toBe("idle while frozen");
     await expect(provider.ensureWorkspaceIdle(workspace.path)).rejects.toBeInstanceOf(SandboxError);

@@ -32,7 +32,11 @@ describe("loadTaskFile", () => {
     expect(task.workspacePath).toBe(join(directory.path, "repo"));
     expect(task.scriptPath).toBe(join(directory.path, "script.yaml"));
     expect(task.max_steps).toBe(50);
-    expect(task.sandbox).toMatchObject({ image: "agent-runner/sandbox:bookworm", network: { allow: [] }, limits: { cpus: 1, memory: 1024 ** 3, pids: 256, disk: 10 * 1024 ** 3 } });
+    expect(task.sandbox).toMatchObject({
+      image: "agent-runner/sandbox:bookworm",
+      network: { allow: [] },
+      limits: { cpus: 1, memory: 1024 ** 3, pids: 256, disk: 10 * 1024 ** 3 },
+    });
   });
 
   it("reads sandbox.limits.disk in the size syntax of the other limits and refuses one too small for a checkout", async () => {
@@ -62,7 +66,17 @@ describe("loadTaskFile", () => {
     );
     const paths = problems.map((problem) => problem.path);
     expect(paths).toEqual(
-      expect.arrayContaining(["name", "instruction", "workspace", "model.provider", "sandbox.limits.memory", "sandbox.limits.pids", "sandbox", "verify.command", "max_steps"]),
+      expect.arrayContaining([
+        "name",
+        "instruction",
+        "workspace",
+        "model.provider",
+        "sandbox.limits.memory",
+        "sandbox.limits.pids",
+        "sandbox",
+        "verify.command",
+        "max_steps",
+      ]),
     );
     expect(problems.find((problem) => problem.path === "instruction")?.message).toMatch(/required/);
     expect(problems.find((problem) => problem.path === "sandbox")?.message).toMatch(/unknown field netwrk/);
@@ -73,10 +87,7 @@ describe("loadTaskFile", () => {
   it("reports cross-field problems together: missing workspace and script, bad allow-list entries", async () => {
     await using directory = temporaryDirectory();
     const problems = problemsOf(
-      writeTask(
-        directory.path,
-        "name: t\ninstruction: x\nworkspace: ./nope\nmodel: { provider: scripted }\nsandbox: { network: { allow: [pypi.org] } }\n",
-      ),
+      writeTask(directory.path, "name: t\ninstruction: x\nworkspace: ./nope\nmodel: { provider: scripted }\nsandbox: { network: { allow: [pypi.org] } }\n"),
     );
     expect(problems.map((problem) => problem.path).sort()).toEqual(["model.script", "workspace"]);
     const network = problemsOf(
@@ -113,7 +124,10 @@ describe("loadTaskFile", () => {
     );
     expect(problemsOf(named).map((problem) => problem.path)).toEqual(["hooks.pre_tool_use.0", "hooks.post_tool_use.0", "hooks.post_tool_use.1"]);
     // Outside the repository: accepted.
-    const fine = writeTask(directory.path, `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks: { pre_tool_use: [{ command: "./outside.sh" }] }\n`);
+    const fine = writeTask(
+      directory.path,
+      `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks: { pre_tool_use: [{ command: "./outside.sh" }] }\n`,
+    );
     expect(loadTaskFile(fine).hooks.pre_tool_use).toHaveLength(1);
   });
 
@@ -121,12 +135,25 @@ describe("loadTaskFile", () => {
     await using directory = temporaryDirectory();
     mkdirSync(join(directory.path, "repo"));
     const base = "name: fix-add\ninstruction: do it\nworkspace: ./repo\n";
-    const task = loadTaskFile(writeTask(directory.path, `${base}verify: { command: pytest, protect: ["tests/**", "**/conftest.py"] }\ncommit: { max_file_size: 10m }\n`));
+    const task = loadTaskFile(
+      writeTask(directory.path, `${base}verify: { command: pytest, protect: ["tests/**", "**/conftest.py"] }\ncommit: { max_file_size: 10m }\n`),
+    );
     expect(task.verify).toEqual({ command: "pytest", timeout_sec: 600, protect: ["tests/**", "**/conftest.py"] });
     expect(task.commit).toEqual({ max_file_size: 10 * 1024 ** 2, max_total_size: 1024 ** 3, timeout_sec: 300 });
     expect(loadTaskFile(writeTask(directory.path, `${base}verify: { command: pytest }\n`)).verify?.protect).toEqual([]);
-    const problems = problemsOf(writeTask(directory.path, `${base}verify: { command: pytest, protect: ["/etc/**", "../up", ":(top)x"] }\ncommit: { max_total_size: "0", timeout_sec: 0 }\n`));
-    expect(problems.map((problem) => problem.path).sort()).toEqual(["commit.max_total_size", "commit.timeout_sec", "verify.protect.0", "verify.protect.1", "verify.protect.2"]);
+    const problems = problemsOf(
+      writeTask(
+        directory.path,
+        `${base}verify: { command: pytest, protect: ["/etc/**", "../up", ":(top)x"] }\ncommit: { max_total_size: "0", timeout_sec: 0 }\n`,
+      ),
+    );
+    expect(problems.map((problem) => problem.path).sort()).toEqual([
+      "commit.max_total_size",
+      "commit.timeout_sec",
+      "verify.protect.0",
+      "verify.protect.1",
+      "verify.protect.2",
+    ]);
     expect(problems.find((problem) => problem.path === "verify.protect.0")?.message).toMatch(/relative to the repository's top level/);
     expect(problems.find((problem) => problem.path === "commit.max_total_size")?.message).toMatch(/"100m"/);
   });

@@ -21,7 +21,17 @@ describe("connectMcpServers", () => {
     const sandbox = sandboxWith({
       pageSize: 2,
       tools: [
-        { name: "echo", description: "Echoes", inputSchema: { $schema: "http://json-schema.org/draft-07/schema#", type: "object", properties: { message: { type: "string" } }, required: ["message"] }, annotations: { readOnlyHint: true } },
+        {
+          name: "echo",
+          description: "Echoes",
+          inputSchema: {
+            $schema: "http://json-schema.org/draft-07/schema#",
+            type: "object",
+            properties: { message: { type: "string" } },
+            required: ["message"],
+          },
+          annotations: { readOnlyHint: true },
+        },
         { name: "write.it", description: "Writes" },
         { name: "research", execution: { taskSupport: "required" } },
         { name: "third-page", annotations: { readOnlyHint: false } },
@@ -76,7 +86,9 @@ describe("connectMcpServers", () => {
     const registry = new ToolRegistry(mcp.tools);
     const result = await registry.execute("mcp__fake__write_it", JSON.stringify({ path: "a", n: 2 }), context(sandbox));
     expect(result).toMatchObject({ content: 'write.it got {"path":"a","n":2}', details: { mcp_server: "fake", mcp_tool: "write.it" } });
-    expect(log.requests.filter((request) => request.method === "tools/call")).toEqual([{ method: "tools/call", params: { name: "write.it", arguments: { path: "a", n: 2 } } }]);
+    expect(log.requests.filter((request) => request.method === "tools/call")).toEqual([
+      { method: "tools/call", params: { name: "write.it", arguments: { path: "a", n: 2 } } },
+    ]);
     // Not an object: refused before the server sees it.
     expect((await registry.execute("mcp__fake__write_it", "[1]", context(sandbox))).content).toMatch(/^Error: invalid arguments for mcp__fake__write_it/);
     // A JSON-RPC error from the server is an Error: result too.
@@ -85,7 +97,13 @@ describe("connectMcpServers", () => {
 
   it("cancels a call that exceeds timeout_ms and answers Error:, and the server stays usable", async () => {
     const log: FakeMcpServerLog = { requests: [], cancelled: [] };
-    const sandbox = sandboxWith({ tools: [{ name: "slow" }, { name: "fast" }], call: (name) => (name === "slow" ? { hang: true } : { result: { content: [{ type: "text", text: "quick" }] } }) }, log);
+    const sandbox = sandboxWith(
+      {
+        tools: [{ name: "slow" }, { name: "fast" }],
+        call: (name) => (name === "slow" ? { hang: true } : { result: { content: [{ type: "text", text: "quick" }] } }),
+      },
+      log,
+    );
     await using mcp = await connectMcpServers(servers({ fake: { command: "fake-mcp", timeout_ms: 200 } }), { sandbox });
     const [slow, fast] = mcp.tools;
     const started = Date.now();
@@ -110,12 +128,14 @@ describe("connectMcpServers", () => {
     const sandbox = sandboxWith({
       banner: "fake server starting",
       tools: [{ name: "crash" }, { name: "other" }],
-      call: (name) => (name === "crash" ? { crash: { stderr: "panic: out of cheese\n", exitCode: 2 } } : { result: { content: [{ type: "text", text: "fine" }] } }),
+      call: (name) =>
+        name === "crash" ? { crash: { stderr: "panic: out of cheese\n", exitCode: 2 } } : { result: { content: [{ type: "text", text: "fine" }] } },
     });
     const events: McpEvent[] = [];
     await using mcp = await connectMcpServers(servers({ fake: { command: "fake-mcp" } }), { sandbox, events: { emit: (event) => events.push(event) } });
     const [crash, other] = mcp.tools;
-    const expected = "Error: MCP server fake is not running (exit 2; last stderr: fake server starting | panic: out of cheese); its tools cannot be used for the rest of this run";
+    const expected =
+      "Error: MCP server fake is not running (exit 2; last stderr: fake server starting | panic: out of cheese); its tools cannot be used for the rest of this run";
     expect((await crash!.execute({}, context(sandbox))).content).toBe(expected);
     expect(await other!.execute({}, context(sandbox))).toMatchObject({ isError: true, content: expected });
     expect(events.at(-1)).toEqual({
@@ -131,7 +151,9 @@ describe("connectMcpServers", () => {
     const sandbox = sandboxWith({ tools: [{ name: "t" }] });
     await using mcp = await connectMcpServers(servers({ fake: { command: "fake-mcp" } }), { sandbox });
     await sandbox.spawned[0]!.process.kill();
-    expect((await mcp.tools[0]!.execute({}, context(sandbox))).content).toMatch(/^Error: MCP server fake is not running \(exit 137, SIGKILL; last stderr: \(empty\)\)/);
+    expect((await mcp.tools[0]!.execute({}, context(sandbox))).content).toMatch(
+      /^Error: MCP server fake is not running \(exit 137, SIGKILL; last stderr: \(empty\)\)/,
+    );
   });
 
   it("fails the start with each broken server's exit and stderr, and leaves nothing running", async () => {
@@ -147,7 +169,9 @@ describe("connectMcpServers", () => {
     const message = await attempt.catch((error: Error) => error.message);
     expect(message).toMatch(/^MCP servers did not start:\n/);
     expect(message).toContain("- broken (in the sandbox: dies): it exited while starting (exit 1); last stderr: Error: cannot open config");
-    expect(message).toContain("- missing (in the sandbox: no-such-server): it exited while starting (exit 127); last stderr: env: 'no-such-server': No such file or directory");
+    expect(message).toContain(
+      "- missing (in the sandbox: no-such-server): it exited while starting (exit 127); last stderr: env: 'no-such-server': No such file or directory",
+    );
     expect(events.map((event) => `${event.type} ${event.data.server}`).sort()).toEqual(["mcp_server.failed broken", "mcp_server.failed missing"]);
     expect(sandbox.spawned.every(({ process }) => process.hasExited)).toBe(true);
   });
@@ -187,7 +211,9 @@ describe("connectMcpServers", () => {
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     try {
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
-      const attempt = connectMcpServers(servers({ remote: { url, headers: { Authorization: "Bearer t0ken" }, timeout_ms: 5000 } }), { sandbox: new FakeSandbox() });
+      const attempt = connectMcpServers(servers({ remote: { url, headers: { Authorization: "Bearer t0ken" }, timeout_ms: 5000 } }), {
+        sandbox: new FakeSandbox(),
+      });
       await expect(attempt).rejects.toThrow(McpServerStartError);
       const message = await attempt.catch((error: Error) => error.message);
       expect(message).toContain(`- remote (HTTP ${url}): `);
@@ -203,9 +229,9 @@ describe("connectMcpServers", () => {
     await expect(
       connectMcpServers(servers({ planted: { command: "/work/ws/tools/server.sh", trusted: true } }), { sandbox, workspaceHostPath: "/work/ws", hostCwd: "/" }),
     ).rejects.toThrow(/mcp_servers\.planted: a trusted server runs on the host; its command \/work\/ws\/tools\/server\.sh is inside the workspace/);
-    await expect(connectMcpServers(servers({ planted: { command: "npx", trusted: true } }), { sandbox, workspaceHostPath: "/work/ws", hostCwd: "/work/ws/sub" })).rejects.toThrow(
-      /its working directory \/work\/ws\/sub is inside the workspace/,
-    );
+    await expect(
+      connectMcpServers(servers({ planted: { command: "npx", trusted: true } }), { sandbox, workspaceHostPath: "/work/ws", hostCwd: "/work/ws/sub" }),
+    ).rejects.toThrow(/its working directory \/work\/ws\/sub is inside the workspace/);
     expect(sandbox.spawned).toHaveLength(0);
   });
 });

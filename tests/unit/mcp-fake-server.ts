@@ -11,7 +11,8 @@ export interface FakeMcpTool {
 }
 
 /** What a tools/call does: answer a result, never answer, or end the process with stderr. */
-export type FakeCallAnswer = { result: Record<string, unknown> } | { hang: true } | { crash: { stderr: string; exitCode: number } } | { error: { code: number; message: string } };
+export type FakeCallAnswer =
+  { result: Record<string, unknown> } | { hang: true } | { crash: { stderr: string; exitCode: number } } | { error: { code: number; message: string } };
 
 export interface FakeMcpServerScript {
   tools: FakeMcpTool[];

@@ -64,7 +64,9 @@ describe("mcpServersSchema", () => {
     expect(problems({ s: { command: "x", tursted: true } })).toEqual(['mcp_servers.s: Unrecognized key: "tursted"']);
     expect(problems({ s: { url: "ftp://host/x" } })).toEqual(["mcp_servers.s.url: expected an http:// or https:// URL"]);
     expect(problems({ s: { url: "https://h/mcp", trusted: true } })).toEqual(['mcp_servers.s: Unrecognized key: "trusted"']);
-    expect(problems({ s: { command: "x", url: "https://h/mcp" } })).toEqual(["mcp_servers.s: give either `command` (a stdio server) or `url` (a streamable HTTP server), not both"]);
+    expect(problems({ s: { command: "x", url: "https://h/mcp" } })).toEqual([
+      "mcp_servers.s: give either `command` (a stdio server) or `url` (a streamable HTTP server), not both",
+    ]);
     expect(problems({ s: {} })).toEqual(["mcp_servers.s: required: `command` (a stdio server) or `url` (a streamable HTTP server)"]);
     expect(problems({ s: { command: "x", timeout_ms: 5 } })).toEqual(["mcp_servers.s.timeout_ms: at least 100 (ms)"]);
     expect(problems({ s: { command: "x", env: { "BAD-NAME": "1" } } })).toHaveLength(1);

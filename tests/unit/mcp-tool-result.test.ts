@@ -6,7 +6,15 @@ const png = Buffer.alloc(1000, 7).toString("base64");
 
 describe("mcpToolResult", () => {
   it("joins text blocks with newlines", () => {
-    const result = mcpToolResult({ content: [{ type: "text", text: "one" }, { type: "text", text: "two" }] }, origin);
+    const result = mcpToolResult(
+      {
+        content: [
+          { type: "text", text: "one" },
+          { type: "text", text: "two" },
+        ],
+      },
+      origin,
+    );
     expect(result).toMatchObject({ content: "one\ntwo", details: { mcp_server: "srv", mcp_tool: "do-it", content_types: ["text", "text"] } });
     expect(result.isError).toBeUndefined();
   });
@@ -55,7 +63,10 @@ describe("mcpToolResult", () => {
     // The same JSON in a text block (keys in another order), or prose naming every value: not repeated.
     const same = mcpToolResult({ content: [{ type: "text", text: '{"conditions":"Cloudy","temperature":22.5}' }], structuredContent: structured }, origin);
     expect(same.content).toBe('{"conditions":"Cloudy","temperature":22.5}');
-    const wrapper = mcpToolResult({ content: [{ type: "text", text: "[FILE] a.txt\n[DIR] src" }], structuredContent: { content: "[FILE] a.txt\n[DIR] src" } }, origin);
+    const wrapper = mcpToolResult(
+      { content: [{ type: "text", text: "[FILE] a.txt\n[DIR] src" }], structuredContent: { content: "[FILE] a.txt\n[DIR] src" } },
+      origin,
+    );
     expect(wrapper.content).toBe("[FILE] a.txt\n[DIR] src");
     expect(wrapper.details?.structured_content).toBe("already in the text");
   });
@@ -65,14 +76,20 @@ describe("mcpToolResult", () => {
     const blocks = [{ type: "image" as const, data: png, mimeType: "image/png" }];
     const echoed = mcpToolResult({ content: blocks, structuredContent: { content: blocks } }, origin);
     expect(echoed.content).toBe("[image: image/png, 1000 bytes; not shown]");
-    const other = mcpToolResult({ content: [], structuredContent: { thumbnail: { data: png, mimeType: "image/png" }, file: { blob: png }, raw: png, name: "x" } }, origin);
+    const other = mcpToolResult(
+      { content: [], structuredContent: { thumbnail: { data: png, mimeType: "image/png" }, file: { blob: png }, raw: png, name: "x" } },
+      origin,
+    );
     expect(other.content).toBe(
       '{"thumbnail":{"data":"[image/png, 1000 bytes; not shown]","mimeType":"image/png"},"file":{"blob":"[binary, 1000 bytes; not shown]"},"raw":"[base64 data, 1000 bytes; not shown]","name":"x"}',
     );
   });
 
   it("makes isError an Error: result, without doubling an Error: prefix", () => {
-    expect(mcpToolResult({ content: [{ type: "text", text: "no such city" }], isError: true }, origin)).toMatchObject({ content: "Error: no such city", isError: true });
+    expect(mcpToolResult({ content: [{ type: "text", text: "no such city" }], isError: true }, origin)).toMatchObject({
+      content: "Error: no such city",
+      isError: true,
+    });
     expect(mcpToolResult({ content: [{ type: "text", text: "Error: Access denied" }], isError: true }, origin).content).toBe("Error: Access denied");
     expect(mcpToolResult({ content: [], isError: true }, origin).content).toBe('Error: MCP tool "do-it" of server srv reported an error without a message');
   });

@@ -105,7 +105,9 @@ describe("OpenAIModelClient retries against the scripted model", () => {
   });
 
   it("retries 503 twice with doubling full-jitter backoff, then succeeds", async () => {
-    const { client, server, delays } = await scripted({ turns: [{ content: "done", faults: [{ status: 503 }, { status: 503, message: "still overloaded" }] }] });
+    const { client, server, delays } = await scripted({
+      turns: [{ content: "done", faults: [{ status: 503 }, { status: 503, message: "still overloaded" }] }],
+    });
     const { promise, retries } = call(client);
     expect((await promise).content).toBe("done");
     // random() = 0.5: half of 500 ms, then half of 1000 ms.
@@ -236,7 +238,14 @@ describe("OpenAIModelClient retries against the scripted model", () => {
     ]);
     const client = new OpenAIModelClient({ baseURL, apiKey: "k", model: "m", sleep: recordingSleep().sleep });
     await client.complete({ messages: base, tools: [], agentId: "sub-1", callIndex: 5, purpose: "compaction" });
-    expect(seen.map((headers) => [headers[ATTEMPT_HEADER], headers["x-agent-runner-purpose"], headers["x-agent-runner-call-index"], headers["x-agent-runner-agent-id"]])).toEqual([
+    expect(
+      seen.map((headers) => [
+        headers[ATTEMPT_HEADER],
+        headers["x-agent-runner-purpose"],
+        headers["x-agent-runner-call-index"],
+        headers["x-agent-runner-agent-id"],
+      ]),
+    ).toEqual([
       ["0", "compaction", "5", "sub-1"],
       ["1", "compaction", "5", "sub-1"],
     ]);
@@ -385,7 +394,9 @@ describe("script validation of faults", () => {
 
   it("lists every bad fault with its path", () => {
     const message = problems({
-      turns: [{ content: "x", faults: [{ status: 503, delay_ms: 5 }, {}, { status: 200 }, { delay_ms: 5, retry_after: 1 }, { truncate: false }, { sleep: 1 }] }],
+      turns: [
+        { content: "x", faults: [{ status: 503, delay_ms: 5 }, {}, { status: 200 }, { delay_ms: 5, retry_after: 1 }, { truncate: false }, { sleep: 1 }] },
+      ],
       compactions: [{ faults: [{ status: 700 }] }],
     });
     expect(message).toMatch(/turns\.0\.faults\.0: a fault has exactly one kind; got status and delay_ms/);

@@ -58,7 +58,9 @@ describe("decideApproval", () => {
   it("confirmations: deny refuses even on a terminal, with the reason", () => {
     const step = decideApproval(context({ policy: { name: "ci", confirmations: "deny", remember: [] } }));
     expect(step).toMatchObject({ kind: "deny", rule: "commands.git-push" });
-    expect(step.kind === "deny" && step.reason).toMatch(/publishes commits — this needs confirmation, and policy ci refuses everything that does \(confirmations: deny\)/);
+    expect(step.kind === "deny" && step.reason).toMatch(
+      /publishes commits — this needs confirmation, and policy ci refuses everything that does \(confirmations: deny\)/,
+    );
   });
 
   it("on a terminal it asks, offering 'always' only for tools the policy lets be remembered", () => {
@@ -102,7 +104,10 @@ describe("decideApproval", () => {
     expect(resolveApprovalAnswer(context(), { answer: "no", reason: "open a PR instead" }).reason).toBe(
       "the user refused: open a PR instead (`git push`: publishes commits)",
     );
-    expect(resolveApprovalAnswer(context(), { answer: "no", timedOut: true })).toMatchObject({ kind: "deny", reason: expect.stringMatching(/^no answer came in time/) });
+    expect(resolveApprovalAnswer(context(), { answer: "no", timedOut: true })).toMatchObject({
+      kind: "deny",
+      reason: expect.stringMatching(/^no answer came in time/),
+    });
   });
 });
 
@@ -167,7 +172,14 @@ describe("promptForApproval", () => {
 
     const aborted = streams();
     const controller = new AbortController();
-    const second = promptForApproval({ input: aborted.input, output: aborted.output, question: "q", canRemember: true, timeoutMs: 5_000, signal: controller.signal });
+    const second = promptForApproval({
+      input: aborted.input,
+      output: aborted.output,
+      question: "q",
+      canRemember: true,
+      timeoutMs: 5_000,
+      signal: controller.signal,
+    });
     controller.abort();
     expect(await second).toEqual({ answer: "no", reason: "cancelled" });
   });

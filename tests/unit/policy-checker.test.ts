@@ -124,7 +124,10 @@ describe("MCP tools that take paths", () => {
       rule: "hard.protected-path",
       subject: "/workspace/.git/hooks/x",
     });
-    expect(policy.check("mcp__files__read_text_file", { path: "/workspace/secrets/k" }, { readOnly: true })).toMatchObject({ decision: "deny", rule: "paths.read.deny[0]" });
+    expect(policy.check("mcp__files__read_text_file", { path: "/workspace/secrets/k" }, { readOnly: true })).toMatchObject({
+      decision: "deny",
+      rule: "paths.read.deny[0]",
+    });
     expect(policy.check("mcp__files__read_multiple_files", { paths: ["/workspace/src/a.ts", "/etc/passwd"] }, { readOnly: true })).toMatchObject({
       decision: "deny",
       rule: "hard.workspace-confinement",

@@ -4,10 +4,7 @@ import { loadPolicy, validatePolicy } from "../../src/policy/load-policy.js";
 import { PermissionChecker } from "../../src/policy/permission-checker.js";
 
 function policyWith(commands: unknown[], defaultRisk = "allow") {
-  return validatePolicy(
-    { name: "test", description: "a test policy", tools: { allow: ["*"] }, commands, default_command_risk: defaultRisk },
-    "test",
-  );
+  return validatePolicy({ name: "test", description: "a test policy", tools: { allow: ["*"] }, commands, default_command_risk: defaultRisk }, "test");
 }
 
 let denyRm: PermissionChecker;

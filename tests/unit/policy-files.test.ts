@@ -141,7 +141,10 @@ describe("shipped policies", () => {
       expect(checker.check("write_file", { path: "a.txt", content: "" }).rule).toBe("tools.allow");
       expect(checker.check("run_shell", { command: "git status && git log --oneline -5 | cat" }).decision).toBe("allow");
       expect(checker.check("run_shell", { command: "grep -rn TODO src > todo.txt" })).toMatchObject({ decision: "deny", rule: "paths.write.allow" });
-      expect(checker.check("run_shell", { command: "git -c core.pager='sh -c id' log" })).toMatchObject({ decision: "deny", rule: "commands.git-config-override" });
+      expect(checker.check("run_shell", { command: "git -c core.pager='sh -c id' log" })).toMatchObject({
+        decision: "deny",
+        rule: "commands.git-config-override",
+      });
       expect(checker.check("run_shell", { command: "git grep -c TODO -- src" })).toMatchObject({ decision: "allow", rule: "commands.git-read" });
     }
     expect(explore.check("run_shell", { command: "python3 -m pytest -q" })).toMatchObject({ decision: "deny", rule: "default_command_risk" });

@@ -107,7 +107,9 @@ describe("project instructions (base commit, read through the sandbox)", () => {
     const [listing, blobs] = sandbox.commands;
     expect(sandbox.commands).toHaveLength(2);
     expect(listing!.command).toMatch(/^unset GIT_DIR GIT_WORK_TREE /);
-    expect(listing!.command).toContain(`git --git-dir='${GIT_DIRECTORY}' -c safe.directory='*' -c core.fsmonitor=false ls-tree -r -l -z --full-tree ${BASE} | { grep -z -E`);
+    expect(listing!.command).toContain(
+      `git --git-dir='${GIT_DIRECTORY}' -c safe.directory='*' -c core.fsmonitor=false ls-tree -r -l -z --full-tree ${BASE} | { grep -z -E`,
+    );
     expect(listing!.env).toMatchObject({ GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1", GIT_NO_REPLACE_OBJECTS: "1" });
     expect(blobs!.command).toContain(`git --git-dir='${GIT_DIRECTORY}'`);
     for (const command of sandbox.commands) expect(command.command).not.toContain("/workspace");
@@ -140,7 +142,11 @@ describe("project instructions (base commit, read through the sandbox)", () => {
       `<project_instructions path="a/AGENTS.md" applies_to="a/">\nabééé\n[truncated: the first 8 of ${Buffer.byteLength(nested)} bytes are shown (project instructions are capped at ${MAX_PROJECT_INSTRUCTION_BYTES} bytes in all); read the rest with read_file a/AGENTS.md]\n</project_instructions>`,
     );
     expect(result.text).not.toContain("\uFFFD");
-    expect(result.text.endsWith(`Not included (past the ${MAX_PROJECT_INSTRUCTION_BYTES}-byte cap): d/GEMINI.md (6 bytes), b/c/CLAUDE.md (7 bytes); read the one for a directory with read_file before changing files there.`)).toBe(true);
+    expect(
+      result.text.endsWith(
+        `Not included (past the ${MAX_PROJECT_INSTRUCTION_BYTES}-byte cap): d/GEMINI.md (6 bytes), b/c/CLAUDE.md (7 bytes); read the one for a directory with read_file before changing files there.`,
+      ),
+    ).toBe(true);
     // Files past the cap are not even read.
     expect(sandbox.commands[1]!.command).toMatch(/for entry in [0-9a-f]{40}:32759 [0-9a-f]{40}:9; do/);
   });

@@ -82,7 +82,12 @@ const CREDENTIALS: CredentialCase[] = [
   credential("GitHub classic PAT", "github-token", `ghp_${alnum(36)}`, (v) => `export GITHUB_TOKEN=${v}`),
   credential("GitHub OAuth token", "github-token", `gho_${alnum(36)}`),
   credential("GitHub user-to-server token", "github-token", `ghu_${alnum(36)}`),
-  credential("GitHub installation token in a clone URL", "github-token", `ghs_${alnum(36)}`, (v) => `git clone https://x-access-token:${v}@github.com/octo/repo.git`),
+  credential(
+    "GitHub installation token in a clone URL",
+    "github-token",
+    `ghs_${alnum(36)}`,
+    (v) => `git clone https://x-access-token:${v}@github.com/octo/repo.git`,
+  ),
   credential("GitHub refresh token", "github-token", `ghr_${alnum(76)}`),
   credential("GitHub fine-grained PAT", "github-token", `github_pat_${alnum(22)}_${alnum(59)}`),
   credential("GitLab personal access token", "gitlab-token", `glpat-${urlsafe(20)}`, (v) => `PRIVATE-TOKEN: ${v}`),
@@ -112,9 +117,19 @@ const CREDENTIALS: CredentialCase[] = [
   credential("JWT", "jwt", `eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ${urlsafe(60)}.${urlsafe(43)}`, (v) => `session=${v}; Path=/`),
   credential("HashiCorp Vault token", "hashicorp-vault-token", `hvs.${urlsafe(95)}`),
   credential("AWS access key id", "aws-access-key-id", `AKIA${from(UPPER + "234567")(16)}`),
-  credential("AWS secret access key (ini)", "aws-secret-access-key", base64(40), (v) => `[default]\naws_access_key_id = AKIA${from(UPPER)(16)}\naws_secret_access_key = ${v}\n`),
+  credential(
+    "AWS secret access key (ini)",
+    "aws-secret-access-key",
+    base64(40),
+    (v) => `[default]\naws_access_key_id = AKIA${from(UPPER)(16)}\naws_secret_access_key = ${v}\n`,
+  ),
   credential("AWS secret access key (env)", "aws-secret-access-key", base64(40), (v) => `export AWS_SECRET_ACCESS_KEY=${v}`),
-  credential("Azure storage connection string", "azure-storage-key", `${base64(86)}==`, (v) => `DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=${v};EndpointSuffix=core.windows.net`),
+  credential(
+    "Azure storage connection string",
+    "azure-storage-key",
+    `${base64(86)}==`,
+    (v) => `DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=${v};EndpointSuffix=core.windows.net`,
+  ),
   {
     name: "Azure SAS URL",
     kind: "azure-sas",
@@ -129,7 +144,11 @@ const CREDENTIALS: CredentialCase[] = [
   {
     name: "PEM key JSON-escaped (a service account file)",
     kind: "private-key",
-    text: JSON.stringify({ type: "service_account", private_key: `-----BEGIN PRIVATE KEY-----\n${gcpKeyBody.join("\n")}\n-----END PRIVATE KEY-----\n`, client_email: "x@p.iam.gserviceaccount.com" }),
+    text: JSON.stringify({
+      type: "service_account",
+      private_key: `-----BEGIN PRIVATE KEY-----\n${gcpKeyBody.join("\n")}\n-----END PRIVATE KEY-----\n`,
+      client_email: "x@p.iam.gserviceaccount.com",
+    }),
     secret: gcpKeyBody,
   },
   credential("password in a database URL", "url-password", password().replace("!", "-"), (v) => `DATABASE_URL=postgres://app:${v}@db.internal:5432/app`),
@@ -164,7 +183,11 @@ describe("Redactor: credential corpus", () => {
 
   it.each(CREDENTIALS.map((entry) => [entry.name, entry] as const))("%s", (_name, entry) => {
     // As printed, as JSON text (a tool result in a log line), and right after a JSON `\n` escape (JSON inside JSON).
-    const framings = [entry.text, JSON.stringify({ output: entry.text }), JSON.stringify({ arguments: JSON.stringify({ content: `first line\n${entry.text}` }) })];
+    const framings = [
+      entry.text,
+      JSON.stringify({ output: entry.text }),
+      JSON.stringify({ arguments: JSON.stringify({ content: `first line\n${entry.text}` }) }),
+    ];
     for (const framing of framings) {
       const redacted = redactor.redact(framing);
       expect(redacted, framing).toContain(`[REDACTED:${entry.kind}]`);
@@ -244,7 +267,10 @@ const ordinaryGenerated: Record<string, string> = {
   "git SHAs": Array.from({ length: 500 }, (_, i) => `${hash("sha1", `c${i}`, "hex")} commit message ${i}`).join("\n"),
   UUIDs: Array.from({ length: 500 }, () => randomUUID()).join("\n"),
   "integrity hashes": Array.from({ length: 500 }, (_, i) => `"integrity": "sha512-${hash("sha512", `p${i}`, "base64")}"`).join(",\n"),
-  "image digests and go.sum": Array.from({ length: 300 }, (_, i) => `node@sha256:${hash("sha256", `i${i}`, "hex")}\nexample.org/m v1.0.${i} h1:${hash("sha256", `g${i}`, "base64")}`).join("\n"),
+  "image digests and go.sum": Array.from(
+    { length: 300 },
+    (_, i) => `node@sha256:${hash("sha256", `i${i}`, "hex")}\nexample.org/m v1.0.${i} h1:${hash("sha256", `g${i}`, "base64")}`,
+  ).join("\n"),
   "base64 data": Array.from({ length: 40 }, () => base64(4000)).join("\n"),
   "base64url and hex data": Array.from({ length: 40 }, () => `${urlsafe(2000)}\n${hex(2000)}`).join("\n"),
   "a data URL": `<img src="data:image/png;base64,${base64(20000)}">`,

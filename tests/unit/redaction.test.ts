@@ -177,7 +177,9 @@ describe("Redactor: literal values in any letter case", () => {
     const secret = "AbCdEf0123456789XyZ";
     const redactor = new Redactor([secret]);
     const network = { [`${secret.toLowerCase()}.exfil.test:80`]: { allowed: 0, denied: 1 }, "pypi.org:443": { allowed: 2, denied: 0 } };
-    expect(redactor.redactDeep({ network })).toEqual({ network: { [`${REDACTED}.exfil.test:80`]: { allowed: 0, denied: 1 }, "pypi.org:443": { allowed: 2, denied: 0 } } });
+    expect(redactor.redactDeep({ network })).toEqual({
+      network: { [`${REDACTED}.exfil.test:80`]: { allowed: 0, denied: 1 }, "pypi.org:443": { allowed: 2, denied: 0 } },
+    });
   });
 });
 

@@ -29,7 +29,13 @@ describe("ScriptedModelServer through the openai client", () => {
   it("answers the turn named by the call index, with tool calls and raw arguments", async () => {
     const { client, server } = await scripted({
       turns: [
-        { content: "first", tool_calls: [{ name: "read_file", arguments: { path: "a.py" } }, { name: "run_shell", arguments_raw: "{not json" }] },
+        {
+          content: "first",
+          tool_calls: [
+            { name: "read_file", arguments: { path: "a.py" } },
+            { name: "run_shell", arguments_raw: "{not json" },
+          ],
+        },
         { content: "second" },
       ],
     });
@@ -48,10 +54,7 @@ describe("ScriptedModelServer through the openai client", () => {
 
   it("checks expect against the tool results after the last assistant message", async () => {
     const { client } = await scripted({
-      turns: [
-        { content: "x" },
-        { expect: { tool_result_matches: "def add", tool_result_not_matches: "Traceback" }, content: "ok" },
-      ],
+      turns: [{ content: "x" }, { expect: { tool_result_matches: "def add", tool_result_not_matches: "Traceback" }, content: "ok" }],
     });
     const history: ChatMessage[] = [
       ...base,

@@ -66,14 +66,18 @@ describe("workspace skills (base commit, read through the sandbox)", () => {
       ["lint", "workspace", `${BASE}:skills/lint/SKILL.md`, [{ path: "rules.md", size: 9 }]],
     ]);
     const [listing, blobs] = sandbox.commands;
-    expect(listing!.command).toContain(`git --git-dir='${GIT_DIRECTORY}' -c safe.directory='*' -c core.fsmonitor=false ls-tree -r -l -z --full-tree ${BASE} -- skills/`);
+    expect(listing!.command).toContain(
+      `git --git-dir='${GIT_DIRECTORY}' -c safe.directory='*' -c core.fsmonitor=false ls-tree -r -l -z --full-tree ${BASE} -- skills/`,
+    );
     expect(listing!.command).toMatch(/^unset GIT_DIR GIT_WORK_TREE /);
     expect(listing!.env).toMatchObject({ GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1", GIT_NO_REPLACE_OBJECTS: "1" });
     expect(blobs!.command).toMatch(/cat-file blob "\$object" \| base64 -w 0/);
     expect(sandbox.commands).toHaveLength(2);
 
     const tool = loadSkillTool(SkillSet.fromSources([result]));
-    expect((await tool.execute({ name: "lint" }, toolContext(sandbox))).content).toContain('[skill] lint\nDo the lint thing.\n\nOther files of this skill (read one with load_skill {"name": "lint", "file": "<path>"}):\n- rules.md (9 bytes)');
+    expect((await tool.execute({ name: "lint" }, toolContext(sandbox))).content).toContain(
+      '[skill] lint\nDo the lint thing.\n\nOther files of this skill (read one with load_skill {"name": "lint", "file": "<path>"}):\n- rules.md (9 bytes)',
+    );
     expect((await tool.execute({ name: "lint", file: "rules.md" }, toolContext(sandbox))).content).toBe("[skill file] lint/rules.md\nrule one\n");
   });
 
@@ -110,9 +114,13 @@ describe("workspace skills (base commit, read through the sandbox)", () => {
 
   it("refuses a git directory inside /workspace (the agent can rewrite it) and a base that is not an object id", async () => {
     const sandbox = gitSandbox({});
-    await expect(readWorkspaceSkills({ sandbox, baseCommit: BASE, gitDirectory: "/workspace/.git" })).rejects.toThrow(/gitDirectory must be an absolute path outside \/workspace/);
+    await expect(readWorkspaceSkills({ sandbox, baseCommit: BASE, gitDirectory: "/workspace/.git" })).rejects.toThrow(
+      /gitDirectory must be an absolute path outside \/workspace/,
+    );
     await expect(readWorkspaceSkills({ sandbox, baseCommit: BASE, gitDirectory: "/workspace/../workspace/x" })).rejects.toThrow(/outside \/workspace/);
-    await expect(readWorkspaceSkills({ sandbox, baseCommit: "HEAD; rm -rf /", gitDirectory: GIT_DIRECTORY })).rejects.toThrow(/baseCommit must be a full object id/);
+    await expect(readWorkspaceSkills({ sandbox, baseCommit: "HEAD; rm -rf /", gitDirectory: GIT_DIRECTORY })).rejects.toThrow(
+      /baseCommit must be a full object id/,
+    );
     expect(sandbox.commands).toEqual([]);
   });
 });

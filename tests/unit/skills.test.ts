@@ -103,13 +103,17 @@ describe("SKILL.md front matter", () => {
   });
 
   it("explains invalid YAML, with a hint for an unquoted ': '", () => {
-    expect(errorOf(parse("---\nname: my-skill\ndescription: Use it: always\n---\nBody\n"))).toMatch(/front matter is not valid YAML: .*\(put a value that contains ": " in quotes\)/);
+    expect(errorOf(parse("---\nname: my-skill\ndescription: Use it: always\n---\nBody\n"))).toMatch(
+      /front matter is not valid YAML: .*\(put a value that contains ": " in quotes\)/,
+    );
     expect(errorOf(parse("---\n- a\n- b\n---\nBody\n"))).toMatch(/front matter must be a YAML mapping with name and description/);
   });
 
   it("refuses an empty body, a file over the size cap, and bytes that are not UTF-8", () => {
     expect(errorOf(parse("---\nname: my-skill\ndescription: x\n---\n\n  \n"))).toMatch(/has no instructions after the front matter/);
-    expect(errorOf(parse(skillMarkdown("my-skill", "x", "y".repeat(MAX_SKILL_FILE_BYTES))))).toMatch(new RegExp(`is \\d+ bytes; a SKILL.md may have at most ${MAX_SKILL_FILE_BYTES}`));
+    expect(errorOf(parse(skillMarkdown("my-skill", "x", "y".repeat(MAX_SKILL_FILE_BYTES))))).toMatch(
+      new RegExp(`is \\d+ bytes; a SKILL.md may have at most ${MAX_SKILL_FILE_BYTES}`),
+    );
     const latin1 = Buffer.concat([Buffer.from(skillMarkdown("my-skill", "caf")), Buffer.from([0xe9, 0x0a])]);
     expect(parseSkillFile(latin1, "/x/SKILL.md", "my-skill")).toEqual({ error: "/x/SKILL.md: is not UTF-8 text" });
   });
@@ -177,7 +181,9 @@ describe("host skill directories", () => {
     const result = await readHostSkills(root, "user");
     expect(result.skills.map((skill) => skill.name)).toEqual(["linked"]);
     expect(result.problems).toHaveLength(1);
-    expect(result.problems[0]!.message).toBe(`${join(root, "escape", "SKILL.md")}: SKILL.md is a symlink that leads outside the skill's directory; it is not read`);
+    expect(result.problems[0]!.message).toBe(
+      `${join(root, "escape", "SKILL.md")}: SKILL.md is a symlink that leads outside the skill's directory; it is not read`,
+    );
     const linked = result.skills[0]!;
     // Links that stay inside are files of the skill; the ones leading out are not listed.
     expect(linked.resources.map((resource) => resource.path)).toEqual(["alias.md", "dotdot-alias.md", "inside.md"]);
@@ -232,7 +238,9 @@ describe("precedence and shadowing", () => {
     const set = await loadSkills({ userDirectory: { path: user, explicit: true } });
     expect(set.get("run-the-tests-first")!.source).toBe("builtin");
     expect(set.get("my-own")!.source).toBe("user");
-    expect(set.shadowed).toEqual([{ name: "run-the-tests-first", source: "user", location: join(user, "run-the-tests-first", "SKILL.md"), shadowedBy: "builtin" }]);
+    expect(set.shadowed).toEqual([
+      { name: "run-the-tests-first", source: "user", location: join(user, "run-the-tests-first", "SKILL.md"), shadowedBy: "builtin" },
+    ]);
     const result = await loadSkillTool(set).execute({ name: "run-the-tests-first" }, context());
     expect(result.content).not.toContain("Never run tests.");
     expect(result.content).toContain(
@@ -273,7 +281,12 @@ describe("catalog", () => {
     expect(skillCatalogText(SkillSet.empty())).toBe("");
     const first = skillCatalogText(await loadSkills());
     expect(skillCatalogText(await loadSkills())).toBe(first);
-    expect(first.split("\n").slice(1).map((line) => line.split(":")[0])).toEqual(["- resolve-a-merge-conflict", "- run-the-tests-first", "- write-a-regression-test"]);
+    expect(
+      first
+        .split("\n")
+        .slice(1)
+        .map((line) => line.split(":")[0]),
+    ).toEqual(["- resolve-a-merge-conflict", "- run-the-tests-first", "- write-a-regression-test"]);
   });
 });
 
@@ -301,7 +314,9 @@ describe("load_skill", () => {
     const set = SkillSet.fromSources([{ skills: [fakeSkill("b-skill", "builtin"), fakeSkill("a-skill", "user")], problems: [] }]);
     const result = await loadSkillTool(set).execute({ name: "c-skill" }, context());
     expect(result).toMatchObject({ isError: true, content: 'Error: no skill named "c-skill". Available skills: a-skill, b-skill.' });
-    expect((await loadSkillTool(SkillSet.empty()).execute({ name: "x" }, context())).content).toBe('Error: no skill named "x". No skills are available in this run.');
+    expect((await loadSkillTool(SkillSet.empty()).execute({ name: "x" }, context())).content).toBe(
+      'Error: no skill named "x". No skills are available in this run.',
+    );
   });
 
   it("with file: returns that file as an ordinary result; unknown and binary files are Errors", async () => {
@@ -314,7 +329,9 @@ describe("load_skill", () => {
     const notes = await tool.execute({ name: "kit", file: "notes.md" }, context());
     expect(notes.content).toBe("[skill file] kit/notes.md\nnote text\n");
     expect(notes.content.startsWith("[skill]")).toBe(false);
-    expect((await tool.execute({ name: "kit", file: "../kit/notes.md" }, context())).content).toBe('Error: skill kit has no file "../kit/notes.md". Its files: logo.png, notes.md.');
+    expect((await tool.execute({ name: "kit", file: "../kit/notes.md" }, context())).content).toBe(
+      'Error: skill kit has no file "../kit/notes.md". Its files: logo.png, notes.md.',
+    );
     expect((await tool.execute({ name: "kit", file: "logo.png" }, context())).content).toMatch(/^Error: kit\/logo.png is a binary file \(6 bytes\)/);
   });
 

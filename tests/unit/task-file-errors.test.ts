@@ -24,7 +24,9 @@ describe("task.yaml errors a user can act on", () => {
   it("a YAML syntax error keeps its line, column and the offending line with a caret", async () => {
     await using directory = temporaryDirectory();
     const error = rejection(directory.path, "name: fix\ninstruction: do it\nsandbox:\n  image: a: b\n");
-    expect(error.problems).toEqual([{ path: "", message: "YAML syntax, line 4, column 10: Nested mappings are not allowed in compact mappings\n     4 |   image: a: b\n       |          ^" }]);
+    expect(error.problems).toEqual([
+      { path: "", message: "YAML syntax, line 4, column 10: Nested mappings are not allowed in compact mappings\n     4 |   image: a: b\n       |          ^" },
+    ]);
     // The whole error as the CLI prints it.
     expect(error.message).toContain(`${join(directory.path, "task.yaml")}: 1 problem:\n  - (file): YAML syntax, line 4, column 10: `);
   });
@@ -54,7 +56,10 @@ describe("task.yaml errors a user can act on", () => {
       { path: "verify.command", message: "required: expected string" },
       { path: "verify", message: 'unknown field comand (did you mean command?) (check the spelling; see README "task.yaml")' },
       { path: "subagents", message: 'unknown field max_stepz (did you mean max_steps?) (check the spelling; see README "task.yaml")' },
-      { path: "", message: 'unknown fields max_step, completely_unrelated_thing (max_step: did you mean max_steps?) (check the spelling; see README "task.yaml")' },
+      {
+        path: "",
+        message: 'unknown fields max_step, completely_unrelated_thing (max_step: did you mean max_steps?) (check the spelling; see README "task.yaml")',
+      },
     ]);
   });
 

@@ -40,13 +40,15 @@ describe("TaskManager", () => {
   it("stop() cancels a running task through its signal; stopping a pending one never starts it", async () => {
     const { tasks, signal } = manager(1);
     let sawAbort = false;
-    const running = tasks.start({ kind: "agent", description: "long", background: true, parentSignal: signal }, (taskSignal) =>
-      new Promise<TaskResult>((_, reject) =>
-        taskSignal.addEventListener("abort", () => {
-          sawAbort = true;
-          reject(new Error("aborted"));
-        }),
-      ),
+    const running = tasks.start(
+      { kind: "agent", description: "long", background: true, parentSignal: signal },
+      (taskSignal) =>
+        new Promise<TaskResult>((_, reject) =>
+          taskSignal.addEventListener("abort", () => {
+            sawAbort = true;
+            reject(new Error("aborted"));
+          }),
+        ),
     );
     let bodyRan = false;
     const pending = tasks.start({ kind: "agent", description: "queued", background: true, parentSignal: signal }, async () => {
@@ -59,7 +61,10 @@ describe("TaskManager", () => {
     expect(sawAbort).toBe(true);
     expect(bodyRan).toBe(false);
     // The stopped waiter did not keep a slot: a new task gets one.
-    const next = tasks.start({ kind: "agent", description: "after", background: false, parentSignal: signal }, async () => ({ status: "completed", output: "ran" }));
+    const next = tasks.start({ kind: "agent", description: "after", background: false, parentSignal: signal }, async () => ({
+      status: "completed",
+      output: "ran",
+    }));
     expect((await next.done).output).toBe("ran");
     // Background ends become notifications, delivered once.
     const notes = tasks.drainNotifications();
@@ -95,11 +100,14 @@ describe("TaskManager", () => {
       output: "1\n2\n3\n4\n5",
     }));
     await finished.done;
-    const running = tasks.start({ kind: "agent", description: "explore", background: true, agentId: "e1", parentSignal: signal }, (taskSignal) =>
-      new Promise<TaskResult>((resolve) => taskSignal.addEventListener("abort", () => resolve({ status: "completed", output: "" }))),
+    const running = tasks.start(
+      { kind: "agent", description: "explore", background: true, agentId: "e1", parentSignal: signal },
+      (taskSignal) => new Promise<TaskResult>((resolve) => taskSignal.addEventListener("abort", () => resolve({ status: "completed", output: "" }))),
     );
     await expect.poll(() => running.record.status).toBe("running");
-    expect((await registry.execute("task_list", "{}", context)).content).toMatch(/t1 {2}shell {2}completed {2}background[\s\S]*t2 {2}agent {2}running {2}background {2}agent e1/);
+    expect((await registry.execute("task_list", "{}", context)).content).toMatch(
+      /t1 {2}shell {2}completed {2}background[\s\S]*t2 {2}agent {2}running {2}background {2}agent e1/,
+    );
     expect((await registry.execute("task_output", '{"task_id":"t1","offset":2,"limit":2}', context)).content).toBe("[task t1 completed: lines 2-3 of 5]\n2\n3");
     expect((await registry.execute("task_output", '{"task_id":"t2"}', context)).content).toContain("available when it ends");
     expect((await registry.execute("task_get", '{"task_id":"t9"}', context)).content).toBe("Error: no task t9; task_list shows them");

@@ -39,9 +39,15 @@ function hostileEvents(text: string): RunEvent[] {
     { type: "model_call.finished", data: { agent_id: text, step: 0, duration_ms: 1, usage, tool_calls: 0, content: text } },
     { type: "tool_call.started", data: { agent_id: text, step: 0, tool_call_id: text, name: text, arguments: text } },
     { type: "tool_call.finished", data: { agent_id: text, step: 0, tool_call_id: text, name: text, is_error: true, duration_ms: 1, result_preview: text } },
-    { type: "workspace.committed", data: { branch: text, commit: text, changed: true, left_out: [{ path: text, reason: "dotgit_name" }], left_out_count: 1, timed_out: false } },
+    {
+      type: "workspace.committed",
+      data: { branch: text, commit: text, changed: true, left_out: [{ path: text, reason: "dotgit_name" }], left_out_count: 1, timed_out: false },
+    },
     { type: "verify.started", data: { agent_id: text, command: text } },
-    { type: "verify.finished", data: { agent_id: text, command: text, exit_code: 1, passed: false, timed_out: false, duration_ms: 1, output_tail: text, sandbox_lost: text } },
+    {
+      type: "verify.finished",
+      data: { agent_id: text, command: text, exit_code: 1, passed: false, timed_out: false, duration_ms: 1, output_tail: text, sandbox_lost: text },
+    },
     { type: "network.denied", data: { method: text, host: text, port: 80, reason: text } },
     { type: "network.proxy_exited", data: { detail: text } },
     { type: "run.resumed", data: { run_id: text, resumes: 1, next_step: 1, worktree: "reused" } },
@@ -85,7 +91,15 @@ describe("ProgressView", () => {
     const { view, output } = captureView();
     view.emit({
       type: "subagent.finished",
-      data: { agent_id: "w1", status: "merged", steps: 3, verify_passed: true, merge: "merged", files: [`src/${OSC52}.py`, `docs/${TITLE}.md`], duration_ms: 5 },
+      data: {
+        agent_id: "w1",
+        status: "merged",
+        steps: 3,
+        verify_passed: true,
+        merge: "merged",
+        files: [`src/${OSC52}.py`, `docs/${TITLE}.md`],
+        duration_ms: 5,
+      },
     });
     const printed = output();
     expect(printed).not.toContain("\u001b");
@@ -130,7 +144,11 @@ describe("runner runs and runner show (built CLI)", () => {
     const messages = [
       { role: "system", content: `system ${CSI}` },
       { role: "user", content: `do it ${OSC52}` },
-      { role: "assistant", content: `done ${TITLE}`, tool_calls: [{ id: "c1", type: "function", function: { name: `mcp__x${CSI}`, arguments: JSON.stringify({ path: `${OSC52}.txt` }) } }] },
+      {
+        role: "assistant",
+        content: `done ${TITLE}`,
+        tool_calls: [{ id: "c1", type: "function", function: { name: `mcp__x${CSI}`, arguments: JSON.stringify({ path: `${OSC52}.txt` }) } }],
+      },
       { role: "tool", tool_call_id: "c1", content: `output ${OSC52}\n${BIDI}` },
     ];
     writeFileSync(join(directory, "session.json"), JSON.stringify({ agents: { main: { messages } } }));

@@ -17,7 +17,12 @@ function setup(hooks: unknown) {
   const directory = mkdtempSync(join(tmpdir(), "hooks-test-"));
   directories.push(directory);
   const events: RunEvent[] = [];
-  const toolHooks = new ToolHooks(hooksSchema.parse(hooks), { cwd: directory, env: { PATH: process.env.PATH }, events: { emit: (event) => events.push(event) }, runId: "run-1" });
+  const toolHooks = new ToolHooks(hooksSchema.parse(hooks), {
+    cwd: directory,
+    env: { PATH: process.env.PATH },
+    events: { emit: (event) => events.push(event) },
+    runId: "run-1",
+  });
   const sandbox = new FakeSandbox({ "a.txt": "hello\n" });
   const registry = new ToolRegistry(workspaceTools());
   const call = (name: string, args: unknown) =>
@@ -38,7 +43,10 @@ describe("tool hooks", () => {
       pre_tool_use: [{ command: `cat > "${"$PWD"}/seen.json"; echo "no writes to .env" >&2; exit 2`, tools: ["write_*"] }],
     });
     const result = await call("write_file", { path: ".env", content: "X=1" });
-    expect(result).toMatchObject({ isError: true, content: "[denied] blocked by hook `cat > \"$PWD/seen.json\"; echo \"no writes to .env\" >&2; exit 2`: no writes to .env" });
+    expect(result).toMatchObject({
+      isError: true,
+      content: '[denied] blocked by hook `cat > "$PWD/seen.json"; echo "no writes to .env" >&2; exit 2`: no writes to .env',
+    });
     expect(sandbox.files.has("/workspace/.env")).toBe(false);
     expect(JSON.parse(readFileSync(join(directory, "seen.json"), "utf8"))).toEqual({
       phase: "pre_tool_use",
@@ -55,17 +63,16 @@ describe("tool hooks", () => {
   });
 
   it("a post hook's stdout is appended to the result as a note", async () => {
-    const { call } = setup({ post_tool_use: [{ command: `python3 -c "import json,sys; d=json.load(sys.stdin); print('saw', d['tool_name'], len(d['result']))"` }] });
+    const { call } = setup({
+      post_tool_use: [{ command: `python3 -c "import json,sys; d=json.load(sys.stdin); print('saw', d['tool_name'], len(d['result']))"` }],
+    });
     const result = await call("read_file", { path: "a.txt" });
     expect(result.content).toMatch(/hello\n\[hook note\] saw read_file \d+$/);
   });
 
   it("a failing or hanging hook is reported and the call goes on", async () => {
     const { call, events } = setup({
-      pre_tool_use: [
-        { command: "exit 7" },
-        { command: "sleep 30", timeout_ms: 200 },
-      ],
+      pre_tool_use: [{ command: "exit 7" }, { command: "sleep 30", timeout_ms: 200 }],
     });
     const result = await call("read_file", { path: "a.txt" });
     expect(result.isError).toBeFalsy();

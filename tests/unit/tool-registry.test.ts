@@ -8,7 +8,15 @@ const context = (sandbox: FakeSandbox) => ({ sandbox, signal: new AbortControlle
 describe("ToolRegistry", () => {
   it("describes the DESIGN.md tools with JSON Schemas in a stable order", () => {
     const definitions = new ToolRegistry(workspaceTools()).definitions();
-    expect(definitions.map((definition) => definition.function.name)).toEqual(["read_file", "write_file", "edit_file", "list_dir", "glob", "grep", "run_shell"]);
+    expect(definitions.map((definition) => definition.function.name)).toEqual([
+      "read_file",
+      "write_file",
+      "edit_file",
+      "list_dir",
+      "glob",
+      "grep",
+      "run_shell",
+    ]);
     const edit = definitions.find((definition) => definition.function.name === "edit_file")!.function.parameters;
     expect(edit).toMatchObject({ type: "object", required: ["path", "old_string", "new_string"], additionalProperties: false });
     expect(Object.keys(edit.properties as object)).toEqual(["path", "old_string", "new_string", "replace_all"]);
@@ -30,7 +38,11 @@ describe("ToolRegistry", () => {
     const none = await registry.execute("edit_file", JSON.stringify({ path: "a.txt", old_string: "z", new_string: "q" }), context(sandbox));
     expect(none.content).toMatch(/^Error: old_string not found in a\.txt \(0 matches\)/);
     expect(sandbox.files.get("/workspace/a.txt")?.toString()).toBe("x = 1\ny = 2\nx = 1\n");
-    const all = await registry.execute("edit_file", JSON.stringify({ path: "a.txt", old_string: "x = 1", new_string: "$& $1 $$", replace_all: true }), context(sandbox));
+    const all = await registry.execute(
+      "edit_file",
+      JSON.stringify({ path: "a.txt", old_string: "x = 1", new_string: "$& $1 $$", replace_all: true }),
+      context(sandbox),
+    );
     expect(all.isError).toBeUndefined();
     expect(sandbox.files.get("/workspace/a.txt")?.toString()).toBe("$& $1 $$\ny = 2\n$& $1 $$\n");
   });

@@ -16,7 +16,10 @@ import { createRunWorktree, removeRunWorktree, type RunWorktree } from "../../sr
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 
 class ClosingSandbox extends FakeSandbox {
-  constructor(onExec: FakeExecHandler, private readonly closeError: Error | null) {
+  constructor(
+    onExec: FakeExecHandler,
+    private readonly closeError: Error | null,
+  ) {
     super({}, onExec);
   }
   override async close(): Promise<void> {
@@ -69,16 +72,21 @@ describe("verifyCommit: a lost sandbox is the agent's verdict, a broken Docker t
 
   it("a daemon that stops answering (host backstop) is the agent's too", async () => {
     const silent = new SandboxError("sandbox fake: no answer 15000 ms after a 60000 ms command timeout");
-    const result = await verifyCommit(verify, worktree, worktree.baseCommit, context(providerOf(async () => new ClosingSandbox(() => Promise.reject(silent), null))));
+    const result = await verifyCommit(
+      verify,
+      worktree,
+      worktree.baseCommit,
+      context(providerOf(async () => new ClosingSandbox(() => Promise.reject(silent), null))),
+    );
     expect(result).toMatchObject({ passed: false, sandbox_lost: silent.message });
   });
 
   it("a container Docker cannot remove afterwards makes it an infrastructure error", async () => {
     const gone = new SandboxGoneError("sandbox fake: the in-container daemon went away");
     const unreachable = new SandboxError("could not remove container fake: connect ENOENT /var/run/docker.sock");
-    await expect(verifyCommit(verify, worktree, worktree.baseCommit, context(providerOf(async () => new ClosingSandbox(() => Promise.reject(gone), unreachable))))).rejects.toBe(
-      unreachable,
-    );
+    await expect(
+      verifyCommit(verify, worktree, worktree.baseCommit, context(providerOf(async () => new ClosingSandbox(() => Promise.reject(gone), unreachable)))),
+    ).rejects.toBe(unreachable);
   });
 
   it("a sandbox that cannot be created is an infrastructure error", async () => {
@@ -87,9 +95,19 @@ describe("verifyCommit: a lost sandbox is the agent's verdict, a broken Docker t
   });
 
   it("a command that ends by itself is judged by its exit code", async () => {
-    const passing = await verifyCommit(verify, worktree, worktree.baseCommit, context(providerOf(async () => new ClosingSandbox(() => ({ exitCode: 0, stdout: "1 passed" }), null))));
+    const passing = await verifyCommit(
+      verify,
+      worktree,
+      worktree.baseCommit,
+      context(providerOf(async () => new ClosingSandbox(() => ({ exitCode: 0, stdout: "1 passed" }), null))),
+    );
     expect(passing).toMatchObject({ passed: true, exit_code: 0, sandbox_lost: null });
-    const failing = await verifyCommit(verify, worktree, worktree.baseCommit, context(providerOf(async () => new ClosingSandbox(() => ({ exitCode: 1, stdout: "1 failed" }), null))));
+    const failing = await verifyCommit(
+      verify,
+      worktree,
+      worktree.baseCommit,
+      context(providerOf(async () => new ClosingSandbox(() => ({ exitCode: 1, stdout: "1 failed" }), null))),
+    );
     expect(failing).toMatchObject({ passed: false, exit_code: 1, sandbox_lost: null, output_tail: "1 failed" });
   });
 });

@@ -70,7 +70,9 @@ describe("WorkDelivery (one lifecycle for the main agent and workers)", () => {
     await using _directory = directory;
     writeFileSync(join(worktree.path, "b.txt"), "half done\n");
     let recorded = "";
-    expect(await delivery.close({ partialMessage: "partial work", removeWorktree: true, onPartialCommit: async (committed) => void (recorded = committed.head) })).toBe(true);
+    expect(
+      await delivery.close({ partialMessage: "partial work", removeWorktree: true, onPartialCommit: async (committed) => void (recorded = committed.head) }),
+    ).toBe(true);
     expect(branchFile("b.txt")).toBe("half done\n");
     expect(recorded).toMatch(/^[0-9a-f]{40}$/);
   });

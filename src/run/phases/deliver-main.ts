@@ -18,7 +18,13 @@ import type { RunWorkspace } from "./open-workspace.js";
  * limit or a failed verification; `succeeded` otherwise. Throws
  * CancelledError when the run was cancelled meanwhile.
  */
-export async function deliverMainAgent(scope: RunScope, workspace: RunWorkspace, environment: RunEnvironment, outcome: AgentOutcome, provider: SandboxProvider): Promise<void> {
+export async function deliverMainAgent(
+  scope: RunScope,
+  workspace: RunWorkspace,
+  environment: RunEnvironment,
+  outcome: AgentOutcome,
+  provider: SandboxProvider,
+): Promise<void> {
   const { task, report, events, signal } = scope;
   const { worktree } = workspace;
   const mergeWanted = task.on_success === "merge" && outcome.reason !== "max_steps";
@@ -29,7 +35,15 @@ export async function deliverMainAgent(scope: RunScope, workspace: RunWorkspace,
       throwIfAborted(signal);
     },
     verify: task.verify ? { ...task.verify, setup: task.sandbox.setup } : null,
-    verifyContext: { agentId: MAIN_AGENT, provider, specFor: environment.specFor, directory: scope.paths.verify, baseCommit: worktree.baseCommit, events, signal },
+    verifyContext: {
+      agentId: MAIN_AGENT,
+      provider,
+      specFor: environment.specFor,
+      directory: scope.paths.verify,
+      baseCommit: worktree.baseCommit,
+      events,
+      signal,
+    },
     merge: mergeWanted
       ? () => {
           throwIfAborted(signal);
@@ -75,7 +89,14 @@ export async function recordMainCommit(scope: RunScope, worktree: RunWorktree, c
   };
   events.emit({
     type: "workspace.committed",
-    data: { branch: worktree.branch, commit: committed.head, changed: committed.changed, left_out: committed.leftOut, left_out_count: committed.leftOutCount, timed_out: committed.timedOut },
+    data: {
+      branch: worktree.branch,
+      commit: committed.head,
+      changed: committed.changed,
+      left_out: committed.leftOut,
+      left_out_count: committed.leftOutCount,
+      timed_out: committed.timedOut,
+    },
   });
   if (await writeRunBranchDiff(worktree, scope.store.path("patch"), limits.timeoutMs)) {
     report.patch = "patch.diff";

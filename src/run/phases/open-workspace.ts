@@ -39,7 +39,13 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
     if (delivery && !delivery.isIdle) return;
     const left = worktreesLeftOn(scope.paths);
     if (left.length) {
-      events.emit({ type: "cleanup.failed", data: { what: "the run's disk", error: `kept: ${left.join(", ")} could not be removed (a sandbox on it was not confirmed gone); the next start's sweep commits and removes them` } });
+      events.emit({
+        type: "cleanup.failed",
+        data: {
+          what: "the run's disk",
+          error: `kept: ${left.join(", ")} could not be removed (a sandbox on it was not confirmed gone); the next start's sweep commits and removes them`,
+        },
+      });
       return;
     }
     const failure = await closeRunDisk(scope.store.directory);
@@ -58,7 +64,10 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
       if (disk.enforcement === "filesystem") {
         const needed = await checkoutBytes(task.workspacePath).catch(() => 0);
         if (needed >= (await filesystemUsage(disk.root)).availableBytes) {
-          throw new ConfigError(`sandbox.limits.disk (${mebibytes(disk.limitBytes)}) cannot hold the repository's checkout (${mebibytes(needed)} or more); raise it`, { cause: error });
+          throw new ConfigError(
+            `sandbox.limits.disk (${mebibytes(disk.limitBytes)}) cannot hold the repository's checkout (${mebibytes(needed)} or more); raise it`,
+            { cause: error },
+          );
         }
       }
       throw error;
@@ -90,15 +99,24 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
     resumes: report.resumes,
   });
   if (resume) {
-    events.emit({ type: "run.resumed", data: { run_id: runId, resumes: report.resumes, next_step: resume.restored.nextStep, worktree: reused ? "reused" : "recreated" } });
+    events.emit({
+      type: "run.resumed",
+      data: { run_id: runId, resumes: report.resumes, next_step: resume.restored.nextStep, worktree: reused ? "reused" : "recreated" },
+    });
   } else {
-    events.emit({ type: "run.started", data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit } });
+    events.emit({
+      type: "run.started",
+      data: { run_id: runId, task: task.name, workspace: worktree.repositoryRoot, branch: worktree.branch, base_commit: worktree.baseCommit },
+    });
   }
   if (!resume) {
     // The worktree is HEAD: say once what of the user's checkout the agent will not see.
     const missing = await uncommittedFiles(worktree.repositoryRoot, worktree.gitConfig);
     if (missing && missing.changedCount + missing.ignoredCount > 0) {
-      events.emit({ type: "workspace.uncommitted", data: { changed_count: missing.changedCount, changed: missing.changed, ignored_count: missing.ignoredCount, ignored: missing.ignored } });
+      events.emit({
+        type: "workspace.uncommitted",
+        data: { changed_count: missing.changedCount, changed: missing.changed, ignored_count: missing.ignoredCount, ignored: missing.ignored },
+      });
     }
   }
   events.emit({ type: "disk.prepared", data: { limit_bytes: disk.limitBytes, enforcement: disk.enforcement, detail: disk.detail } });

@@ -44,7 +44,14 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
   const finalAnswer = resume ? finalAnswerOf(resume.restored) : undefined;
   if (resume && finalAnswer !== undefined) {
     // The agent had given its final answer; the runner stopped before committing or verifying.
-    outcome = { reason: "final_answer", finalMessage: finalAnswer, steps: resume.restored.nextStep, toolCalls: resume.restored.toolCalls, usage: resume.restored.usage, messages: resume.restored.messages };
+    outcome = {
+      reason: "final_answer",
+      finalMessage: finalAnswer,
+      steps: resume.restored.nextStep,
+      toolCalls: resume.restored.toolCalls,
+      usage: resume.restored.usage,
+      messages: resume.restored.messages,
+    };
   } else {
     const allowedHosts = task.sandbox.network.allow.map(describeRule);
     const gate = new Mutex();
@@ -67,13 +74,15 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       tasks,
       parent: { agentId: MAIN_AGENT, worktree, sandbox, gate, conversation: () => conversation },
       toolsFor: (mode, fork, store) => subagentTools(mode, fork, store, host, context, skillTools, mcp.tools),
-      systemPromptFor: (mode) => subagentSystemPrompt(mode, { allowedHosts, skillCatalog, workdir: task.sandbox.workdir, projectInstructions: environment.instructions?.text }),
+      systemPromptFor: (mode) =>
+        subagentSystemPrompt(mode, { allowedHosts, skillCatalog, workdir: task.sandbox.workdir, projectInstructions: environment.instructions?.text }),
       verify: task.verify ? { ...task.verify, setup: task.sandbox.setup } : null,
       commitLimits: scope.commitLimits,
       limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
       mainChecker: guards.main.checker,
       guardFor: (mode) => (mode === "explore" ? guards.explore : guards.worker),
-      maxStepsFor: (mode) => Math.min(task.subagents.max_steps, (mode === "explore" ? explorePolicy : workerPolicy).limits.max_steps ?? Number.POSITIVE_INFINITY),
+      maxStepsFor: (mode) =>
+        Math.min(task.subagents.max_steps, (mode === "explore" ? explorePolicy : workerPolicy).limits.max_steps ?? Number.POSITIVE_INFINITY),
       reports: report.agents,
       parentGit: new Mutex(),
       firstAgentNumber: await nextSubagentNumber(worktree, scope.runId, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
@@ -83,7 +92,12 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       model: environment.model,
       tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools, mcp.tools)),
       sandbox,
-      systemPrompt: workspaceAgentSystemPrompt({ allowedHosts, skillCatalog, workdir: task.sandbox.workdir, projectInstructions: environment.instructions?.text }),
+      systemPrompt: workspaceAgentSystemPrompt({
+        allowedHosts,
+        skillCatalog,
+        workdir: task.sandbox.workdir,
+        projectInstructions: environment.instructions?.text,
+      }),
       instruction: task.instruction,
       maxSteps: Math.min(task.max_steps, scope.policies.main.limits.max_steps ?? Number.POSITIVE_INFINITY),
       guard: guards.main,
@@ -120,15 +134,29 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
  * (journal, report) and every worker branch `runner/<run-id>-w<n>` that exists.
  */
 async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds: string[]): Promise<number> {
-  const branches = await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, ["for-each-ref", "--format=%(refname:strip=2)", `refs/heads/runner/${runId}-*`]);
+  const branches = await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, [
+    "for-each-ref",
+    "--format=%(refname:strip=2)",
+    `refs/heads/runner/${runId}-*`,
+  ]);
   const ids = [...usedIds, ...branches.split("\n").map((branch) => branch.slice(`runner/${runId}-`.length))];
-  const numbers = ids.map((id) => /^[we](\d+)$/.exec(id)?.[1]).filter((number): number is string => number !== undefined).map(Number);
+  const numbers = ids
+    .map((id) => /^[we](\d+)$/.exec(id)?.[1])
+    .filter((number): number is string => number !== undefined)
+    .map(Number);
   return Math.max(0, ...numbers) + 1;
 }
 
 /** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */
 function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[], mcpTools: Tool[]): Tool[] {
-  const all = [...workspaceTools(), readToolResultTool(results, context.toolResultMaxTokens * 4), ...skillTools, ...mcpTools, agentTool(host), ...taskTools(host.tasks)];
+  const all = [
+    ...workspaceTools(),
+    readToolResultTool(results, context.toolResultMaxTokens * 4),
+    ...skillTools,
+    ...mcpTools,
+    agentTool(host),
+    ...taskTools(host.tasks),
+  ];
   // The model sees only what the policy's tool allow-list admits (a call of anything else is refused anyway).
   return all.filter((tool) => host.mainChecker.toolAllowed(tool.name));
 }

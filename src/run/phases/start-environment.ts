@@ -58,7 +58,14 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
     report.disk = { ...report.disk!, limit_reached: true, used_bytes: reached.usedBytes };
     events.emit({
       type: "disk.limit_reached",
-      data: { agent_id: agentId, sandbox_id: reached.sandboxId, used_bytes: reached.usedBytes, limit_bytes: reached.limitBytes, enforcement: reached.enforcement, action: reached.action },
+      data: {
+        agent_id: agentId,
+        sandbox_id: reached.sandboxId,
+        used_bytes: reached.usedBytes,
+        limit_bytes: reached.limitBytes,
+        enforcement: reached.enforcement,
+        action: reached.action,
+      },
     });
     if (reached.action === "stopped") scope.diskStop.abort();
   };
@@ -90,7 +97,11 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
       denials: report.denials,
     });
   const { main: mainPolicy, explore: explorePolicy, worker: workerPolicy } = scope.policies;
-  const [main, explore, worker] = await Promise.all([guardFor(mainPolicy), guardFor(explorePolicy), workerPolicy === mainPolicy ? null : guardFor(workerPolicy)]);
+  const [main, explore, worker] = await Promise.all([
+    guardFor(mainPolicy),
+    guardFor(explorePolicy),
+    workerPolicy === mainPolicy ? null : guardFor(workerPolicy),
+  ]);
   events.emit({
     type: "sandbox.created",
     data: { sandbox_id: sandbox.id, image: task.sandbox.image, ready_ms: Date.now() - sandboxStarted, uid: workspace.worktree.sandboxUser.uid },

@@ -2,7 +2,6 @@ import { chmodSync, mkdirSync, mkdtempSync } from "node:fs";
 import { join } from "node:path";
 import type { DiskLimitReached, SandboxSpec } from "../sandbox.js";
 
-
 /**
  * The writable directories a container gets outside /workspace (its image is
  * read-only): the places an unprivileged user can write in a Debian-like
@@ -109,6 +108,11 @@ export class DiskWatch {
     this.reached = true;
     const stopping = this.disk.enforcement === "monitor";
     if (stopping) await this.actions.stopProcesses().catch(() => undefined);
-    this.actions.onReached({ usedBytes: usage.usedBytes, limitBytes: this.disk.limitBytes, enforcement: this.disk.enforcement, action: stopping ? "stopped" : "refused" });
+    this.actions.onReached({
+      usedBytes: usage.usedBytes,
+      limitBytes: this.disk.limitBytes,
+      enforcement: this.disk.enforcement,
+      action: stopping ? "stopped" : "refused",
+    });
   }
 }

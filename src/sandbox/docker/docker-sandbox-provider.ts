@@ -41,7 +41,10 @@ function helperMountSource(): string {
   try {
     binary = readFileSync(HELPER_FILE);
   } catch (error) {
-    throw new SandboxError(`the sandbox helper ${HELPER_FILE} is missing (${errorMessage(error)}); build it with \`make setup\` (or \`bash scripts/build-helper.sh\`, which needs Debian's golang-go)`, { cause: error });
+    throw new SandboxError(
+      `the sandbox helper ${HELPER_FILE} is missing (${errorMessage(error)}); build it with \`make setup\` (or \`bash scripts/build-helper.sh\`, which needs Debian's golang-go)`,
+      { cause: error },
+    );
   }
   const copy = join(privateDirectory("agent-runner-helper", 0o755), `agent-runner-sandboxd-${createHash("sha256").update(binary).digest("hex").slice(0, 16)}`);
   if (!existsSync(copy)) {
@@ -68,10 +71,12 @@ function helperMountSource(): string {
 export function sandboxContainerOptions(spec: SandboxSpec, scratch: string, network: TaskNetwork | null = null): Docker.ContainerCreateOptions {
   const proxyEnvironment = network
     ? Object.fromEntries(
-        ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"].map((name) => [name, network.proxyUrl]).concat([
-          ["NO_PROXY", "localhost,127.0.0.1,::1"],
-          ["no_proxy", "localhost,127.0.0.1,::1"],
-        ]),
+        ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
+          .map((name) => [name, network.proxyUrl])
+          .concat([
+            ["NO_PROXY", "localhost,127.0.0.1,::1"],
+            ["no_proxy", "localhost,127.0.0.1,::1"],
+          ]),
       )
     : {};
   const workdir = spec.workdir ?? WORKSPACE_ROOT;
@@ -228,10 +233,9 @@ export class DockerSandboxProvider implements SandboxProvider {
         .getNetwork(this.egressNetwork)
         .inspect()
         .catch((error: unknown) => {
-          throw new SandboxError(
-            `the egress network "${this.egressNetwork}" is not usable (${errorMessage(error)}); create it or fix RUNNER_EGRESS_NETWORK`,
-            { cause: error },
-          );
+          throw new SandboxError(`the egress network "${this.egressNetwork}" is not usable (${errorMessage(error)}); create it or fix RUNNER_EGRESS_NETWORK`, {
+            cause: error,
+          });
         });
     }
   }
@@ -247,7 +251,9 @@ export class DockerSandboxProvider implements SandboxProvider {
       // "paused" is frozen (no process runs); "created", "exited" and "dead" run nothing.
       if (!["running", "restarting", "removing"].includes(info.State)) continue;
       if (info.Mounts.some((mount) => mount.Source === hostPath && mount.RW)) {
-        throw new SandboxError(`container ${info.Id.slice(0, 12)} (${info.State}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`);
+        throw new SandboxError(
+          `container ${info.Id.slice(0, 12)} (${info.State}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`,
+        );
       }
     }
   }
@@ -261,16 +267,23 @@ export class DockerSandboxProvider implements SandboxProvider {
         () => true,
         (error: unknown) => {
           if ((error as { statusCode?: number }).statusCode === 404) return false;
-          throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
+          throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, {
+            cause: error,
+          });
         },
       );
     if (!present) {
-      throw new SandboxError(`the egress proxy of a task with sandbox.network.allow runs in the runner's image ${this.proxyImage}, which is not present; build it with \`runner image build\` (or \`make setup\`)`);
+      throw new SandboxError(
+        `the egress proxy of a task with sandbox.network.allow runs in the runner's image ${this.proxyImage}, which is not present; build it with \`runner image build\` (or \`make setup\`)`,
+      );
     }
   }
 
   private async removeByName(name: string): Promise<void> {
-    await this.docker.getContainer(name).remove({ force: true }).catch(() => undefined);
+    await this.docker
+      .getContainer(name)
+      .remove({ force: true })
+      .catch(() => undefined);
   }
 
   private async requireImage(image: string): Promise<void> {
@@ -281,10 +294,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       if (status === 404) {
         throw new SandboxError(`sandbox image ${image} is not present; build it with \`runner image build\` (or \`make setup\`)`);
       }
-      throw new SandboxError(
-        `cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`,
-        { cause: error },
-      );
+      throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
     }
   }
 }

@@ -111,7 +111,10 @@ export class DockerSandbox implements Sandbox {
   /** Tells the model, in every command's stderr, that network requests cannot work any more. */
   private withProxyNotice(result: ExecResult): ExecResult {
     if (!this.network?.exitedDetail) return result;
-    return { ...result, stderr: `${result.stderr}\n[agent-runner] the egress proxy exited (${this.network.exitedDetail.trim().slice(0, 200)}); network requests will fail for the rest of this run.` };
+    return {
+      ...result,
+      stderr: `${result.stderr}\n[agent-runner] the egress proxy exited (${this.network.exitedDetail.trim().slice(0, 200)}); network requests will fail for the rest of this run.`,
+    };
   }
 
   async readFile(path: string, options: { maxBytes?: number } = {}): Promise<FileContent | null> {
@@ -179,7 +182,9 @@ export class DockerSandbox implements Sandbox {
       if (state && !state.Running) break;
       await new Promise((resolve) => setTimeout(resolve, FREEZE_RETRY_MS * (attempt + 1)));
     }
-    throw new SandboxError(`sandbox ${this.id}: could not ${paused ? "pause" : "unpause"} the container${lastError ? `: ${errorMessage(lastError)}` : ""}`, { cause: lastError });
+    throw new SandboxError(`sandbox ${this.id}: could not ${paused ? "pause" : "unpause"} the container${lastError ? `: ${errorMessage(lastError)}` : ""}`, {
+      cause: lastError,
+    });
   }
 
   /** A Docker exec in the container (see {@link startDockerSandboxProcess}); it ends with the container. */

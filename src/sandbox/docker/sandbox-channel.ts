@@ -153,7 +153,11 @@ export class SandboxChannel {
     if (this.suspended || entry.deadlineMs === null || entry.timer) return;
     const deadline = entry.deadlineMs;
     entry.timer = setTimeout(() => {
-      this.lose(new SandboxGoneError(`sandbox ${this.label}: the in-container daemon did not answer ${entry.request.op} within ${deadline} ms (stopped or hung); the sandbox is treated as lost`));
+      this.lose(
+        new SandboxGoneError(
+          `sandbox ${this.label}: the in-container daemon did not answer ${entry.request.op} within ${deadline} ms (stopped or hung); the sandbox is treated as lost`,
+        ),
+      );
     }, deadline);
     entry.timer.unref();
   }

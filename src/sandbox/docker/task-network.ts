@@ -33,7 +33,11 @@ function noDnsResolvConf(): string {
     // Written anew by each runner process (same bytes, atomically: another
     // runner may be mounting it right now).
     const temporary = `${path}.${process.pid}`;
-    writeFileSync(temporary, "# agent-runner: no DNS in the sandbox; the egress proxy resolves allowed names\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n", { mode: 0o644 });
+    writeFileSync(
+      temporary,
+      "# agent-runner: no DNS in the sandbox; the egress proxy resolves allowed names\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+      { mode: 0o644 },
+    );
     renameSync(temporary, path);
     resolvConfPath = path;
   }

@@ -33,7 +33,10 @@ export class FakeSandbox implements Sandbox {
   readonly spawned: { request: SpawnRequest; process: FakeSandboxProcess }[] = [];
   closed = false;
 
-  constructor(files: Record<string, string | Buffer> = {}, private readonly onExec: FakeExecHandler = () => ({})) {
+  constructor(
+    files: Record<string, string | Buffer> = {},
+    private readonly onExec: FakeExecHandler = () => ({}),
+  ) {
     for (const [path, content] of Object.entries(files)) this.files.set(this.resolve(path), Buffer.from(content));
   }
 

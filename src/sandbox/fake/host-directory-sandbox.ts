@@ -1,4 +1,19 @@
-import { chmodSync, lstatSync, mkdirSync, openSync, closeSync, readlinkSync, readSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  closeSync,
+  readlinkSync,
+  readSync,
+  readdirSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  type Stats,
+} from "node:fs";
 import { join, posix } from "node:path";
 import { SandboxError } from "../../errors.js";
 import {
@@ -121,7 +136,9 @@ export class HostDirectorySandboxProvider implements SandboxProvider {
     for (const sandbox of this.created) {
       if (sandbox.spec.workspace.hostPath !== hostPath || sandbox.spec.workspace.readOnly || sandbox.frozen) continue;
       if (!sandbox.closed || this.lingering.has(sandbox)) {
-        throw new SandboxError(`sandbox ${sandbox.id} (${sandbox.closed ? "not removed" : "running"}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`);
+        throw new SandboxError(
+          `sandbox ${sandbox.id} (${sandbox.closed ? "not removed" : "running"}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`,
+        );
       }
     }
   }
@@ -380,7 +397,17 @@ export class HostDirectorySandbox implements Sandbox {
 
 /** What a killed command returns: no exit code, SIGKILL, nothing captured. */
 function killedResult(timedOut: boolean, started: number): ExecResult {
-  return { exitCode: null, signal: "SIGKILL", stdout: "", stderr: "", timedOut, truncated: false, stdoutBytes: 0, stderrBytes: 0, durationMs: Date.now() - started };
+  return {
+    exitCode: null,
+    signal: "SIGKILL",
+    stdout: "",
+    stderr: "",
+    timedOut,
+    truncated: false,
+    stdoutBytes: 0,
+    stderrBytes: 0,
+    durationMs: Date.now() - started,
+  };
 }
 
 function isInside(path: string, root: string): boolean {

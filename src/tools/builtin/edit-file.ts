@@ -29,7 +29,9 @@ export const editFileTool = defineTool({
     const search = Buffer.from(oldString, "utf8");
     const positions = occurrences(file.content, search);
     if (positions.length === 0) {
-      return toolError(`old_string not found in ${input.path} (0 matches); the file is unchanged. Read the file again and copy the text exactly, including whitespace.`);
+      return toolError(
+        `old_string not found in ${input.path} (0 matches); the file is unchanged. Read the file again and copy the text exactly, including whitespace.`,
+      );
     }
     const lines = positions.map((position) => lineOf(file.content, position));
     if (positions.length > 1 && !input.replace_all) {

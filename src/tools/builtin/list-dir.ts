@@ -14,9 +14,9 @@ export const listDirTool = defineTool({
     const entries = await sandbox.listDir(input.path);
     if (!entries) return toolError(`directory not found: ${input.path}`);
     if (entries.length === 0) return { content: `(${input.path} is empty)` };
-    const names = entries.slice(0, MAX_ENTRIES).map((entry) =>
-      entry.type === "directory" ? `${entry.name}/` : entry.type === "symlink" ? `${entry.name}@` : entry.name,
-    );
+    const names = entries
+      .slice(0, MAX_ENTRIES)
+      .map((entry) => (entry.type === "directory" ? `${entry.name}/` : entry.type === "symlink" ? `${entry.name}@` : entry.name));
     if (entries.length > MAX_ENTRIES) names.push(`[... ${entries.length - MAX_ENTRIES} more entries]`);
     return { content: names.join("\n"), details: { entries: entries.length } };
   },

@@ -41,7 +41,10 @@ export const runShellTool = defineTool({
         const { result, content } = await run(taskSignal);
         return { status: result.exitCode === 0 ? "completed" : "failed", output: content };
       });
-      return { content: `started background task ${id}; its result arrives as a message when it ends (task_get, task_output, task_stop)`, details: { task_id: id } };
+      return {
+        content: `started background task ${id}; its result arrives as a message when it ends (task_get, task_output, task_stop)`,
+        details: { task_id: id },
+      };
     }
     const { result, content } = await run(signal);
     return {

@@ -38,7 +38,15 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
     const run = await fake.runner.start(task);
     const report = await run.result;
 
-    expect(report).toMatchObject({ status: "succeeded", reason: "verified", branch: `runner/${run.id}`, steps: 2, tool_calls: 1, final_message: "Fixed the median.", patch: "patch.diff" });
+    expect(report).toMatchObject({
+      status: "succeeded",
+      reason: "verified",
+      branch: `runner/${run.id}`,
+      steps: 2,
+      tool_calls: 1,
+      final_message: "Fixed the median.",
+      patch: "patch.diff",
+    });
     expect(report.verify).toMatchObject({ command: "check-median", exit_code: 0, passed: true });
     expect(report.verify!.output_tail).toContain("median ok");
     expect(git("rev-parse", `runner/${run.id}`).trim()).toBe(report.head_commit);
@@ -62,7 +70,9 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
     const replayed = [];
     for await (const envelope of run.events({ from: 0 })) replayed.push(envelope);
     expect(replayed).toEqual(events);
-    expect(eventData(events, "workspace.committed")).toEqual([expect.objectContaining({ branch: `runner/${run.id}`, commit: report.head_commit, changed: true })]);
+    expect(eventData(events, "workspace.committed")).toEqual([
+      expect.objectContaining({ branch: `runner/${run.id}`, commit: report.head_commit, changed: true }),
+    ]);
     expect(eventData(events, "verify.finished")).toEqual([expect.objectContaining({ command: "check-median", passed: true, exit_code: 0 })]);
     expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "succeeded", exit_code: 0 })]);
   });
@@ -118,7 +128,13 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
           : { exitCode: 127 },
     });
     const { task, git } = writeScriptedTask(directory.path, {
-      script: { turns: [{ tool_calls: [toolCall("write_file", { path: "partial.txt", content: "half\n" })] }, { tool_calls: [toolCall("run_shell", { command: "sleep 600" })] }, { content: "never" }] },
+      script: {
+        turns: [
+          { tool_calls: [toolCall("write_file", { path: "partial.txt", content: "half\n" })] },
+          { tool_calls: [toolCall("run_shell", { command: "sleep 600" })] },
+          { content: "never" },
+        ],
+      },
       task: { name: "cancel-me" },
     });
     const run = await fake.runner.start(task);

@@ -34,7 +34,10 @@ describe("the idle rule in the Docker-free tier", () => {
     const events = eventsFile(run.directory);
     expect(eventData(events, "workspace.committed")).toEqual([]);
     // Said in an event naming the worktree left behind and the sandbox that holds it.
-    expect(eventData(events, "cleanup.failed")).toContainEqual({ what: expect.stringContaining(worktree), error: expect.stringContaining("sandbox fake-1-main (not removed) still mounts") });
+    expect(eventData(events, "cleanup.failed")).toContainEqual({
+      what: expect.stringContaining(worktree),
+      error: expect.stringContaining("sandbox fake-1-main (not removed) still mounts"),
+    });
     expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "error", exit_code: 3 })]);
     fake.provider.release();
   });
@@ -49,9 +52,14 @@ describe("the idle rule in the Docker-free tier", () => {
       script: {
         turns: [
           { tool_calls: [toolCall("agent", { mode: "worker", description: "make it triple", prompt: "Triple it.", verify: "grep -q times3 calc.txt" })] },
-          { expect: { tool_result_matches: "^Error: subagent w1 \\(make it triple\\) failed: sandbox fake-2-w1 \\(not removed\\) still mounts" }, content: "w1 was lost." },
+          {
+            expect: { tool_result_matches: "^Error: subagent w1 \\(make it triple\\) failed: sandbox fake-2-w1 \\(not removed\\) still mounts" },
+            content: "w1 was lost.",
+          },
         ],
-        subagents: { "make it triple": { turns: [{ tool_calls: [toolCall("write_file", { path: "calc.txt", content: "times3\n" })] }, { content: "tripled." }] } },
+        subagents: {
+          "make it triple": { turns: [{ tool_calls: [toolCall("write_file", { path: "calc.txt", content: "times3\n" })] }, { content: "tripled." }] },
+        },
       },
     });
     const run = await fake.runner.start(task);
@@ -83,7 +91,10 @@ describe("the idle rule in the Docker-free tier", () => {
     // No verification sandbox for the worker; the main agent's worktree went as usual.
     expect(lingering.provider.created.map((sandbox) => sandbox.spec.agentId)).toEqual(["main", "w1", "verify"]);
     expect(existsSync(runPaths(run.directory).worktree)).toBe(false);
-    expect(eventData(eventsFile(run.directory), "cleanup.failed")).toContainEqual({ what: expect.stringContaining(workerWorktree), error: expect.stringContaining("sandbox fake-2-w1 (not removed) still mounts") });
+    expect(eventData(eventsFile(run.directory), "cleanup.failed")).toContainEqual({
+      what: expect.stringContaining(workerWorktree),
+      error: expect.stringContaining("sandbox fake-2-w1 (not removed) still mounts"),
+    });
   });
 
   // The run's disk stays while any worktree on it was left behind (before: it was removed once the main

@@ -65,7 +65,9 @@ describe("resume in the Docker-free tier", () => {
       final_message: "Done after the resume.",
     });
     // The resumed attempt ran only its own commands: the first echo is not played again.
-    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => !command.includes(" ls-tree "))).toEqual(["echo twice >> count.txt"]);
+    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => !command.includes(" ls-tree "))).toEqual([
+      "echo twice >> count.txt",
+    ]);
     expect(git("show", `runner/${first.runId}:count.txt`)).toBe("once\ntwice\n");
     expect(git("show", `runner/${first.runId}:a.txt`)).toBe("alpha\n");
     expect(git("show", `runner/${first.runId}:b.txt`)).toBe("after resume\n");
@@ -85,7 +87,9 @@ describe("resume in the Docker-free tier", () => {
     expect(git("show", `runner/${first.runId}~1:a.txt`)).toBe("alpha\n");
     expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "succeeded", exit_code: 0 })]);
     expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
-    const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as { agents: { main: { messages: { role: string; content: string | null }[] } } };
+    const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as {
+      agents: { main: { messages: { role: string; content: string | null }[] } };
+    };
     expect(session.agents.main.messages.filter((message) => message.role === "tool" && String(message.content).includes("[interrupted]"))).toHaveLength(1);
   });
   it("after the runner is killed during verification: resume verifies the committed work again, without a model call", async () => {
@@ -102,7 +106,15 @@ describe("resume in the Docker-free tier", () => {
 
     const run = await fake.runner.resume(first.runId);
     const report = await run.result;
-    expect(report).toMatchObject({ status: "succeeded", reason: "verified", resumes: 1, steps: 2, tool_calls: 1, final_message: "Finished.", verify: { passed: true } });
+    expect(report).toMatchObject({
+      status: "succeeded",
+      reason: "verified",
+      resumes: 1,
+      steps: 2,
+      tool_calls: 1,
+      final_message: "Finished.",
+      verify: { passed: true },
+    });
     expect(git("show", `runner/${first.runId}:done.txt`)).toBe("done\n");
     const events = eventsFile(runDirectory);
     expect(eventData(events, "model_call.started")).toHaveLength(2);
@@ -134,7 +146,10 @@ describe("resume in the Docker-free tier", () => {
     const report = await run.result;
     expect(report).toMatchObject({ status: "succeeded", reason: "verified", resumes: 1, steps: 3, final_message: "Finished after more steps." });
     expect(git("show", `runner/${first.id}:steps.txt`)).toBe("one\ntwo\n");
-    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual(["echo one >> steps.txt", "echo two >> steps.txt"]);
+    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual([
+      "echo one >> steps.txt",
+      "echo two >> steps.txt",
+    ]);
     // The raised limit is the run's own now: task.json holds 1 + 5.
     expect(JSON.parse(readFileSync(join(run.directory, "task.json"), "utf8"))).toMatchObject({ max_steps: 6 });
     // A finished run stays finished.
@@ -163,7 +178,10 @@ describe("resume in the Docker-free tier", () => {
     const report = await run.result;
     expect(report).toMatchObject({ status: "succeeded", resumes: 1, steps: 3, tool_calls: 2, final_message: "Logged twice." });
     expect(git("show", `runner/${failed.run_id}:log.txt`)).toBe("first\nsecond\n");
-    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual(["echo first >> log.txt", "echo second >> log.txt"]);
+    expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual([
+      "echo first >> log.txt",
+      "echo second >> log.txt",
+    ]);
     expect(eventData(eventsFile(run.directory), "run.finished").map((data) => data.status)).toEqual(["error", "succeeded"]);
   });
 });

@@ -27,7 +27,10 @@ describe("subagents in the Docker-free tier", () => {
       script: {
         turns: [
           { tool_calls: [worker("make it triple", "grep -q times3 calc.txt")] },
-          { expect: { tool_result_matches: "^Worker w1's work passed verification .* and was merged into your branch; files changed: calc\\.txt\\." }, content: "w1 merged." },
+          {
+            expect: { tool_result_matches: "^Worker w1's work passed verification .* and was merged into your branch; files changed: calc\\.txt\\." },
+            content: "w1 merged.",
+          },
         ],
         subagents: { "make it triple": editThenFinish("calc.txt", "times3\n", "tripled.") },
       },
@@ -37,7 +40,15 @@ describe("subagents in the Docker-free tier", () => {
 
     expect(report).toMatchObject({ status: "succeeded", reason: "verified", verify: { passed: true } });
     expect(report.agents).toEqual([
-      expect.objectContaining({ id: "w1", parent: "main", mode: "worker", status: "merged", branch: `runner/${run.id}-w1`, verify: expect.objectContaining({ passed: true }), merge: expect.objectContaining({ status: "merged", files: ["calc.txt"] }) }),
+      expect.objectContaining({
+        id: "w1",
+        parent: "main",
+        mode: "worker",
+        status: "merged",
+        branch: `runner/${run.id}-w1`,
+        verify: expect.objectContaining({ passed: true }),
+        merge: expect.objectContaining({ status: "merged", files: ["calc.txt"] }),
+      }),
     ]);
     expect(git("show", `runner/${run.id}-w1:calc.txt`)).toBe("times3\n");
     expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times3\n");
@@ -53,7 +64,9 @@ describe("subagents in the Docker-free tier", () => {
     expect(fake.provider.created.every((sandbox) => sandbox.closed)).toBe(true);
     // The snapshot and the merge happened with the parent's sandbox frozen.
     expect(fake.provider.sandboxesOf("main")[0]!.freezes).toBe(2);
-    expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([expect.objectContaining({ agent_id: "w1", status: "merged", merge: "merged", verify_passed: true, files: ["calc.txt"] })]);
+    expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([
+      expect.objectContaining({ agent_id: "w1", status: "merged", merge: "merged", verify_passed: true, files: ["calc.txt"] }),
+    ]);
     // Each verification says whose work it is: the worker's before its merge, then the main agent's.
     expect(eventData(eventsFile(run.directory), "verify.finished").map((data) => [data.agent_id, data.passed])).toEqual([
       ["w1", true],
@@ -70,7 +83,10 @@ describe("subagents in the Docker-free tier", () => {
       script: {
         turns: [
           { tool_calls: [worker("make it triple", "grep -q times3 calc.txt")] },
-          { expect: { tool_result_matches: "^Worker w1's work was NOT merged: verification `grep -q times3 calc.txt` failed \\(exit 1\\)" }, content: "w1 failed." },
+          {
+            expect: { tool_result_matches: "^Worker w1's work was NOT merged: verification `grep -q times3 calc.txt` failed \\(exit 1\\)" },
+            content: "w1 failed.",
+          },
         ],
         subagents: { "make it triple": editThenFinish("calc.txt", "times4\n", "quadrupled instead.") },
       },
@@ -80,12 +96,19 @@ describe("subagents in the Docker-free tier", () => {
 
     expect(report).toMatchObject({ status: "succeeded", reason: "verified" });
     expect(report.agents).toEqual([
-      expect.objectContaining({ id: "w1", status: "not_merged", verify: expect.objectContaining({ passed: false, exit_code: 1 }), merge: { status: "skipped", files: [], detail: "verify_failed" } }),
+      expect.objectContaining({
+        id: "w1",
+        status: "not_merged",
+        verify: expect.objectContaining({ passed: false, exit_code: 1 }),
+        merge: { status: "skipped", files: [], detail: "verify_failed" },
+      }),
     ]);
     expect(git("show", `runner/${run.id}-w1:calc.txt`)).toBe("times4\n");
     expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times2\n");
     expect(git("log", "--merges", "--format=%s", `runner/${run.id}`).trim()).toBe("");
-    expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([expect.objectContaining({ agent_id: "w1", status: "not_merged", verify_passed: false })]);
+    expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([
+      expect.objectContaining({ agent_id: "w1", status: "not_merged", verify_passed: false }),
+    ]);
   });
 
   it("an explore agent works on the parent's worktree mounted read-only: its write is refused, the parent's files are unchanged", async () => {
@@ -110,7 +133,10 @@ describe("subagents in the Docker-free tier", () => {
         ],
         subagents: {
           "look around": {
-            turns: [{ tool_calls: [toolCall("run_shell", { command: "build" })] }, { expect: { tool_result_matches: "EROFS: read-only file system" }, content: "refused." }],
+            turns: [
+              { tool_calls: [toolCall("run_shell", { command: "build" })] },
+              { expect: { tool_result_matches: "EROFS: read-only file system" }, content: "refused." },
+            ],
           },
         },
       },
@@ -150,7 +176,11 @@ describe("subagents in the Docker-free tier", () => {
           "make it triple": editThenFinish("calc.txt", "times3\n", "tripled."),
           // Finishes only once w1 has been merged, so it merges second.
           "make it quadruple": {
-            turns: [{ tool_calls: [toolCall("write_file", { path: "calc.txt", content: "times4\n" })] }, { tool_calls: [toolCall("run_shell", { command: "wait-for w1-merged" })] }, { content: "quadrupled." }],
+            turns: [
+              { tool_calls: [toolCall("write_file", { path: "calc.txt", content: "times4\n" })] },
+              { tool_calls: [toolCall("run_shell", { command: "wait-for w1-merged" })] },
+              { content: "quadrupled." },
+            ],
           },
         },
       },

@@ -19,16 +19,37 @@ const net = require("node:net");
 // registries, RFC 6890 and successors). An allowed name resolving into one of
 // them is refused unless the task lists the range in allow_cidrs.
 const NON_PUBLIC_V4 = [
-  ["0.0.0.0", 8], ["10.0.0.0", 8], ["100.64.0.0", 10], ["127.0.0.0", 8], ["169.254.0.0", 16],
-  ["172.16.0.0", 12], ["192.0.0.0", 24], ["192.0.2.0", 24], ["192.88.99.0", 24], ["192.168.0.0", 16],
-  ["198.18.0.0", 15], ["198.51.100.0", 24], ["203.0.113.0", 24], ["224.0.0.0", 4], ["240.0.0.0", 4],
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
+  ["192.88.99.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
 ];
 const NON_PUBLIC_V6 = [
   // No ::ffff:0:0/96 here: Node's BlockList checks IPv4 addresses against IPv6
   // rules in that mapped form, so it would match every IPv4 address. Mapped
   // addresses are unwrapped and checked as IPv4 instead (mappedV4).
-  ["::", 128], ["::1", 128], ["64:ff9b::", 96], ["64:ff9b:1::", 48], ["100::", 64],
-  ["2001::", 23], ["2001:db8::", 32], ["2002::", 16], ["fc00::", 7], ["fe80::", 10], ["ff00::", 8],
+  ["::", 128],
+  ["::1", 128],
+  ["64:ff9b::", 96],
+  ["64:ff9b:1::", 48],
+  ["100::", 64],
+  ["2001::", 23],
+  ["2001:db8::", 32],
+  ["2002::", 16],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["ff00::", 8],
 ];
 
 function blockListOf(v4, v6) {
@@ -310,7 +331,11 @@ function judgeTunnelStart(bytes, connectHost) {
     };
   }
   if (hello.ech) {
-    return { verdict: "refuse", reason: "TLS ClientHello carries encrypted_client_hello, which hides the server name from the check", alert: ALERT_ACCESS_DENIED };
+    return {
+      verdict: "refuse",
+      reason: "TLS ClientHello carries encrypted_client_hello, which hides the server name from the check",
+      alert: ALERT_ACCESS_DENIED,
+    };
   }
   return { verdict: "forward" };
 }
@@ -462,7 +487,9 @@ function startServer(config, listenAddress, listenPort) {
       guardTunnel(client, upstream, head, host, reportDecision);
     });
     upstream.on("error", (error) => {
-      client.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nagent-runner egress proxy: ${host}:${port}: ${error.message}\n`);
+      client.end(
+        `HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nagent-runner egress proxy: ${host}:${port}: ${error.message}\n`,
+      );
     });
     upstream.on("close", () => reportDecision("allowed"));
     client.on("close", () => reportDecision("allowed"));
