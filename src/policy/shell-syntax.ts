@@ -111,7 +111,9 @@ class ScriptCollector {
   private visit(node: Node): void {
     if (node.isError || node.isMissing) {
       const line = node.startPosition.row + 1;
-      this.script.errors.push(node.isMissing ? `line ${line}: missing ${node.type}` : `line ${line}: cannot parse ${JSON.stringify(node.text.slice(0, 60))}`);
+      // Said by position, not quoted: a cut piece of the command could carry a piece of a secret no redactor matches.
+      const column = node.startPosition.column + 1;
+      this.script.errors.push(node.isMissing ? `line ${line}: missing ${node.type}` : `line ${line}, column ${column}: cannot parse (${node.text.length} characters from there)`);
     }
     switch (node.type) {
       case "command":

@@ -1,5 +1,5 @@
 import { Mutex } from "async-mutex";
-import { CancelledError } from "../errors.js";
+import { CancelledError, errorMessage } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
 import type { ToolHooks } from "../hooks/tool-hooks.js";
 import { decideApproval, resolveApprovalAnswer, type ApprovalAnswer } from "../policy/approval.js";
@@ -39,6 +39,8 @@ export interface PermissionGuardOptions {
   remembered: Set<string>;
   /** Denials per rule id (report.json `denials`), shared by the run. */
   denials: Record<string, number>;
+  /** The run's redactor: whoever is asked (a terminal, a broker forwarding to a web page) never sees a secret in clear. */
+  redact?: (text: string) => string;
 }
 
 /**
@@ -74,20 +76,18 @@ export class PermissionGuard implements ToolGuard {
           type: "approval.requested",
           data: { agent_id: call.agentId, tool_call_id: call.toolCallId, name: call.name, question, can_remember: canRemember },
         });
-        const subject = decision.subject ?? null;
-        const given = await ask(
-          {
-            agentId: call.agentId,
-            toolCallId: call.toolCallId,
-            toolName: call.name,
-            subject,
-            rule: decision.rule,
-            reason: decision.reason,
-            question,
-            canRemember,
-          },
-          this.options.signal,
-        );
+        const redact = this.options.redact ?? ((text: string) => text);
+        const subject = decision.subject === undefined ? null : redact(decision.subject);
+        const given = await this.askSafely(ask, {
+          agentId: call.agentId,
+          toolCallId: call.toolCallId,
+          toolName: call.name,
+          subject,
+          rule: decision.rule,
+          reason: redact(decision.reason),
+          question: redact(question),
+          canRemember,
+        });
         this.options.events.emit({
           type: "approval.resolved",
           data: {
@@ -116,6 +116,31 @@ export class PermissionGuard implements ToolGuard {
     return this.options.hooks ? this.options.hooks.after(call, result) : null;
   }
 
+  /**
+   * Asks, and never lets the answerer break the run: an answer that is not
+   * one of the three is a "no" naming it; a throw is a "no" with its message;
+   * a cancelled run stops waiting at once (a later answer is ignored).
+   */
+  private async askSafely(ask: AskApproval, question: ApprovalQuestion): Promise<ApprovalAnswer> {
+    const { signal } = this.options;
+    if (signal.aborted) throw new CancelledError();
+    let stopWaiting!: () => void;
+    const cancelled = new Promise<null>((resolve) => {
+      stopWaiting = () => resolve(null);
+      signal.addEventListener("abort", stopWaiting, { once: true });
+    });
+    try {
+      const given: unknown = await Promise.race([Promise.resolve().then(() => ask(question, signal)), cancelled]);
+      if (given === null && signal.aborted) throw new CancelledError();
+      return validAnswer(given);
+    } catch (error) {
+      if (error instanceof CancelledError || signal.aborted) throw new CancelledError();
+      return { answer: "no", reason: `the approval broker failed: ${errorMessage(error)}` };
+    } finally {
+      signal.removeEventListener("abort", stopWaiting);
+    }
+  }
+
   private deny(call: GuardedCall, rule: string, reason: string): { allowed: false; reason: string } {
     this.options.denials[rule] = (this.options.denials[rule] ?? 0) + 1;
     this.options.events.emit({ type: "tool_call.denied", data: { agent_id: call.agentId, tool_call_id: call.toolCallId, name: call.name, rule, reason } });
@@ -128,4 +153,15 @@ export class PermissionGuard implements ToolGuard {
     await this.recentCalls.waitBelow(perMinute, this.options.signal);
     this.recentCalls.add(1);
   }
+}
+
+/** An answer as the broker gave it, checked: `yes`, `always`, or `no` (with a string reason); anything else is a "no" saying what came. */
+function validAnswer(given: unknown): ApprovalAnswer {
+  const answer = typeof given === "object" && given !== null ? (given as Record<string, unknown>).answer : undefined;
+  if (answer === "yes" || answer === "always") return { answer };
+  if (answer === "no") {
+    const { reason, timedOut } = given as Record<string, unknown>;
+    return { answer: "no", ...(typeof reason === "string" ? { reason } : {}), ...(timedOut === true ? { timedOut: true } : {}) };
+  }
+  return { answer: "no", reason: `the approval broker gave no valid answer (expected { answer: "yes" | "always" | "no" }, got ${given === null ? "null" : Array.isArray(given) ? "an array" : typeof given === "object" ? `an object with answer ${JSON.stringify(typeof answer === "string" ? answer : typeof answer)}` : `a ${typeof given}`})` };
 }

@@ -61,7 +61,7 @@ export class ToolRegistry {
       parsedJson = rawArguments.trim() === "" ? {} : JSON.parse(rawArguments);
     } catch (error) {
       return toolError(
-        `arguments for ${name} are not valid JSON (${errorMessage(error)}); received: ${JSON.stringify(rawArguments.slice(0, 200))}. Send a JSON object.`,
+        `arguments for ${name} are not valid JSON (${errorMessage(error)}); received ${rawArguments.length} characters. Send a JSON object.`,
       );
     }
     const parsed = tool.input.safeParse(parsedJson);

@@ -29,7 +29,8 @@ export async function deliverMainAgent(
   const { worktree } = workspace;
   const mergeWanted = task.on_success === "merge" && outcome.reason !== "max_steps";
   const delivered = await workspace.delivery.deliver({
-    message: scope.redactor.redact(`agent-runner: ${task.name} (run ${scope.runId})\n\n${firstLine(outcome.finalMessage)}`),
+    // Redacted before the cut: a cut piece of a secret is no longer found by the redactor.
+    message: `agent-runner: ${scope.redactor.redact(task.name)} (run ${scope.runId})\n\n${firstLine(scope.redactor.redact(outcome.finalMessage ?? ""))}`,
     onCommitted: async (committed) => {
       await recordMainCommit(scope, worktree, committed);
       throwIfAborted(signal);

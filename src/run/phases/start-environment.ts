@@ -95,6 +95,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
       ask: dependencies.askApproval,
       remembered: new Set(),
       denials: report.denials,
+      redact: (text) => scope.redactor.redact(text),
     });
   const { main: mainPolicy, explore: explorePolicy, worker: workerPolicy } = scope.policies;
   const [main, explore, worker] = await Promise.all([
