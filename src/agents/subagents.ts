@@ -248,8 +248,11 @@ async function runSubagent(
   try {
     const worktree = request.worktree ?? host.parent.worktree;
     const spec = await host.specFor(agentId, worktree, { readOnly: request.mode === "explore" });
-    sandbox = await RecoveringSandbox.create(host.provider, spec, (sandboxId) =>
-      host.events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }),
+    sandbox = await RecoveringSandbox.create(
+      host.provider,
+      spec,
+      (sandboxId) => host.events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }),
+      signal,
     );
     const results = new ToolResultStore(host.runDirectory, agentId);
     const outcome: AgentOutcome = await runAgentLoop({

@@ -1,6 +1,6 @@
 import { SandboxError, errorMessage } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
-import type { ExecResult, SandboxProvider, SandboxSpec } from "../sandbox/sandbox.js";
+import { createSandbox, type ExecResult, type SandboxProvider, type SandboxSpec } from "../sandbox/sandbox.js";
 import { applyProtectedPaths } from "../workspace/protected-paths.js";
 import { createDetachedWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
 import { runSetupCommands, type SetupCommandResult } from "./setup-commands.js";
@@ -82,7 +82,7 @@ export async function verifyCommit(
   }
   const checkout = await createDetachedWorktree(worktree, checkoutCommit, context.directory);
   try {
-    const sandbox = await context.provider.create(await context.specFor("verify", checkout));
+    const sandbox = await createSandbox(context.provider, await context.specFor("verify", checkout), context.signal);
     let result: ExecResult | null = null;
     let sandboxLost: string | null = null;
     const started = Date.now();

@@ -113,7 +113,9 @@ class ScriptCollector {
       const line = node.startPosition.row + 1;
       // Said by position, not quoted: a cut piece of the command could carry a piece of a secret no redactor matches.
       const column = node.startPosition.column + 1;
-      this.script.errors.push(node.isMissing ? `line ${line}: missing ${node.type}` : `line ${line}, column ${column}: cannot parse (${node.text.length} characters from there)`);
+      this.script.errors.push(
+        node.isMissing ? `line ${line}: missing ${node.type}` : `line ${line}, column ${column}: cannot parse (${node.text.length} characters from there)`,
+      );
     }
     switch (node.type) {
       case "command":

@@ -163,5 +163,8 @@ function validAnswer(given: unknown): ApprovalAnswer {
     const { reason, timedOut } = given as Record<string, unknown>;
     return { answer: "no", ...(typeof reason === "string" ? { reason } : {}), ...(timedOut === true ? { timedOut: true } : {}) };
   }
-  return { answer: "no", reason: `the approval broker gave no valid answer (expected { answer: "yes" | "always" | "no" }, got ${given === null ? "null" : Array.isArray(given) ? "an array" : typeof given === "object" ? `an object with answer ${JSON.stringify(typeof answer === "string" ? answer : typeof answer)}` : `a ${typeof given}`})` };
+  return {
+    answer: "no",
+    reason: `the approval broker gave no valid answer (expected { answer: "yes" | "always" | "no" }, got ${given === null ? "null" : Array.isArray(given) ? "an array" : typeof given === "object" ? `an object with answer ${JSON.stringify(typeof answer === "string" ? answer : typeof answer)}` : `a ${typeof given}`})`,
+  };
 }

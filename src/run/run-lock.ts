@@ -1,7 +1,7 @@
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { RunStore } from "./run-store.js";
-import { isOwnerAlive } from "../process/process-owner.js";
+import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { commitLimitsOf } from "../workspace/commit-selection.js";
@@ -54,11 +54,33 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     if (!lock) continue;
     if (store.has("report")) {
       // A finished run whose disk is still there left a worktree behind (its sandbox was not confirmed gone).
-      if (existsSync(runPaths(directory).disk) && !store.has("resumeLock")) dead.push({ runId, directory, lock, finished: true });
+      if (existsSync(runPaths(directory).disk)) dead.push({ runId, directory, lock, finished: true });
       continue;
     }
     if (!isOwnerAlive(lock.owner)) dead.push({ runId, directory, lock, finished: false });
   }
+  // Each run is claimed (resume.lock, O_EXCL) while it is swept: a `runner resume` in another process cannot
+  // reopen a worktree the sweep is committing, and the owner is read again under the claim.
+  const claimed = dead.filter(({ directory, finished }) => {
+    if (!claimSweep(directory)) return false;
+    const owner = readRunLock(directory)?.owner;
+    if (!finished && owner !== undefined && isOwnerAlive(owner)) {
+      releaseSweep(directory);
+      return false;
+    }
+    return true;
+  });
+  try {
+    return await sweepClaimed(claimed, sandboxes);
+  } finally {
+    for (const { directory } of claimed) releaseSweep(directory);
+  }
+}
+
+async function sweepClaimed(
+  dead: { runId: string; directory: string; lock: RunLock; finished: boolean }[],
+  sandboxes: Pick<SandboxProvider, "ensureWorkspaceIdle">,
+): Promise<string[]> {
   // Every dead run's disk is mounted before any `git worktree prune` runs: prune
   // would take the worktree of a disk not mounted (after a reboot) for a deleted one.
   const unmountable = new Map<string, string>();
@@ -126,4 +148,30 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     swept.push(runId);
   }
   return swept;
+}
+
+/** Takes a run's resume.lock for the sweep; false when a live runner holds it (a claim of a dead one is taken over). */
+function claimSweep(directory: string): boolean {
+  const claim = new RunStore(directory).path("resumeLock");
+  for (let attempt = 0; attempt < 2; attempt += 1) {
+    try {
+      writeFileSync(claim, currentOwner(), { flag: "wx", mode: 0o600 });
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") return false;
+      let holder = "";
+      try {
+        holder = readFileSync(claim, "utf8").trim();
+      } catch {
+        // removed meanwhile: try again
+      }
+      if (holder && isOwnerAlive(holder)) return false;
+      rmSync(claim, { force: true });
+    }
+  }
+  return false;
+}
+
+function releaseSweep(directory: string): void {
+  rmSync(new RunStore(directory).path("resumeLock"), { force: true });
 }

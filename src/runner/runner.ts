@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
-import { CancelledError, ConfigError } from "../errors.js";
+import { CancelledError, ConfigError, RunnerError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
 import { openModel as openTaskModel } from "./open-model.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
@@ -99,8 +99,9 @@ export interface RunHandle {
  * run scope (src/run/run-task.ts).
  */
 export class Runner {
-  private readonly active = new Set<{ handle: RunHandle; controller: AbortController }>();
-  private prepared = false;
+  /** Every run this runner launched that has not ended, from before it has an id. */
+  private readonly active = new Set<{ controller: AbortController; finished: Promise<unknown> }>();
+  private sweep: Promise<void> | null = null;
   private closed = false;
 
   private constructor(
@@ -115,8 +116,10 @@ export class Runner {
   static create(options: RunnerOptions = {}): Runner {
     const environment = options.environment ?? process.env;
     const home = runnerHome(options.home ? { ...environment, RUNNER_HOME: options.home } : environment);
+    // The runs see this runner's home (e.g. the user skills under <home>/skills), whatever RUNNER_HOME says.
+    const runEnvironment = { ...environment, RUNNER_HOME: home };
     const provider = options.sandboxProvider ?? new DockerSandboxProvider({ egressNetwork: environment.RUNNER_EGRESS_NETWORK });
-    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), environment, options.log ?? {});
+    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), runEnvironment, options.log ?? {});
   }
 
   /**
@@ -174,7 +177,13 @@ export class Runner {
   /** Cancels every run this runner started that is still going and waits until each has ended. */
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([...this.active].map(({ handle }) => handle.cancel("the runner was closed")));
+    // Runs still starting (no handle yet) are cancelled too: nothing this runner began outlives close().
+    await Promise.all(
+      [...this.active].map(async ({ controller, finished }) => {
+        controller.abort(new CancelledError("the runner was closed"));
+        await finished.catch(() => undefined);
+      }),
+    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -184,9 +193,9 @@ export class Runner {
   /** The pre-flight ({@link prepareRun}, Docker only) and, once per Runner, the sweep; returns the task with the image its run uses. */
   private async prepareOnce<T extends Task | null>(task: T): Promise<T> {
     const prepared = (task && this.provider instanceof DockerSandboxProvider ? await prepareRun(task, this.provider, this.environment) : task) as T;
-    if (this.prepared) return prepared;
-    this.prepared = true;
-    await sweepDeadRunLeftovers(this.provider, this.home, this.log);
+    // One sweep per Runner, and every start and resume waits for it: a resume must not reopen a worktree the sweep is committing.
+    this.sweep ??= sweepDeadRunLeftovers(this.provider, this.home, this.log);
+    await this.sweep;
     return prepared;
   }
 
@@ -198,8 +207,12 @@ export class Runner {
     /** Runs the task as the pre-flight left it (its image pulled or built). */
     run: (task: Task, dependencies: RunDependencies, runOptions: RunOptions) => Promise<RunResult>,
   ): Promise<RunHandle> {
-    if (this.closed) throw new Error("this Runner is closed; create another one");
+    checkStartOptions(options);
+    if (this.closed) throw new RunnerError("this Runner is closed; create another one", 2);
+    if (options.signal?.aborted) throw new CancelledError("the start signal was already aborted");
     const prepared = await this.prepareOnce(task);
+    if (this.closed) throw new RunnerError("this Runner was closed while the run was starting; nothing of it was created", 2);
+    if (options.signal?.aborted) throw new CancelledError("the start signal was aborted");
     const controller = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
     setMaxListeners(0, signal); // one abort listener per concurrent tool call and model call
@@ -229,12 +242,13 @@ export class Runner {
         ...(broker ? { askApproval: (question: ApprovalQuestion, askSignal: AbortSignal) => broker.request({ runId, ...question }, askSignal) } : {}),
       },
     ).finally(() => replay.end());
+    const entry = { controller, finished };
+    this.active.add(entry);
+    finished.catch(() => undefined).finally(() => this.active.delete(entry));
     // A failure before the run exists (a bad workspace, a policy that will not load) rejects start().
     const { id, directory } = await Promise.race([identified, finished.then(() => identified)]);
-    const entry = { handle: null as unknown as RunHandle, controller };
     const result = finished.then((outcome) => outcome.report);
-    result.catch(() => undefined).finally(() => this.active.delete(entry));
-    entry.handle = {
+    return {
       id,
       directory,
       task,
@@ -246,8 +260,6 @@ export class Runner {
         await result.catch(() => undefined);
       },
     };
-    this.active.add(entry);
-    return entry.handle;
   }
 }
 
@@ -258,4 +270,14 @@ export class Runner {
  */
 export async function createRunner(options: RunnerOptions = {}): Promise<Runner> {
   return Runner.create(options);
+}
+
+/** Start options as a caller may get them wrong: each checked, ConfigError naming it. */
+function checkStartOptions(options: StartOptions): void {
+  if (options.approvals !== undefined && typeof (options.approvals as { request?: unknown } | null)?.request !== "function") {
+    throw new ConfigError("approvals: expected an ApprovalBroker, an object with a request(approval, signal) method");
+  }
+  if (options.merge !== undefined && typeof options.merge !== "boolean")
+    throw new ConfigError(`merge: expected true or false, got ${JSON.stringify(options.merge)}`);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new ConfigError("signal: expected an AbortSignal");
 }

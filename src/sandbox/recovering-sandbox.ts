@@ -1,4 +1,5 @@
 import {
+  createSandbox,
   SandboxGoneError,
   type DirectoryEntry,
   type ExecRequest,
@@ -37,8 +38,14 @@ export class RecoveringSandbox implements Sandbox {
     private readonly onRestart: (newId: string) => void,
   ) {}
 
-  static async create(provider: SandboxProvider, spec: SandboxSpec, onRestart: (newId: string) => void = () => undefined): Promise<RecoveringSandbox> {
-    return new RecoveringSandbox(provider, spec, await provider.create(spec), onRestart);
+  /** Creates the first sandbox; `signal` (the run's) makes a cancel win over a create() that hangs ({@link createSandbox}). */
+  static async create(
+    provider: SandboxProvider,
+    spec: SandboxSpec,
+    onRestart: (newId: string) => void = () => undefined,
+    signal?: AbortSignal,
+  ): Promise<RecoveringSandbox> {
+    return new RecoveringSandbox(provider, spec, await createSandbox(provider, spec, signal), onRestart);
   }
 
   get id(): string {

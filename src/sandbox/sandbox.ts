@@ -1,6 +1,6 @@
 import type { Readable, Writable } from "node:stream";
 import type { AllowRule } from "./network-allow-list.js";
-import { SandboxError } from "../errors.js";
+import { CancelledError, SandboxError } from "../errors.js";
 
 /**
  * The sandbox contract: where every tool of a task runs. Paths are workspace
@@ -273,4 +273,30 @@ export interface SandboxProvider {
    * a symlink mid-read would carry host git to host files).
    */
   ensureWorkspaceIdle(hostPath: string): Promise<void>;
+}
+
+/**
+ * `provider.create(spec)` that a cancelled run does not wait for: when
+ * `signal` aborts first it rejects with CancelledError at once, and a sandbox
+ * the provider hands over later is closed (a provider's create() takes no
+ * signal, so a hanging one would otherwise hold the run's cancel forever).
+ */
+export async function createSandbox(provider: SandboxProvider, spec: SandboxSpec, signal: AbortSignal | undefined): Promise<Sandbox> {
+  if (!signal) return provider.create(spec);
+  if (signal.aborted) throw new CancelledError();
+  const creating = provider.create(spec);
+  let onAbort!: () => void;
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(new CancelledError());
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([creating, aborted]);
+  } catch (error) {
+    if (signal.aborted) creating.then((late) => late.close()).catch(() => undefined);
+    throw error;
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    aborted.catch(() => undefined);
+  }
 }

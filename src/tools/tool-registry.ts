@@ -60,9 +60,7 @@ export class ToolRegistry {
     try {
       parsedJson = rawArguments.trim() === "" ? {} : JSON.parse(rawArguments);
     } catch (error) {
-      return toolError(
-        `arguments for ${name} are not valid JSON (${errorMessage(error)}); received ${rawArguments.length} characters. Send a JSON object.`,
-      );
+      return toolError(`arguments for ${name} are not valid JSON (${errorMessage(error)}); received ${rawArguments.length} characters. Send a JSON object.`);
     }
     const parsed = tool.input.safeParse(parsedJson);
     if (!parsed.success) {

@@ -8,7 +8,10 @@ import { PermissionGuard, type AskApproval } from "../../src/run/permission-guar
 /** A guard whose policy asks before every command, answered by `ask`. */
 async function guardAsking(ask: AskApproval, signal = new AbortController().signal) {
   const checker = await PermissionChecker.create(
-    validatePolicy({ name: "ask", description: "asks before every command", tools: { allow: ["*"] }, default_command_risk: "confirm", confirmations: "prompt" }, "ask"),
+    validatePolicy(
+      { name: "ask", description: "asks before every command", tools: { allow: ["*"] }, default_command_risk: "confirm", confirmations: "prompt" },
+      "ask",
+    ),
   );
   const events: RunEvent[] = [];
   const guard = new PermissionGuard({

@@ -16,8 +16,19 @@ export function recordFailure(scope: RunScope, error: unknown): void {
     setOutcome(report, "failed", "disk_limit_exceeded");
   } else if (error instanceof CancelledError || scope.callerSignal.aborted) {
     setOutcome(report, "cancelled", "interrupted");
+    // The caller's reason is kept: cancel(reason), or the reason given to the start signal's abort().
     const reason: unknown = scope.callerSignal.reason;
-    if (reason instanceof CancelledError && reason.message !== "interrupted") report.error = `cancelled: ${reason.message}`;
+    const said =
+      reason instanceof CancelledError
+        ? reason.message === "interrupted"
+          ? null
+          : reason.message
+        : typeof reason === "string"
+          ? reason
+          : reason instanceof Error && reason.name !== "AbortError"
+            ? reason.message
+            : null;
+    if (said) report.error = `cancelled: ${said}`;
   } else {
     setOutcome(report, "error", error instanceof ModelError ? error.reason : error instanceof RunnerError ? error.name : "internal_error");
     report.error = errorMessage(error);

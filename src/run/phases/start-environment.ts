@@ -74,7 +74,12 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   const [openedModel, createdSandbox] = await Promise.allSettled([
     dependencies.openModel(task),
     specFor(MAIN_AGENT, workspace.worktree).then((spec) =>
-      RecoveringSandbox.create(dependencies.sandboxProvider, spec, (sandboxId) => events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } })),
+      RecoveringSandbox.create(
+        dependencies.sandboxProvider,
+        spec,
+        (sandboxId) => events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }),
+        signal,
+      ),
     ),
   ]);
   if (openedModel.status === "fulfilled") scope.cleanup.defer("model", () => openedModel.value.close());
