@@ -1,6 +1,7 @@
 import { posix } from "node:path";
 import { WORKSPACE_ROOT, type Sandbox } from "../sandbox/sandbox.js";
-import { GIT_ENVIRONMENT, GIT_LOCATION_VARIABLES, gitCommand } from "./workspace-skill-source.js";
+// The same bounds as the workspace skills read the same way: the filtered `git ls-tree` output, and each git command (ms).
+import { GIT_ENVIRONMENT, GIT_LOCATION_VARIABLES, GIT_TIMEOUT_MS, MAX_TREE_LISTING_BYTES, gitCommand } from "./workspace-skill-source.js";
 
 /**
  * File names of project instructions, in order of precedence within one
@@ -19,10 +20,6 @@ export type InstructionFileName = (typeof INSTRUCTION_FILE_NAMES)[number];
 export const MAX_PROJECT_INSTRUCTION_BYTES = 32 * 1024;
 /** Most instruction files named in the prompt; past it the rest are only counted. */
 const MAX_INSTRUCTION_FILES = 64;
-/** Most bytes of the filtered `git ls-tree` output read. */
-const MAX_LISTING_BYTES = 1024 * 1024;
-/** Time limit of each git command in the sandbox, ms. */
-const GIT_TIMEOUT_MS = 30_000;
 
 /** One instruction file as report.json's `instructions_files` lists it. */
 export interface InstructionFileRecord {
@@ -103,7 +100,7 @@ export async function readProjectInstructions(options: ProjectInstructionOptions
       `| { grep -z -E '[[:space:]/](${INSTRUCTION_FILE_NAMES.map((name) => name.replace(".", "\\.")).join("|")})$' || [ $? -eq 1 ]; }`,
     env: GIT_ENVIRONMENT,
     timeoutMs: GIT_TIMEOUT_MS,
-    maxOutputBytes: MAX_LISTING_BYTES,
+    maxOutputBytes: MAX_TREE_LISTING_BYTES,
     signal: options.signal,
   });
   if (listing.exitCode !== 0) {
@@ -112,7 +109,7 @@ export async function readProjectInstructions(options: ProjectInstructionOptions
     );
   }
   if (listing.truncated)
-    return none(`project instructions: the base commit lists more than ${MAX_LISTING_BYTES} bytes of instruction file entries; none are loaded`);
+    return none(`project instructions: the base commit lists more than ${MAX_TREE_LISTING_BYTES} bytes of instruction file entries; none are loaded`);
 
   const byDirectory = new Map<string, Map<InstructionFileName, Candidate | null>>();
   for (const record of listing.stdout.split("\0")) {

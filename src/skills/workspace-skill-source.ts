@@ -14,9 +14,9 @@ import {
 /** The workspace's skills directory, relative to the repository's top level. */
 const WORKSPACE_SKILLS_DIRECTORY = "skills";
 /** Most bytes of `git ls-tree` output read (about 10 000 entries). */
-const MAX_TREE_LISTING_BYTES = 1024 * 1024;
+export const MAX_TREE_LISTING_BYTES = 1024 * 1024;
 /** Time limit of each git command in the sandbox, ms. */
-const GIT_TIMEOUT_MS = 30_000;
+export const GIT_TIMEOUT_MS = 30_000;
 
 export interface WorkspaceSkillOptions {
   /** The task's sandbox; everything is read through `exec`, nothing from the host. */
