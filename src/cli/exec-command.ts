@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
@@ -10,6 +11,8 @@ import { promptForApproval } from "../policy/approval-prompt.js";
 
 export interface ExecOptions {
   json?: boolean;
+  /** `-o FILE`: the agent's final answer goes there. */
+  outputLastMessage?: string;
   instruction?: string;
   workspace?: string;
   name?: string;
@@ -79,7 +82,11 @@ export function parseDuration(value: string, flag: string): number {
  * `runner resume <run-id>`: continue an interrupted, crashed or errored run
  * (same branch, a new container, the persisted conversation); returns the exit code.
  */
-export async function resumeCommand(idOrPrefix: string, options: { json?: boolean; maxSteps?: string }, signal: AbortSignal): Promise<number> {
+export async function resumeCommand(
+  idOrPrefix: string,
+  options: { json?: boolean; maxSteps?: string; outputLastMessage?: string },
+  signal: AbortSignal,
+): Promise<number> {
   const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
   const runner = Runner.create({ home: runnerHome() });
   const run = await runner.resume(idOrPrefix, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals() });
@@ -94,7 +101,7 @@ export async function resumeCommand(idOrPrefix: string, options: { json?: boolea
  * the CloudEvents lines on stdout, from sequence number `from`), then the
  * outcome; returns the exit code.
  */
-async function follow(run: RunHandle, task: Task, options: { json?: boolean }, from = 0): Promise<number> {
+async function follow(run: RunHandle, task: Task, options: { json?: boolean; outputLastMessage?: string }, from = 0): Promise<number> {
   const view = options.json ? null : new ProgressView();
   const shown = (async () => {
     for await (const envelope of run.events({ from })) {
@@ -104,6 +111,8 @@ async function follow(run: RunHandle, task: Task, options: { json?: boolean }, f
   })();
   const report = await run.result;
   await shown;
+  // For scripts: the agent's final answer alone (empty when it gave none), whatever the outcome.
+  if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
   if (!options.json) printOutcome(task, { report, runDirectory: run.directory });
   return exitCodeFor(report.status);
 }
@@ -129,6 +138,25 @@ function approvals(): { approvals?: ApprovalBroker } {
   };
 }
 
+/** Lines of the verify output tail and of the final answer the summary shows (the whole texts are in report.json). */
+const SUMMARY_LINES = 15;
+
+function lastLines(text: string, count: number): string {
+  const lines = text.trimEnd().split("\n");
+  return `${lines.length > count ? `  [${lines.length - count} lines before]\n` : ""}${lines
+    .slice(-count)
+    .map((line) => `  ${line}`)
+    .join("\n")}`;
+}
+
+function firstLines(text: string, count: number): string {
+  const lines = text.trim().split("\n");
+  return `${lines
+    .slice(0, count)
+    .map((line) => `  ${line}`)
+    .join("\n")}${lines.length > count ? `\n  [${lines.length - count} more lines: report.json final_message]` : ""}`;
+}
+
 function printOutcome(task: Task, { report, runDirectory }: { report: RunReport; runDirectory: string }): void {
   const lines = [
     "",
@@ -140,6 +168,10 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
       : task.verify
         ? "verify: not run"
         : "verify: (no verify.command in the task)",
+    report.verify && !report.verify.passed && report.verify.output_tail.trim()
+      ? `verify output (last lines):\n${lastLines(report.verify.output_tail, SUMMARY_LINES)}`
+      : "",
+    report.final_message?.trim() ? `answer:\n${firstLines(report.final_message, SUMMARY_LINES)}` : "",
     `branch: ${report.branch ?? "-"}`,
     report.commit?.left_out_count
       ? `left out of the commit: ${describeLeftOut(report.commit.left_out, report.commit.left_out_count)} (see report.json commit.left_out)`

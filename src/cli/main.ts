@@ -91,6 +91,7 @@ async function main(argv: string[]): Promise<number> {
     .option("--max-steps <n>", "override max_steps")
     .option("--timeout <duration>", "stop the run after this long (90s, 10m, 1.5h): cancelled with its work committed, exit 1; runner resume continues it")
     .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
+    .option("-o, --output-last-message <file>", "write the agent's final answer (only it) to this file when the run ends")
     .addHelpText(
       "after",
       [
@@ -117,6 +118,7 @@ async function main(argv: string[]): Promise<number> {
     .argument("<run-id>", "run id, or a unique prefix of it")
     .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
     .option("--max-steps <n>", "allow N more model calls from where the run stopped (needed for a run stopped at max_steps)")
+    .option("-o, --output-last-message <file>", "write the agent's final answer (only it) to this file when the run ends")
     .addHelpText(
       "after",
       [
@@ -126,7 +128,7 @@ async function main(argv: string[]): Promise<number> {
         "  runner resume 2026 --max-steps 20              a unique prefix is enough; 20 more model calls",
       ].join("\n"),
     )
-    .action(async (id: string, options: { json?: boolean; maxSteps?: string }) => {
+    .action(async (id: string, options: { json?: boolean; maxSteps?: string; outputLastMessage?: string }) => {
       const { resumeCommand } = await import("./exec-command.js");
       exitCode = await resumeCommand(id, options, controller.signal);
     });

@@ -107,11 +107,16 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const { task } = fixMedianCopy(directory.path, "turns:\n  - content: I give up.\n");
-    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    const answerFile = join(directory.path, "answer.txt");
+    const result = await runCli(["exec", task, "-o", answerFile], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr).toBe(1);
     const report = readReport(home.path, result.stdout);
     expect(report).toMatchObject({ status: "failed", reason: "verify_failed", verify: { passed: false } });
     expect(String((report.verify as { output_tail: string }).output_tail)).toMatch(/failed/);
+    // For scripts: the final answer alone in the -o file; for people: the answer and the verify output's tail in the summary.
+    expect(readFileSync(answerFile, "utf8")).toBe("I give up.");
+    expect(result.stdout).toMatch(/\nanswer:\n {2}I give up\.\n/);
+    expect(result.stdout).toMatch(/\nverify output \(last lines\):\n(?: {2}.*\n)*? {2}.*failed/);
   });
 
   it("verification cannot be rigged by what the agent leaves outside the commit", async () => {
