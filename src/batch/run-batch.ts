@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { RunStore } from "../run/run-store.js";
 import { Mutex, Semaphore } from "async-mutex";
 import type { Task } from "../config/load-task.js";
 import { ConfigError, errorMessage } from "../errors.js";
@@ -220,9 +220,9 @@ function hasPendingRun(journal: BatchJournal, task: string, attempt: number): bo
  * writes for a run whose runner was killed, and which resume continues).
  */
 function finishedReport(home: string, runId: string): { report: RunReport; outcome: Outcome } | null {
-  const file = join(home, "runs", runId, "report.json");
-  if (!existsSync(file)) return null;
-  const report = JSON.parse(readFileSync(file, "utf8")) as RunReport;
+  // A report cut short (or not JSON) is no report: the run is resumed or tried again.
+  const report = new RunStore(join(home, "runs", runId)).readJson("report") as RunReport | null;
+  if (!report) return null;
   if (report.status === "error" && report.reason === "runner_died") return null;
   const outcome = outcomeOfReport(report);
   return outcome ? { report, outcome } : null;

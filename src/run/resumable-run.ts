@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { restoreSession, type RestoredAgent } from "../agent/session-journal.js";
 import type { SubagentReport } from "../agents/subagents.js";
@@ -90,20 +90,7 @@ export function finalAnswerOf(restored: RestoredAgent): string | null | undefine
  * when a live runner holds it. The finalize phase removes the claim.
  */
 export function claimRun(store: RunStore, runId: string): void {
-  const claim = store.path("resumeLock");
-  for (let attempt = 0; attempt < 2; attempt += 1) {
-    try {
-      const fd = openSync(claim, "wx", 0o600);
-      writeSync(fd, currentOwner());
-      closeSync(fd);
-      writeRunLock(store.directory, { ...readRunLock(store.directory)!, owner: currentOwner() });
-      return;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      const holder = readFileSync(claim, "utf8").trim();
-      if (isOwnerAlive(holder)) throw new ConfigError(`run ${runId} is being resumed by another runner (${holder}); wait for it or stop it`);
-      rmSync(claim, { force: true });
-    }
-  }
-  throw new ConfigError(`run ${runId}: could not claim it for resume (another runner raced for it); try again`);
+  const holder = store.claimResumeLock();
+  if (holder !== null) throw new ConfigError(`run ${runId} is being resumed by another runner (${holder}); wait for it or stop it`);
+  writeRunLock(store.directory, { ...readRunLock(store.directory)!, owner: currentOwner() });
 }

@@ -1,7 +1,7 @@
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { RunStore } from "./run-store.js";
-import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
+import { isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { commitLimitsOf } from "../workspace/commit-selection.js";
@@ -62,10 +62,10 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
   // Each run is claimed (resume.lock, O_EXCL) while it is swept: a `runner resume` in another process cannot
   // reopen a worktree the sweep is committing, and the owner is read again under the claim.
   const claimed = dead.filter(({ directory, finished }) => {
-    if (!claimSweep(directory)) return false;
+    if (new RunStore(directory).claimResumeLock() !== null) return false;
     const owner = readRunLock(directory)?.owner;
     if (!finished && owner !== undefined && isOwnerAlive(owner)) {
-      releaseSweep(directory);
+      new RunStore(directory).remove("resumeLock");
       return false;
     }
     return true;
@@ -73,7 +73,7 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
   try {
     return await sweepClaimed(claimed, sandboxes);
   } finally {
-    for (const { directory } of claimed) releaseSweep(directory);
+    for (const { directory } of claimed) new RunStore(directory).remove("resumeLock");
   }
 }
 
@@ -148,30 +148,4 @@ async function sweepClaimed(
     swept.push(runId);
   }
   return swept;
-}
-
-/** Takes a run's resume.lock for the sweep; false when a live runner holds it (a claim of a dead one is taken over). */
-function claimSweep(directory: string): boolean {
-  const claim = new RunStore(directory).path("resumeLock");
-  for (let attempt = 0; attempt < 2; attempt += 1) {
-    try {
-      writeFileSync(claim, currentOwner(), { flag: "wx", mode: 0o600 });
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") return false;
-      let holder = "";
-      try {
-        holder = readFileSync(claim, "utf8").trim();
-      } catch {
-        // removed meanwhile: try again
-      }
-      if (holder && isOwnerAlive(holder)) return false;
-      rmSync(claim, { force: true });
-    }
-  }
-  return false;
-}
-
-function releaseSweep(directory: string): void {
-  rmSync(new RunStore(directory).path("resumeLock"), { force: true });
 }

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 
 /**
  * The files of a run directory `<RUNNER_HOME>/runs/<run-id>/` (README "Run
@@ -58,6 +59,35 @@ export class RunStore {
 
   remove(file: RunFile): void {
     rmSync(this.path(file), { force: true });
+  }
+
+  /**
+   * Takes the run's resume.lock for this process, atomically (`O_EXCL`): the
+   * one claim that `runner resume` and the dead-run sweep both take, so they
+   * never work on one run at once. A claim left by a runner that died is
+   * taken over. Returns null when claimed, else who holds it (a live
+   * runner's `<host>:<pid>:<start>`, or `another runner` when it raced).
+   * Undone by `remove("resumeLock")`.
+   */
+  claimResumeLock(): string | null {
+    const claim = this.path("resumeLock");
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      try {
+        writeFileSync(claim, currentOwner(), { flag: "wx", mode: 0o600 });
+        return null;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+        let holder = "";
+        try {
+          holder = readFileSync(claim, "utf8").trim();
+        } catch {
+          continue; // released meanwhile
+        }
+        if (isOwnerAlive(holder)) return holder;
+        rmSync(claim, { force: true });
+      }
+    }
+    return "another runner";
   }
 }
 

@@ -5,6 +5,7 @@ import { mergeIntoUserBranch } from "../../workspace/merge.js";
 import { writeRunBranchDiff, type CommitOutcome, type RunWorktree } from "../../workspace/run-worktree.js";
 import type { RunReport, RunStatus } from "../run-report.js";
 import type { RunScope } from "../run-scope.js";
+import { RUN_FILES } from "../run-store.js";
 import { MAIN_AGENT } from "../report-counter.js";
 import type { RunEnvironment } from "./start-environment.js";
 import type { RunWorkspace } from "./open-workspace.js";
@@ -100,7 +101,7 @@ export async function recordMainCommit(scope: RunScope, worktree: RunWorktree, c
     },
   });
   if (await writeRunBranchDiff(worktree, scope.store.path("patch"), limits.timeoutMs)) {
-    report.patch = "patch.diff";
+    report.patch = RUN_FILES.patch;
   } else {
     report.patch = null;
     report.commit.patch_timed_out = true;
