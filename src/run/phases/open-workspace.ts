@@ -32,6 +32,7 @@ export interface RunWorkspace {
 export async function openWorkspace(scope: RunScope, provider: SandboxProvider, enforcement: DiskEnforcementChoice | undefined): Promise<RunWorkspace> {
   const { task, report, events, resume, runId } = scope;
   const disk = await openRunDisk(scope.store.directory, task.sandbox.limits.disk, enforcement);
+  // The main agent's delivery, once its worktree exists.
   let delivery: WorkDelivery | null = null;
   scope.cleanup.defer("the run's disk", async () => {
     // Only once every worktree on it is gone: one a sandbox could still write (the main one, a worker's, a
@@ -75,7 +76,7 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
   }
   let sandbox: { close(): Promise<void> } | null = null;
   const created = new WorkDelivery({ agentId: "main", worktree, provider, commitLimits: scope.commitLimits, events, sandbox: () => sandbox });
-  delivery = created;
+  delivery = created; // `created` keeps the non-null type for the closures below
   // After everything of the agent's has stopped (deferred later, so undone earlier): an interrupted or failed run
   // keeps its work on its branch; a worktree that cannot be confirmed idle is left for the next start's sweep.
   scope.cleanup.defer("worktree", () =>
