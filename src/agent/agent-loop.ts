@@ -185,7 +185,12 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     state.estimator.calibrate(rawTokens, response.usage.prompt_tokens);
     state.usage = addUsage(state.usage, response.usage);
     const calls = uniqueIds(response.toolCalls, step);
-    const assistant: ChatMessage = { role: "assistant", content: response.content, ...(calls.length ? { tool_calls: calls } : {}) };
+    const assistant: ChatMessage = {
+      role: "assistant",
+      content: response.content,
+      ...(calls.length ? { tool_calls: calls } : {}),
+      ...(response.reasoning ? { reasoning: response.reasoning } : {}),
+    };
     messages.push(assistant);
     journal?.append({ type: "message", agent_id: agentId, message: assistant, step, usage: response.usage });
     events.emit({

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { AppendOnlyFile } from "../events/append-only-file.js";
-import { addUsage, type ChatMessage, type ToolCall, type Usage } from "../model/messages.js";
+import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type Usage } from "../model/messages.js";
 import { clearToolResultsAt } from "./context-window.js";
 
 /**
@@ -96,7 +96,7 @@ export function restoreSession(path: string): Map<string, RestoredAgent> {
         nextStep: 0,
         unfinishedTurn: null,
         results: new Map(),
-        usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 },
+        usage: emptyUsage(),
         toolCalls: 0,
         compactions: 0,
         fullOutputs: new Map(),

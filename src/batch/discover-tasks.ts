@@ -5,7 +5,7 @@ import picomatch from "picomatch";
 import { globSync } from "tinyglobby";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError, errorMessage } from "../errors.js";
-import { openAIClient } from "../runner/open-model.js";
+import { checkModelSettings } from "../runner/open-model.js";
 import { loadScript } from "../model/scripted-model-server.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 
@@ -65,7 +65,7 @@ export async function discoverTasks(input: string, cwd = process.cwd()): Promise
     try {
       const task = candidate.load();
       await resolveRepository(task.workspacePath);
-      if (task.model.provider === "openai") openAIClient(task, process.env);
+      if (task.model.provider !== "scripted") checkModelSettings(task, process.env);
       else loadScript(task.scriptPath!);
       tasks.push({ id: candidate.id, task_file: candidate.taskFile, task });
     } catch (error) {

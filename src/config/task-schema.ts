@@ -37,15 +37,27 @@ const DEFAULT_LIMITS = { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 
 const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
 
 const modelSchema = z.strictObject({
-  provider: z.enum(["openai", "scripted"]).default("openai"),
+  /**
+   * Which API the model is reached through: `openai` (chat completions, any
+   * OpenAI-compatible server), `anthropic` (Messages API), `openai-responses`
+   * (Responses API), `scripted` (the offline scripted model).
+   */
+  provider: z.enum(["openai", "anthropic", "openai-responses", "scripted"]).default("openai"),
   /** Scripted only: path of the script, relative to task.yaml. */
   script: z.string().min(1).optional(),
+  /** Scripted only: which provider's wire format the scripted model speaks, with that provider's client. */
+  wire: z.enum(["openai-chat", "anthropic", "openai-responses"]).default("openai-chat"),
+  /**
+   * Stream replies (server-sent events). Then `request_timeout_sec` is the
+   * longest silence (no bytes) before an attempt is given up, not its total time.
+   */
+  stream: z.boolean().default(true),
   /** OpenAI-compatible model name. */
   name: z.string().min(1).optional(),
   /** Overrides OPENAI_BASE_URL. */
   base_url: z.url().optional(),
   temperature: z.number().min(0).max(2).optional(),
-  /** Per-request timeout, seconds. */
+  /** Per-attempt timeout, seconds: with `stream`, the longest time without a byte; without, the whole attempt. */
   request_timeout_sec: z.number().int().positive().max(3600).default(300),
   /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
   max_retries: z.number().int().min(0).max(20).default(4),
@@ -198,7 +210,7 @@ export const taskSchema = z.strictObject({
   name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected lowercase letters, digits and dashes, like fix-add"),
   instruction: z.string().trim().min(1, "expected the agent's instruction as text"),
   workspace: z.string().min(1).default("."),
-  model: modelSchema.default({ provider: "openai", request_timeout_sec: 300, max_retries: 4, context_window: 128_000 }),
+  model: modelSchema.default({ provider: "openai", wire: "openai-chat", stream: true, request_timeout_sec: 300, max_retries: 4, context_window: 128_000 }),
   context: contextSchema.default({ clear_at: 0.6, compact_at: 0.85, keep_tool_results: 6, keep_turns: 4 }),
   sandbox: sandboxSchema.default({
     image: DEFAULT_SANDBOX_IMAGE,

@@ -18,7 +18,13 @@ import { z } from "zod";
  */
 
 /** Token counts of one model response (as the provider reports them). */
-const usage = z.strictObject({ prompt_tokens: z.number(), completion_tokens: z.number(), cached_tokens: z.number() });
+const usage = z.strictObject({
+  prompt_tokens: z.number(),
+  completion_tokens: z.number(),
+  cached_tokens: z.number(),
+  /** Absent in logs written before cache writes were counted. */
+  cache_write_tokens: z.number().optional(),
+});
 
 /** Where an MCP server runs: a process in the sandbox, a process on the host (`trusted`), or a streamable HTTP endpoint. */
 const mcpTransport = z.enum(["sandbox", "host", "http"]);

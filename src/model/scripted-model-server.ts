@@ -4,8 +4,14 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ConfigError } from "../errors.js";
-import type { ChatMessage } from "./messages.js";
-import { AGENT_ID_HEADER, ATTEMPT_HEADER, CALL_INDEX_HEADER, DESCRIPTION_HEADER, PURPOSE_HEADER } from "./openai-model-client.js";
+import type { ChatMessage, Usage } from "./messages.js";
+import { AGENT_ID_HEADER, ATTEMPT_HEADER, CALL_INDEX_HEADER, DESCRIPTION_HEADER, PURPOSE_HEADER } from "./request-headers.js";
+import { PromptCache, scriptedTokens } from "./scripted-prompt-cache.js";
+import { sendJson, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireName, type WireRequest } from "./scripted-wire.js";
+import { openAIChatWire } from "./scripted-wire-openai-chat.js";
+
+/** The wire formats the server answers, each on its own route. */
+const WIRES: readonly ScriptedWire[] = [openAIChatWire];
 
 const scriptedToolCallSchema = z
   .strictObject({
@@ -96,6 +102,8 @@ export interface ScriptedRequest {
   /** The request body's `model`. */
   model: string;
   messages: ChatMessage[];
+  /** The wire format the request came in. */
+  wire: WireName;
 }
 
 /** Loads and validates a script file; throws ConfigError listing every problem with its path. */
@@ -141,9 +149,12 @@ export const SCRIPT_FINISHED_CONTENT = "(scripted model: no more turns) Done.";
 export const DEFAULT_SUMMARY_PREFIX = "Summary (scripted):";
 
 /**
- * An OpenAI-compatible `/v1/chat/completions` endpoint on 127.0.0.1 that
+ * A model endpoint on 127.0.0.1 that
  * replays a script (DESIGN.md "Scripted model"; README "Scripted model: faults
- * and compaction"). It keeps no state: request headers pick the answer.
+ * and compaction"), in each wire format of {@link WIRES} on its own route.
+ * Request headers pick the answer; the only state is the prompt cache
+ * ({@link PromptCache}), so cached tokens are reported the way the wire's
+ * provider reports them.
  * - `x-agent-runner-call-index` picks the turn (or, for compactions, the
  *   `compactions` entry); `x-agent-runner-attempt` (0-based, default 0) picks
  *   the entry's fault, if it has one for that attempt;
@@ -159,6 +170,8 @@ export class ScriptedModelServer {
   private closing = new AbortController();
   /** Every request received, in order (for tests and debugging). */
   readonly requests: ScriptedRequest[] = [];
+  /** The provider's prompt cache, shared by every request of this server's life (all agents, like a provider's). */
+  private readonly cache = new PromptCache();
 
   constructor(private readonly script: Script) {}
 
@@ -187,13 +200,22 @@ export class ScriptedModelServer {
   }
 
   private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    if (request.method !== "POST" || !/\/chat\/completions$/.test(request.url ?? "")) {
+    const path = (request.url ?? "").split("?")[0]!;
+    const wire = request.method === "POST" ? WIRES.find((candidate) => candidate.route(path)) : undefined;
+    if (!wire) {
       sendJson(response, 404, { error: { message: `no route ${request.method} ${request.url}`, type: "not_found" } });
       return;
     }
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
-    const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { model: string; messages: ChatMessage[]; tools?: unknown[] };
+    let body: WireRequest;
+    try {
+      body = wire.readRequest(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+    } catch (error) {
+      if (!(error instanceof WireRequestError) && !(error instanceof SyntaxError)) throw error;
+      wire.sendError(response, 400, { message: `scripted model: ${error.message}`, type: "invalid_request_error", code: null });
+      return;
+    }
     const callIndex = integerHeader(request, CALL_INDEX_HEADER);
     const attempt = integerHeader(request, ATTEMPT_HEADER) ?? 0;
     const purpose = headerValue(request, PURPOSE_HEADER) ?? "turn";
@@ -204,18 +226,20 @@ export class ScriptedModelServer {
           : attempt === null
             ? `bad ${ATTEMPT_HEADER} header`
             : `bad ${PURPOSE_HEADER} header ${JSON.stringify(purpose)} (turn or compaction)`;
-      sendJson(response, 400, { error: { message: `scripted model: ${problem}`, type: "invalid_request_error" } });
+      wire.sendError(response, 400, { message: `scripted model: ${problem}`, type: "invalid_request_error", code: null });
       return;
     }
-    this.requests.push({ callIndex, attempt, purpose, model: body.model, messages: body.messages });
+    this.requests.push({ callIndex, attempt, purpose, model: body.model, messages: body.messages, wire: wire.name });
+    const expectationFailed = (message: string) =>
+      wire.sendError(response, 400, { message, type: "script_expectation_failed", code: "script_expectation_failed" });
 
     let fault: ScriptedFault | undefined;
-    let answer: () => { status: number; body: unknown };
+    let answer: () => { failure: string } | { answer: ScriptedAnswer };
     if (purpose === "compaction") {
       const entry = this.script.compactions?.[callIndex];
       fault = entry?.faults?.[attempt];
       const content = entry?.content ?? defaultSummary(body.messages);
-      answer = () => ({ status: 200, body: completion(`compaction-${callIndex}`, callIndex, { content }, body) });
+      answer = () => ({ answer: { id: `compaction-${callIndex}`, content, toolCalls: [] } });
     } else {
       // Subagents are scripted by the description of the `agent` call that started them.
       const description = headerValue(request, DESCRIPTION_HEADER);
@@ -224,40 +248,46 @@ export class ScriptedModelServer {
       const entry = subagent === null ? { turns: this.script.turns } : this.script.subagents?.[subagent];
       if (!entry) {
         const known = Object.keys(this.script.subagents ?? {}).map((name) => JSON.stringify(name));
-        const message = `scripted model: no subagents entry for the description ${JSON.stringify(subagent)} (agent ${agentId}); the script has ${known.length ? known.join(", ") : "none"}`;
-        sendJson(response, 400, { error: { message, type: "script_expectation_failed", code: "script_expectation_failed" } });
+        expectationFailed(
+          `scripted model: no subagents entry for the description ${JSON.stringify(subagent)} (agent ${agentId}); the script has ${known.length ? known.join(", ") : "none"}`,
+        );
         return;
       }
       const where = subagent === null ? "turns" : `subagents[${JSON.stringify(subagent)}].turns`;
       const turn = entry.turns[callIndex];
       fault = turn?.faults?.[attempt];
       answer = () => {
-        if (!turn) return { status: 200, body: completion(String(callIndex), callIndex, { content: SCRIPT_FINISHED_CONTENT }, body) };
+        if (!turn) return { answer: { id: String(callIndex), content: SCRIPT_FINISHED_CONTENT, toolCalls: [] } };
         const failure = checkExpectation(turn, callIndex, body.messages, where);
-        if (failure) return { status: 400, body: { error: { message: failure, type: "script_expectation_failed", code: "script_expectation_failed" } } };
-        return { status: 200, body: completion(String(callIndex), callIndex, turn, body) };
+        if (failure) return { failure };
+        return { answer: scriptedAnswer(String(callIndex), callIndex, turn) };
       };
     }
 
     if (fault?.status !== undefined) {
       const message = fault.message ?? `scripted fault: HTTP ${fault.status}`;
       const headers: Record<string, string> = fault.retry_after === undefined ? {} : { "retry-after": String(fault.retry_after) };
-      sendJson(response, fault.status, { error: { message, type: fault.status >= 500 ? "server_error" : "scripted_fault", code: null } }, headers);
+      wire.sendError(response, fault.status, { message, type: fault.status >= 500 ? "server_error" : "scripted_fault", code: null }, headers);
       return;
     }
     if (fault?.delay_ms !== undefined) {
       await waitUnlessGone(fault.delay_ms, response, this.closing.signal);
       if (response.destroyed || response.writableEnded) return;
     }
-    const { status, body: reply } = answer();
-    if (fault?.truncate) {
-      const text = JSON.stringify(reply);
-      const bytes = Buffer.from(text, "utf8");
-      response.writeHead(status, { "content-type": "application/json", "content-length": bytes.length });
-      response.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => response.socket?.destroy());
+    const outcome = answer();
+    if ("failure" in outcome) {
+      expectationFailed(outcome.failure);
       return;
     }
-    sendJson(response, status, reply);
+    const cache = this.cache.measure(body.blocks, wire.cacheMode);
+    const completionCharacters = (outcome.answer.content?.length ?? 0) + JSON.stringify(outcome.answer.toolCalls).length;
+    const usage: Usage = {
+      prompt_tokens: cache.prompt,
+      completion_tokens: scriptedTokens(completionCharacters),
+      cached_tokens: cache.cached,
+      cache_write_tokens: cache.cacheWrite,
+    };
+    wire.sendAnswer(response, outcome.answer, body, usage, { truncate: fault?.truncate === true });
   }
 }
 
@@ -340,47 +370,15 @@ function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatM
   return null;
 }
 
-function completion(
-  id: string,
-  callIndex: number,
-  turn: Pick<ScriptedTurn, "content" | "tool_calls">,
-  request: { messages: ChatMessage[]; tools?: unknown[] },
-) {
-  const toolCalls = (turn.tool_calls ?? []).map((call, index) => ({
-    id: `call_${callIndex}_${index}`,
-    type: "function" as const,
-    function: {
+/** A scripted turn as an answer; tool call ids are `call_<turn>_<n>`. */
+function scriptedAnswer(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls">): ScriptedAnswer {
+  return {
+    id,
+    content: turn.content ?? null,
+    toolCalls: (turn.tool_calls ?? []).map((call, index) => ({
+      id: `call_${callIndex}_${index}`,
       name: call.name,
       arguments: call.arguments_raw ?? JSON.stringify(call.arguments ?? {}),
-    },
-  }));
-  const content = turn.content ?? null;
-  // Rough token counts (4 characters a token) so usage sums are exercised.
-  // Tool definitions are part of the prompt a real provider counts.
-  const promptCharacters = JSON.stringify(request.messages).length + JSON.stringify(request.tools ?? []).length;
-  const completionCharacters = (content?.length ?? 0) + JSON.stringify(toolCalls).length;
-  return {
-    id: `chatcmpl-scripted-${id}`,
-    object: "chat.completion",
-    created: 0,
-    model: "scripted",
-    choices: [
-      {
-        index: 0,
-        message: { role: "assistant", content, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
-        finish_reason: toolCalls.length ? "tool_calls" : "stop",
-      },
-    ],
-    usage: {
-      prompt_tokens: Math.ceil(promptCharacters / 4),
-      completion_tokens: Math.ceil(completionCharacters / 4),
-      total_tokens: Math.ceil((promptCharacters + completionCharacters) / 4),
-    },
+    })),
   };
-}
-
-function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  response.writeHead(status, { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  response.end(text);
 }

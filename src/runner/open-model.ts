@@ -2,47 +2,75 @@ import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
 import { OpenAIModelClient } from "../model/openai-model-client.js";
+import type { RetryOptions } from "../model/retry.js";
 import { loadScript, ScriptedModelServer } from "../model/scripted-model-server.js";
+import type { WireName } from "../model/scripted-wire.js";
+
+/** A real provider (not `scripted`). */
+type RealProvider = Exclude<Task["model"]["provider"], "scripted">;
+
+/** The provider whose client speaks each scripted wire format. */
+const PROVIDER_OF_WIRE: Record<WireName, RealProvider> = { "openai-chat": "openai", anthropic: "anthropic", "openai-responses": "openai-responses" };
+
+/** Where a client connects and with what, once the task and the environment are read. */
+interface Endpoint {
+  apiKey: string;
+  model: string;
+  baseURL?: string;
+}
 
 /**
  * Opens the task's model. `scripted` starts the scripted server on
- * 127.0.0.1 and points the real openai client at it; `openai` uses
- * OPENAI_API_KEY / OPENAI_BASE_URL (or model.base_url) and model.name
- * (or OPENAI_MODEL). Throws ConfigError when something required is missing.
+ * 127.0.0.1, speaking `model.wire`, and points that provider's real client at
+ * it; the real providers read their key and base URL from the environment
+ * ({@link checkModelSettings}). Throws ConfigError when something required is missing.
  */
 export async function openModel(task: Task, environment: NodeJS.ProcessEnv = process.env): Promise<{ client: ModelClient; close(): Promise<void> }> {
   if (task.model.provider === "scripted") {
     const server = new ScriptedModelServer(loadScript(task.scriptPath!));
     const baseURL = await server.start();
     return {
-      client: new OpenAIModelClient({
-        baseURL,
-        apiKey: "scripted",
-        model: "scripted",
-        maxRetries: task.model.max_retries,
-        timeoutMs: task.model.request_timeout_sec * 1000,
-      }),
+      client: createClient(PROVIDER_OF_WIRE[task.model.wire], task, { baseURL, apiKey: "scripted", model: "scripted" }),
       close: () => server.close(),
     };
   }
-  return { client: openAIClient(task, environment), close: async () => undefined };
+  return { client: createClient(task.model.provider, task, checkModelSettings(task, environment)), close: async () => undefined };
 }
 
-/** Checks the settings of a real-model task up front, so a missing key is exit 2 before anything starts. */
-export function openAIClient(task: Task, environment: NodeJS.ProcessEnv): OpenAIModelClient {
-  const apiKey = environment.OPENAI_API_KEY;
-  const model = task.model.name ?? environment.OPENAI_MODEL;
+/**
+ * Checks the settings of a real-model task up front, so a missing key is exit
+ * 2 before anything starts: `openai` and `openai-responses` read
+ * OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL; `anthropic` reads
+ * ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL and ANTHROPIC_MODEL. `model.name` and
+ * `model.base_url` win over the environment. Throws ConfigError naming what is missing.
+ */
+export function checkModelSettings(task: Task, environment: NodeJS.ProcessEnv): Endpoint {
+  const provider = task.model.provider;
+  const prefix = provider === "anthropic" ? "ANTHROPIC" : "OPENAI";
+  const apiKey = environment[`${prefix}_API_KEY`];
+  const model = task.model.name ?? environment[`${prefix}_MODEL`];
   const problems: string[] = [];
-  if (!apiKey) problems.push(task.file ? "OPENAI_API_KEY is not set (export it, or use model.provider: scripted)" : "OPENAI_API_KEY is not set (export it)");
+  if (!apiKey)
+    problems.push(task.file ? `${prefix}_API_KEY is not set (export it, or use model.provider: scripted)` : `${prefix}_API_KEY is not set (export it)`);
   if (!model)
-    problems.push(task.file ? "model.name is not set in the task (or set OPENAI_MODEL)" : "OPENAI_MODEL is not set (ad-hoc runs take the model name from it)");
-  if (problems.length) throw new ConfigError(`model.provider openai: ${problems.join("; ")}`);
-  return new OpenAIModelClient({
-    apiKey: apiKey!,
-    model: model!,
-    baseURL: task.model.base_url ?? environment.OPENAI_BASE_URL,
-    temperature: task.model.temperature,
-    maxRetries: task.model.max_retries,
-    timeoutMs: task.model.request_timeout_sec * 1000,
-  });
+    problems.push(
+      task.file
+        ? `model.name is not set in the task (or set ${prefix}_MODEL)`
+        : `${prefix}_MODEL is not set (ad-hoc runs take the model name from it, or from --model)`,
+    );
+  if (problems.length) throw new ConfigError(`model.provider ${provider}: ${problems.join("; ")}`);
+  const baseURL = task.model.base_url ?? environment[`${prefix}_BASE_URL`];
+  return { apiKey: apiKey!, model: model!, ...(baseURL ? { baseURL } : {}) };
+}
+
+/** The client of `provider`, with the task's retry, timeout and sampling settings. */
+function createClient(provider: RealProvider, task: Task, endpoint: Endpoint): ModelClient {
+  const retry: RetryOptions = { maxRetries: task.model.max_retries, timeoutMs: task.model.request_timeout_sec * 1000 };
+  switch (provider) {
+    case "openai":
+      return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature });
+    case "anthropic":
+    case "openai-responses":
+      throw new ConfigError(`model.provider ${provider}: not built yet`);
+  }
 }

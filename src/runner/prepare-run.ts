@@ -1,7 +1,7 @@
 import type { Task } from "../config/load-task.js";
 import { createLogger, type LogSettings } from "../logging/logger.js";
 import { loadScript } from "../model/scripted-model-server.js";
-import { openAIClient } from "./open-model.js";
+import { checkModelSettings } from "./open-model.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
@@ -16,7 +16,7 @@ import { ensureTaskImage } from "../sandbox/task-image.js";
  * Returns the task with `sandbox.image` set to the image the run uses.
  */
 export async function prepareRun(task: Task, provider: DockerSandboxProvider, environment: NodeJS.ProcessEnv = process.env): Promise<Task> {
-  if (task.model.provider === "openai") openAIClient(task, environment);
+  if (task.model.provider !== "scripted") checkModelSettings(task, environment);
   else loadScript(task.scriptPath!);
   const { image } = await ensureTaskImage(provider.docker, task.sandbox);
   await provider.checkReady(image, { egress: task.sandbox.network.allow.length > 0 });

@@ -24,7 +24,7 @@ export class StrictScriptedModel implements ModelClient {
       content: null,
       toolCalls: [],
       finishReason: partial.toolCalls?.length ? "tool_calls" : "stop",
-      usage: { prompt_tokens: 10, completion_tokens: 5, cached_tokens: 0 },
+      usage: { prompt_tokens: 10, completion_tokens: 5, cached_tokens: 0, cache_write_tokens: 0 },
       ...partial,
     };
   }

@@ -43,7 +43,7 @@ describe("runAgentLoop", () => {
     expect(outcome.finalMessage).toBe("fixed");
     expect(outcome.steps).toBe(3);
     expect(outcome.toolCalls).toBe(2);
-    expect(outcome.usage).toEqual({ prompt_tokens: 30, completion_tokens: 15, cached_tokens: 0 });
+    expect(outcome.usage).toEqual({ prompt_tokens: 30, completion_tokens: 15, cached_tokens: 0, cache_write_tokens: 0 });
     expect(sandbox.files.get("/workspace/calc.py")?.toString()).toContain("return a + b");
     const second = model.requests[1]!.messages;
     expect(second.at(-1)).toMatchObject({ role: "tool", tool_call_id: "a" });

@@ -53,7 +53,13 @@ class TurnModel implements ModelClient {
   async complete(request: ModelRequest): Promise<ModelResponse> {
     this.requests.push({ ...request, messages: structuredClone(request.messages) });
     const answer = request.purpose === "compaction" ? await this.summarise(request) : await this.turn(request.callIndex, request);
-    return { content: null, toolCalls: [], finishReason: "stop", usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, ...answer };
+    return {
+      content: null,
+      toolCalls: [],
+      finishReason: "stop",
+      usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, cache_write_tokens: 0 },
+      ...answer,
+    };
   }
 
   turnRequests(): ModelRequest[] {

@@ -7,14 +7,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { CancelledError, ConfigError, ModelError } from "../../src/errors.js";
 import type { ChatMessage } from "../../src/model/messages.js";
 import type { ModelRequest, ModelRetryInfo } from "../../src/model/model-client.js";
-import {
-  ATTEMPT_HEADER,
-  backoffDelayMs,
-  OpenAIModelClient,
-  RETRY_AFTER_CAP_MS,
-  retryAfterMs,
-  type OpenAIModelClientOptions,
-} from "../../src/model/openai-model-client.js";
+import { OpenAIModelClient, type OpenAIModelClientOptions } from "../../src/model/openai-model-client.js";
+import { ATTEMPT_HEADER } from "../../src/model/request-headers.js";
+import { backoffDelayMs, RETRY_AFTER_CAP_MS, retryAfterMs } from "../../src/model/retry.js";
 import { DEFAULT_SUMMARY_PREFIX, loadScript, ScriptedModelServer, type Script } from "../../src/model/scripted-model-server.js";
 
 // Real HTTP on loopback with the real openai client; only the backoff sleep is

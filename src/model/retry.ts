@@ -1,0 +1,199 @@
+import { CancelledError, ModelError } from "../errors.js";
+import { abortableSleep } from "../process/abortable-sleep.js";
+import type { ModelRequest, ModelResponse } from "./model-client.js";
+
+/** Retries after the first attempt unless the caller says otherwise (task.yaml `model.max_retries` has the same default). */
+const DEFAULT_MAX_RETRIES = 4;
+/** Per-attempt timeout unless the caller says otherwise: 300 s (task.yaml `model.request_timeout_sec` default). */
+export const DEFAULT_TIMEOUT_MS = 300_000;
+/**
+ * Backoff before retry n (0-based) when the server names no delay:
+ * `random() * min(RETRY_MAX_DELAY_MS, RETRY_BASE_DELAY_MS * 2^n)` ("full jitter",
+ * AWS Architecture Blog, "Exponential Backoff And Jitter", 2015). Base and cap
+ * are openai-node's defaults (`initialRetryDelay = 0.5` s, `maxRetryDelay = 8.0` s
+ * in `calculateDefaultRetryTimeoutMillis`, openai 6.x `client.ts`); openai-node
+ * itself jitters only the top 25 %.
+ */
+const RETRY_BASE_DELAY_MS = 500;
+const RETRY_MAX_DELAY_MS = 8_000;
+/** Longest `retry-after` / `retry-after-ms` we honour, in ms (openai-node also stops trusting the header at 60 s). Longer asks are cut to this. */
+export const RETRY_AFTER_CAP_MS = 60_000;
+
+/** Why one attempt failed, and whether another attempt may help. */
+export interface AttemptFailure {
+  reason: string;
+  retryable: boolean;
+  /** What went wrong, without the endpoint (the final message adds it). */
+  detail: string;
+  status?: number;
+  /** Delay the server asked for, in ms, already capped. */
+  retryAfterMs?: number;
+  cause: unknown;
+}
+
+export type AttemptOutcome = { response: ModelResponse } | { failure: AttemptFailure };
+
+/** Retry settings every provider's client shares (task.yaml `model.max_retries`, `model.request_timeout_sec`). */
+export interface RetryOptions {
+  /**
+   * Retries after the first attempt (attempts = 1 + maxRetries; default
+   * {@link DEFAULT_MAX_RETRIES}). Clients retry by themselves, with the SDK's
+   * own retries off, so one policy covers HTTP 408/409/429/5xx (and 529),
+   * connection errors, timeouts and replies cut off mid-body or not parsable,
+   * which the SDKs would not retry. Backoff: {@link RETRY_BASE_DELAY_MS},
+   * doubling, capped at {@link RETRY_MAX_DELAY_MS}, full jitter; a
+   * `retry-after-ms` (ms) or `retry-after` (seconds or HTTP date) header wins,
+   * up to {@link RETRY_AFTER_CAP_MS}. Never retried: other 4xx (400, 401, 403,
+   * 404, 422, ...) and the scripted model's `script_expectation_failed`.
+   */
+  maxRetries?: number;
+  /**
+   * Timeout of one attempt in ms (default {@link DEFAULT_TIMEOUT_MS}): for a
+   * streamed reply the longest silence (no bytes) before the attempt is given
+   * up, so a long reply that keeps streaming is never cut; for a reply read
+   * whole, headers and body together. A timed-out attempt is retried.
+   */
+  timeoutMs?: number;
+  /** Backoff sleep; must reject (any error) as soon as `signal` aborts. Default: a timer. Injected by tests. */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Uniform [0, 1) source for the backoff jitter; default `Math.random`. */
+  random?: () => number;
+}
+
+/**
+ * Runs `attempt` until it returns a response, a failure that is not
+ * retryable, or the retries are spent; then throws `ModelError` naming
+ * `endpoint` and the reason. Sleeps the backoff (or the server's retry-after)
+ * between attempts, telling `request.onRetry` first; throws `CancelledError`
+ * when `request.signal` aborts, also mid-sleep.
+ */
+export async function completeWithRetries(
+  request: ModelRequest,
+  endpoint: string,
+  options: RetryOptions,
+  attempt: (attempt: number) => Promise<AttemptOutcome>,
+): Promise<ModelResponse> {
+  const attempts = 1 + Math.max(0, Math.floor(options.maxRetries ?? DEFAULT_MAX_RETRIES));
+  const sleep = options.sleep ?? abortableSleep;
+  for (let index = 0; ; index += 1) {
+    if (request.signal?.aborted) throw new CancelledError();
+    const outcome = await attempt(index);
+    if (!("failure" in outcome)) return outcome.response;
+    const { failure } = outcome;
+    if (!failure.retryable) {
+      const where = index === 0 ? "" : ` (attempt ${index + 1} of ${attempts})`;
+      throw new ModelError(`model endpoint ${endpoint} ${failure.detail}${where}`, failure.reason, { cause: failure.cause });
+    }
+    if (index + 1 >= attempts) {
+      throw new ModelError(`model endpoint ${endpoint} ${failure.detail}; gave up after ${attempts} attempt${attempts === 1 ? "" : "s"}`, failure.reason, {
+        cause: failure.cause,
+      });
+    }
+    const delayMs = failure.retryAfterMs ?? backoffDelayMs(index, options.random);
+    request.onRetry?.({ attempt: index + 1, delayMs, reason: failure.reason, ...(failure.status === undefined ? {} : { status: failure.status }) });
+    try {
+      await sleep(delayMs, request.signal);
+    } catch (error) {
+      if (request.signal?.aborted) throw new CancelledError();
+      throw error;
+    }
+  }
+}
+
+/**
+ * The abort signal of one attempt: aborts when the caller's signal does, or
+ * when the attempt's timer runs out. The timer is a total timeout unless
+ * {@link touch} is called, which restarts it: a streaming client touches it on
+ * every chunk, making it an idle timeout. A controller per attempt also
+ * because the SDKs add an abort listener to the signal they get and never
+ * remove it, and their own timeouts stop once headers arrive.
+ */
+export class AttemptSignal {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout;
+  private readonly forwardAbort = () => this.controller.abort();
+  /** True once the timer (not the caller) aborted the attempt. */
+  timedOut = false;
+
+  constructor(
+    private readonly caller: AbortSignal | undefined,
+    private readonly timeoutMs: number,
+  ) {
+    caller?.addEventListener("abort", this.forwardAbort, { once: true });
+    if (caller?.aborted) this.controller.abort();
+    this.timer = this.start();
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Restarts the timer: bytes arrived. */
+  touch(): void {
+    clearTimeout(this.timer);
+    this.timer = this.start();
+  }
+
+  /** Stops the timer and forgets the caller's signal; call in `finally`. */
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.caller?.removeEventListener("abort", this.forwardAbort);
+  }
+
+  private start(): NodeJS.Timeout {
+    return setTimeout(() => {
+      this.timedOut = true;
+      this.controller.abort();
+    }, this.timeoutMs);
+  }
+}
+
+/** Full-jitter backoff before retry `retryIndex` (0 = first retry), in ms. */
+export function backoffDelayMs(retryIndex: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(RETRY_MAX_DELAY_MS, RETRY_BASE_DELAY_MS * 2 ** retryIndex);
+  return Math.floor(random() * ceiling);
+}
+
+/**
+ * The delay a response asks for, in ms, capped at {@link RETRY_AFTER_CAP_MS}:
+ * `retry-after-ms` (milliseconds, non-standard, sent by OpenAI and Anthropic)
+ * first, then `retry-after` (RFC 9110 §10.2.3: delay-seconds or an HTTP date).
+ * Undefined when neither is present or parsable.
+ */
+export function retryAfterMs(headers: Headers | undefined, now: number = Date.now()): number | undefined {
+  const milliseconds = Number.parseFloat(headers?.get("retry-after-ms") ?? "");
+  if (Number.isFinite(milliseconds) && milliseconds >= 0) return Math.min(milliseconds, RETRY_AFTER_CAP_MS);
+  const value = headers?.get("retry-after")?.trim();
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.min(Number.parseFloat(value) * 1000, RETRY_AFTER_CAP_MS);
+  const date = Date.parse(value);
+  if (Number.isNaN(date)) return undefined;
+  return Math.min(Math.max(0, date - now), RETRY_AFTER_CAP_MS);
+}
+
+/** HTTP statuses worth another attempt (openai-node's `shouldRetry` list, minus its `x-should-retry` override; 529 is Anthropic's overloaded). */
+export function retryableStatus(status: number): boolean {
+  return status === 408 || status === 409 || status === 429 || status >= 500;
+}
+
+/** The reason word for an HTTP status. */
+export function statusReason(status: number): string {
+  if (status === 408) return "timeout";
+  if (status === 409) return "conflict";
+  if (status === 429) return "rate_limited";
+  if (status === 401 || status === 403) return "unauthorized";
+  if (status === 404) return "not_found";
+  if (status === 529) return "overloaded";
+  if (status >= 500) return "server_error";
+  return "bad_request";
+}
+
+/** `message: cause's message: ...`, the messages along an error's cause chain (undici hides the useful one two levels down). */
+export function causeChain(error: unknown): string {
+  const parts: string[] = [];
+  for (let current = error, depth = 0; current !== undefined && current !== null && depth < 5; depth += 1) {
+    parts.push((current instanceof Error ? current.message : String(current)).replace(/\.$/, ""));
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return parts.join(": ");
+}
