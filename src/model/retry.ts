@@ -1,6 +1,7 @@
 import { CancelledError, ModelError } from "../errors.js";
 import { abortableSleep } from "../process/abortable-sleep.js";
 import type { ModelRequest, ModelResponse } from "./model-client.js";
+import { RATE_LIMIT_WAIT_BUDGET_MS, type RateLimitGate } from "./rate-limit-gate.js";
 
 /** Retries after the first attempt unless the caller says otherwise (task.yaml `model.max_retries` has the same default). */
 const DEFAULT_MAX_RETRIES = 4;
@@ -58,6 +59,13 @@ export interface RetryOptions {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Uniform [0, 1) source for the backoff jitter; default `Math.random`. */
   random?: () => number;
+  /**
+   * The endpoint's rate limit shared with other clients (a batch's tasks):
+   * a 429 or 529 pauses every request through the gate, and such waits are
+   * bounded by {@link RATE_LIMIT_WAIT_BUDGET_MS} in total instead of
+   * counting against `maxRetries`. Absent: each call backs off alone.
+   */
+  gate?: RateLimitGate;
 }
 
 /**
@@ -75,21 +83,45 @@ export async function completeWithRetries(
 ): Promise<ModelResponse> {
   const attempts = 1 + Math.max(0, Math.floor(options.maxRetries ?? DEFAULT_MAX_RETRIES));
   const sleep = options.sleep ?? abortableSleep;
+  const gate = options.gate;
+  /** Attempts that were rate-limited under the gate: they do not count against `attempts`. */
+  let limited = 0;
+  let limitedWaitMs = 0;
   for (let index = 0; ; index += 1) {
     if (request.signal?.aborted) throw new CancelledError();
+    const admitted = gate ? await gate.ready(request.signal) : undefined;
     const outcome = await attempt(index);
-    if (!("failure" in outcome)) return outcome.response;
-    const { failure } = outcome;
+    const failure = "failure" in outcome ? outcome.failure : null;
+    const rateLimited = failure !== null && (failure.reason === "rate_limited" || failure.reason === "overloaded");
+    if (gate && failure && rateLimited) {
+      const delayMs = failure.retryAfterMs ?? backoffDelayMs(Math.min(limited, 6), options.random);
+      gate.pause(delayMs);
+      admitted?.(false);
+      limited += 1;
+      limitedWaitMs += delayMs;
+      if (limitedWaitMs > RATE_LIMIT_WAIT_BUDGET_MS) {
+        throw new ModelError(
+          `model endpoint ${endpoint} ${failure.detail}; gave up after waiting ${Math.round(limitedWaitMs / 1000)} s on its rate limit (${limited} rate-limited attempts)`,
+          failure.reason,
+          { cause: failure.cause },
+        );
+      }
+      request.onRetry?.({ attempt: index + 1, delayMs, reason: failure.reason, ...(failure.status === undefined ? {} : { status: failure.status }) });
+      continue;
+    }
+    admitted?.(true);
+    if (!failure) return (outcome as { response: ModelResponse }).response;
+    const counted = index - limited;
     if (!failure.retryable) {
-      const where = index === 0 ? "" : ` (attempt ${index + 1} of ${attempts})`;
+      const where = counted === 0 ? "" : ` (attempt ${counted + 1} of ${attempts})`;
       throw new ModelError(`model endpoint ${endpoint} ${failure.detail}${where}`, failure.reason, { cause: failure.cause });
     }
-    if (index + 1 >= attempts) {
+    if (counted + 1 >= attempts) {
       throw new ModelError(`model endpoint ${endpoint} ${failure.detail}; gave up after ${attempts} attempt${attempts === 1 ? "" : "s"}`, failure.reason, {
         cause: failure.cause,
       });
     }
-    const delayMs = failure.retryAfterMs ?? backoffDelayMs(index, options.random);
+    const delayMs = failure.retryAfterMs ?? backoffDelayMs(counted, options.random);
     request.onRetry?.({ attempt: index + 1, delayMs, reason: failure.reason, ...(failure.status === undefined ? {} : { status: failure.status }) });
     try {
       await sleep(delayMs, request.signal);

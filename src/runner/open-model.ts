@@ -1,7 +1,9 @@
+import { createHash } from "node:crypto";
 import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
 import { OpenAIModelClient } from "../model/openai-model-client.js";
+import type { RateLimitGates } from "../model/rate-limit-gate.js";
 import type { RetryOptions } from "../model/retry.js";
 import { loadScript, ScriptedModelServer } from "../model/scripted-model-server.js";
 import type { WireName } from "../model/scripted-wire.js";
@@ -23,18 +25,24 @@ interface Endpoint {
  * Opens the task's model. `scripted` starts the scripted server on
  * 127.0.0.1, speaking `model.wire`, and points that provider's real client at
  * it; the real providers read their key and base URL from the environment
- * ({@link checkModelSettings}). Throws ConfigError when something required is missing.
+ * ({@link checkModelSettings}). With `gates`, the client shares the rate
+ * limit of its endpoint and key with every other client opened with the same
+ * gates (a Runner's runs). Throws ConfigError when something required is missing.
  */
-export async function openModel(task: Task, environment: NodeJS.ProcessEnv = process.env): Promise<{ client: ModelClient; close(): Promise<void> }> {
+export async function openModel(
+  task: Task,
+  environment: NodeJS.ProcessEnv = process.env,
+  gates?: RateLimitGates,
+): Promise<{ client: ModelClient; close(): Promise<void> }> {
   if (task.model.provider === "scripted") {
     const server = new ScriptedModelServer(loadScript(task.scriptPath!));
     const baseURL = await server.start();
     return {
-      client: createClient(PROVIDER_OF_WIRE[task.model.wire], task, { baseURL, apiKey: "scripted", model: "scripted" }),
+      client: createClient(PROVIDER_OF_WIRE[task.model.wire], task, { baseURL, apiKey: "scripted", model: "scripted" }, gates),
       close: () => server.close(),
     };
   }
-  return { client: createClient(task.model.provider, task, checkModelSettings(task, environment)), close: async () => undefined };
+  return { client: createClient(task.model.provider, task, checkModelSettings(task, environment), gates), close: async () => undefined };
 }
 
 /**
@@ -64,8 +72,12 @@ export function checkModelSettings(task: Task, environment: NodeJS.ProcessEnv): 
 }
 
 /** The client of `provider`, with the task's retry, timeout and sampling settings. */
-function createClient(provider: RealProvider, task: Task, endpoint: Endpoint): ModelClient {
-  const retry: RetryOptions = { maxRetries: task.model.max_retries, timeoutMs: task.model.request_timeout_sec * 1000 };
+function createClient(provider: RealProvider, task: Task, endpoint: Endpoint, gates: RateLimitGates | undefined): ModelClient {
+  const retry: RetryOptions = {
+    maxRetries: task.model.max_retries,
+    timeoutMs: task.model.request_timeout_sec * 1000,
+    ...(gates ? { gate: gates.for(gateKey(provider, endpoint)) } : {}),
+  };
   switch (provider) {
     case "openai":
       return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature });
@@ -73,4 +85,10 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint): M
     case "openai-responses":
       throw new ConfigError(`model.provider ${provider}: not built yet`);
   }
+}
+
+/** Requests share a rate limit when they go to the same endpoint with the same key (the key itself is not kept, only a digest). */
+function gateKey(provider: RealProvider, endpoint: Endpoint): string {
+  const key = createHash("sha256").update(endpoint.apiKey).digest("hex").slice(0, 16);
+  return `${provider} ${endpoint.baseURL ?? "(default)"} ${key}`;
 }

@@ -3,6 +3,7 @@ import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, RunnerError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
 import { openModel as openTaskModel } from "./open-model.js";
+import { RateLimitGates } from "../model/rate-limit-gate.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";
@@ -47,7 +48,12 @@ export interface RunnerOptions {
    * their worktrees committed and removed once `ensureWorkspaceIdle` allows.
    */
   sandboxProvider?: SandboxProvider;
-  /** Opens a task's model. Default: the task's provider (a scripted server, or the openai client). */
+  /**
+   * Opens a task's model. Default: the task's provider (a scripted server, or
+   * the provider's client); the runs of one Runner that reach the same
+   * endpoint with the same key share its rate limit (a 429's retry-after
+   * pauses them all; README "Batch jobs").
+   */
   openModel?: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>;
   /** Host environment for `sandbox.pass_env`/`secret_env` and the model's keys. Default `process.env`. */
   environment?: NodeJS.ProcessEnv;
@@ -119,7 +125,9 @@ export class Runner {
     // The runs see this runner's home (e.g. the user skills under <home>/skills), whatever RUNNER_HOME says.
     const runEnvironment = { ...environment, RUNNER_HOME: home };
     const provider = options.sandboxProvider ?? new DockerSandboxProvider({ egressNetwork: environment.RUNNER_EGRESS_NETWORK });
-    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment)), runEnvironment, options.log ?? {});
+    // One rate limit per endpoint and key for all of this runner's runs (a batch's tasks).
+    const gates = new RateLimitGates();
+    return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment, gates)), runEnvironment, options.log ?? {});
   }
 
   /**
