@@ -48,9 +48,11 @@ export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "e
 /**
  * The outcome of a start that was refused before a run existed
  * (`Runner.startTask` rejected): Docker or the image unusable (SandboxError)
- * is the infrastructure's; it is named by the error class, as report.json
+ * is the infrastructure's; it is named by the error's own reason (e.g.
+ * `image_unavailable`, `rate_limited`), else by its class, as report.json
  * names the errors that end a run.
  */
 export function outcomeOfStartFailure(error: unknown): Outcome {
-  return { status: "error", reason: error instanceof RunnerError ? error.name : "internal_error", error: errorMessage(error) };
+  const reason = error instanceof RunnerError ? ("reason" in error && typeof error.reason === "string" ? error.reason : error.name) : "internal_error";
+  return { status: "error", reason, error: errorMessage(error) };
 }

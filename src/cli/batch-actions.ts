@@ -3,7 +3,9 @@ import { resolve } from "node:path";
 import { buildBatchReport, mergeBatchReports, type BatchReport } from "../batch/batch-report.js";
 import { BatchDirectory, type BatchOptions, type BatchPlan } from "../batch/batch-state.js";
 import { discoverTasks, parseFilter, parseShard, selectTasks } from "../batch/discover-tasks.js";
-import { runBatch, type BatchProgress } from "../batch/run-batch.js";
+import { ImageUnavailableError, imageNeed, prepareImages } from "../batch/prepare-images.js";
+import { runBatch, type BatchProgress, type BatchRunner } from "../batch/run-batch.js";
+import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { formatBatchTable } from "../batch/summary.js";
 import { writeBatchReports } from "../batch/write-reports.js";
 import { ConfigError, errorMessage } from "../errors.js";
@@ -27,8 +29,16 @@ export interface RunFlags {
   json?: boolean;
 }
 
-export async function batchRun(input: string, flags: RunFlags, signal: AbortSignal): Promise<number> {
-  const options = parseRunFlags(flags);
+/** Flags of `runner batch prepare`. */
+export interface PrepareFlags {
+  shard?: string;
+  filter?: string;
+  limit?: string;
+  json?: boolean;
+}
+
+/** The tasks of `input` that `--filter`, `--shard` and `--limit` keep; ConfigError for a filter that keeps none. */
+async function selectedTasks(input: string, options: { filter: string | null; shard: string | null; limit: number | null }) {
   const selection = {
     ...(options.filter !== null ? { filter: parseFilter(options.filter) } : {}),
     ...(options.shard !== null ? { shard: parseShard(options.shard) } : {}),
@@ -39,6 +49,34 @@ export async function batchRun(input: string, flags: RunFlags, signal: AbortSign
   // An empty shard is a CI matrix wider than the batch; an empty filter is a typo.
   if (selected.length === 0 && options.shard === null)
     throw new ConfigError(`--filter ${options.filter}: matches none of the ${discovered.tasks.length} task ids (e.g. ${discovered.tasks[0]!.id})`);
+  return { discovered, selected };
+}
+
+export async function batchPrepare(input: string, flags: PrepareFlags): Promise<number> {
+  const { selected } = await selectedTasks(input, {
+    filter: flags.filter ?? null,
+    shard: flags.shard ?? null,
+    limit: flags.limit === undefined ? null : integer(flags.limit, "--limit", 1),
+  });
+  const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
+  const images = await prepareImages(provider.docker, selected);
+  for (const image of images) {
+    if (flags.json) {
+      const line = { need: image.need, tasks: image.tasks, image: image.ready?.image ?? null, source: image.ready?.source ?? null, error: image.error };
+      process.stdout.write(`${JSON.stringify(line)}\n`);
+    } else if (image.ready) {
+      const made = image.ready.image === image.need ? image.ready.source : `${image.ready.source} ${image.ready.image}`;
+      process.stdout.write(terminalSafe(`ready   ${image.need}: ${made} (${image.tasks.length} task(s))`) + "\n");
+    } else {
+      process.stdout.write(terminalSafe(`missing ${image.need} (${image.tasks.length} task(s): ${image.tasks.join(", ")}): ${image.error}`) + "\n");
+    }
+  }
+  return images.every((image) => image.ready) ? 0 : 3;
+}
+
+export async function batchRun(input: string, flags: RunFlags, signal: AbortSignal): Promise<number> {
+  const options = parseRunFlags(flags);
+  const { discovered, selected } = await selectedTasks(input, options);
   const home = runnerHome();
   const plan: BatchPlan = {
     batch_id: newRunId(),
@@ -67,6 +105,24 @@ export async function batchResume(batchId: string, flags: { json?: boolean }, si
 async function execute(directory: BatchDirectory, batchId: string, home: string, json: boolean, signal: AbortSignal): Promise<number> {
   process.stdout.write(`batch ${batchId}\n`);
   const out = json ? process.stderr : process.stdout;
+  const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
+  const runner = Runner.create({ home, sandboxProvider: provider });
+  // Images once, up front: a task whose image cannot be had ends `error` without a model call.
+  const unavailable = new Map<string, string>();
+  for (const image of await prepareImages(provider.docker, directory.readPlan().tasks)) {
+    if (image.error === null) continue;
+    unavailable.set(image.need, image.error);
+    out.write(terminalSafe(`image ${image.need}: cannot be had; its ${image.tasks.length} task(s) end in error: ${image.error.split("\n")[0]}`) + "\n");
+  }
+  const batchRunner: BatchRunner = {
+    home: runner.home,
+    resume: (runId, options) => runner.resume(runId, options),
+    startTask: async (task, options) => {
+      const error = unavailable.get(imageNeed(task));
+      if (error !== undefined) throw new ImageUnavailableError(error);
+      return runner.startTask(task, options);
+    },
+  };
   const progress: BatchProgress = {
     finished(task, attempt, tryNumber, runId, outcome, settled) {
       const which = attempt > 1 || tryNumber > 1 ? ` (attempt ${attempt}, try ${tryNumber})` : "";
@@ -75,8 +131,7 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
       );
     },
   };
-  const runner = Runner.create({ home });
-  const report = await runBatch(runner, directory, signal, progress);
+  const report = await runBatch(batchRunner, directory, signal, progress);
   if (json) {
     process.stdout.write(`${JSON.stringify({ batch_id: report.batch_id, status: report.status, report: directory.file("batch-report.json") })}\n`);
   } else {

@@ -1,11 +1,11 @@
 import { Command } from "commander";
-import type { RunFlags } from "./batch-actions.js";
+import type { PrepareFlags, RunFlags } from "./batch-actions.js";
 
 // The definitions only: each action imports ./batch-actions.js (the Runner, dockerode, the batch modules) when it runs,
 // so `runner --help` and the other quick commands do not load them (src/cli/main.ts).
 
 /**
- * `runner batch run | resume | merge | show` (docs/batch.md). `signal` is the CLI's
+ * `runner batch run | prepare | resume | merge | show` (docs/batch.md). `signal` is the CLI's
  * interrupt (SIGINT/SIGTERM); `exit` receives the exit code.
  */
 export function batchCommand(signal: AbortSignal, exit: (code: number) => void): Command {
@@ -32,6 +32,19 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .addHelpText("after", "\nExit codes: 0 the gate passes, 1 it does not, 2 bad input, 3 infrastructure stop, 130 interrupted.")
     .action(async (input: string, flags: RunFlags) => {
       exit(await (await import("./batch-actions.js")).batchRun(input, flags, signal));
+    });
+  batch
+    .command("prepare")
+    .exitOverride()
+    .description("build or pull every image the tasks need, before any model call; names what cannot be had")
+    .argument("<input>", "the input `batch run` takes: a directory, a quoted glob, list.txt, or tasks.jsonl")
+    .option("--shard <i/n>", "only the tasks of shard i of n")
+    .option("--filter <regex>", "only tasks whose id matches")
+    .option("--limit <n>", "at most n tasks (the first by id, after --filter and --shard)")
+    .option("--json", "print one JSON line per image: {need, tasks, image, source, error}")
+    .addHelpText("after", "\nExit codes: 0 every image is ready, 2 bad input, 3 an image cannot be had.")
+    .action(async (input: string, flags: PrepareFlags) => {
+      exit(await (await import("./batch-actions.js")).batchPrepare(input, flags));
     });
   batch
     .command("resume")

@@ -79,6 +79,18 @@ export async function ensureTaskImage(docker: Docker, sandbox: { image: string; 
 async function buildTaskImage(docker: Docker, build: ImageBuild): Promise<TaskImage> {
   const inputs = buildInputs(build);
   const tag = `${BUILT_IMAGE_REPOSITORY}:${inputs.hash.slice(0, 32)}`;
+  // Tasks of one process (a batch) with the same inputs wait for one build instead of each starting their own.
+  const pending = buildsInFlight.get(tag);
+  if (pending) return pending.then((built) => ({ image: built.image, source: "reused" as const }));
+  const building = buildOnce(docker, build, inputs, tag).finally(() => buildsInFlight.delete(tag));
+  buildsInFlight.set(tag, building);
+  return building;
+}
+
+/** Builds of this process not yet finished, by tag. */
+const buildsInFlight = new Map<string, Promise<TaskImage>>();
+
+async function buildOnce(docker: Docker, build: ImageBuild, inputs: ReturnType<typeof buildInputs>, tag: string): Promise<TaskImage> {
   if (await imageExists(docker, tag)) return { image: tag, source: "reused" };
   const context = tarFs.pack(build.context, {
     entries: inputs.entries,

@@ -6,13 +6,14 @@
  * process, reached by the openai provider over loopback.
  */
 import { createServer } from "node:net";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
 import type { BatchReport } from "../../src/batch/batch-report.js";
 import { loadScript, ScriptedModelServer } from "../../src/model/scripted-model-server.js";
-import { requireDocker } from "../helpers/docker.js";
+import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import {
   containersOfRun,
@@ -295,5 +296,48 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     });
     expect(report.totals).toMatchObject({ tasks: 4, succeeded: 4, failed: 0, error: 0, skipped: 0, pass_rate: 1, runs: 4, retries: 0 });
     expect(report).toMatchObject({ status: "passed", exit_code: 0 });
+  });
+
+  it("images once, up front: identical builds are built once, an image that cannot be had fails its tasks before any model call", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory("agent-runner-batch-e2e-");
+    await using home = temporaryDirectory("agent-runner-batch-home-");
+    const tasks = join(directory.path, "tasks");
+    // Two tasks whose Dockerfiles are identical in different directories: one build, the other reuses it.
+    const dockerfile = `FROM ${SANDBOX_IMAGE}\nRUN echo "batch build ${randomUUID()}" > /etc/batch-marker\n`;
+    for (const name of ["built-a", "built-b"]) {
+      const written = writeScriptedTask(join(tasks, name), { script: WRITE_DONE, task: { name, verify: VERIFY_DONE } });
+      mkdirSync(join(tasks, name, "image"));
+      writeFileSync(join(tasks, name, "image", "Dockerfile"), dockerfile);
+      const fields = JSON.parse(readFileSync(written.task, "utf8")) as { sandbox: Record<string, unknown> };
+      fields.sandbox = { ...fields.sandbox, image: undefined, build: { context: "./image" } };
+      writeFileSync(written.task, JSON.stringify(fields));
+    }
+    // A registry on loopback that is not there: the pull fails at once and no packet leaves the host.
+    const absent = `localhost:1/agent-runner-absent/${randomUUID()}:1`;
+    const counted = await countedTask(join(tasks, "absent"), WRITE_DONE);
+    const fields = JSON.parse(readFileSync(counted.task, "utf8")) as { sandbox: Record<string, unknown> };
+    fields.sandbox = { ...fields.sandbox, image: absent };
+    writeFileSync(counted.task, JSON.stringify(fields));
+    const environment = { RUNNER_HOME: home.path, OPENAI_API_KEY: "test-key" };
+
+    const prepared = await runCli(["batch", "prepare", tasks, "--json"], environment);
+    expect(prepared.code, prepared.stdout + prepared.stderr).toBe(3);
+    const images = lines(prepared.stdout).map((line) => JSON.parse(line) as { need: string; tasks: string[]; source: string | null; error: string | null });
+    expect(images.map((image) => image.source).sort()).toEqual(["built", "reused", null].sort());
+    const missing = images.find((image) => image.error !== null)!;
+    expect(missing).toMatchObject({ need: absent, tasks: ["absent/task.yaml"] });
+    expect(missing.error).toMatch(/could not be pulled/);
+
+    const result = await runCli(["batch", "run", tasks, "-j", "2", "--json", "--max-errors", "5"], environment);
+    const report = readJson(JSON.parse(lines(result.stdout).at(-1)!).report as string) as unknown as BatchReport;
+    const byName = Object.fromEntries(report.tasks.map((task) => [task.name, task]));
+    expect(Object.keys(byName).sort(), result.stdout + result.stderr).toEqual(["absent/task.yaml", "built-a/task.yaml", "built-b/task.yaml"]);
+    expect(byName["built-a/task.yaml"]!.status).toBe("succeeded");
+    expect(byName["built-b/task.yaml"]!.status).toBe("succeeded");
+    expect(byName["absent/task.yaml"]).toMatchObject({ status: "error", reason: "image_unavailable" });
+    expect(byName["absent/task.yaml"]!.attempts[0]!.run_id).toBeNull();
+    expect(counted.server.requests).toHaveLength(0);
+    expect(result.stderr).toMatch(/cannot be had; its 1 task\(s\) end in error/);
   });
 });
