@@ -86,7 +86,7 @@ export interface BatchState {
 }
 
 /** Why a task that did not finish is `skipped`. */
-export type SkipReason = "interrupted" | "stopped_after_errors" | "not_run";
+export type SkipReason = "interrupted" | "stopped_after_errors" | "budget_exhausted" | "deadline_reached" | "not_run";
 
 /** Whether an attempt is settled, given its finished tries in order: the last succeeded or failed, or ended in an error with no retry left. */
 export function attemptSettled(finished: Pick<BatchAttempt, "status">[], retries: number): boolean {

@@ -36,6 +36,10 @@ export interface BatchOptions {
   /** `--junit`, `--summary`: absolute paths of the copies written there too. */
   junit: string | null;
   summary: string | null;
+  /** `--budget-usd`: no run starts once the batch's runs cost this much (USD, summed over report.json `cost_usd`); absent in older plans. */
+  budget_usd?: number | null;
+  /** `--deadline`: no run starts this long (ms) after this process started the batch (or resumed it); absent in older plans. */
+  deadline_ms?: number | null;
 }
 
 /** Token counts of a run (report.json `usage`). */
@@ -77,6 +81,8 @@ export type JournalLine =
       error: string | null;
       steps: number | null;
       tokens: Tokens | null;
+      /** The run's report.json `cost_usd` (null when unknown; absent in older journals). */
+      cost_usd?: number | null;
       duration_ms: number | null;
       patch: string | null;
     };

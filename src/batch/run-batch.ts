@@ -38,9 +38,11 @@ export interface BatchProgress {
  * attempts are never run again.
  *
  * Stops starting runs when `signal` aborts (the runs in flight are
- * cancelled with `RunHandle.cancel` and stay unsettled, for resume) or when
+ * cancelled with `RunHandle.cancel` and stay unsettled, for resume), when
  * more attempts than `max_errors` ended in an infrastructure error (the runs
- * in flight finish: status `error`). Writes every report (batch-report.json,
+ * in flight finish: status `error`), or once `deadline_ms` passed or the
+ * finished runs cost `budget_usd` (the runs in flight finish; the attempts
+ * not started are `skipped`, reason `deadline_reached` / `budget_exhausted`). Writes every report (batch-report.json,
  * junit.xml, summary.md, report.html and the `--junit`/`--summary` copies)
  * in every case, and returns the final report. Throws ConfigError when
  * another live process runs this batch.
@@ -64,6 +66,17 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
   const settled = (task: string, attempt: number) => attemptSettled(finishedOf(task, attempt), retries);
   const erroredAttempts = () =>
     slots.filter(({ entry, attempt }) => finishedOf(entry.id, attempt).at(-1)?.status === "error" && settled(entry.id, attempt)).length;
+  const startedAt = Date.now();
+  /** Why no more runs start: the deadline passed, or the runs so far cost the budget. */
+  const budgetStop = (): SkipReason | null => {
+    const { deadline_ms: deadline, budget_usd: budget } = plan.options;
+    if (deadline != null && Date.now() - startedAt >= deadline) return "deadline_reached";
+    if (budget != null) {
+      const spent = journal.lines.reduce((sum, line) => sum + (line.type === "attempt.finished" ? (line.cost_usd ?? 0) : 0), 0);
+      if (spent >= budget) return "budget_exhausted";
+    }
+    return null;
+  };
   const report = (ended: boolean) =>
     buildBatchReport(plan, journal.lines, runner.home, { ended, interrupted: signal.aborted, skipReason: stopReason ?? "not_run" });
 
@@ -82,6 +95,7 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
       tokens: runReport?.usage
         ? { prompt: runReport.usage.prompt_tokens ?? 0, completion: runReport.usage.completion_tokens ?? 0, cached: runReport.usage.cached_tokens ?? 0 }
         : null,
+      cost_usd: costOf(runReport),
       duration_ms: runReport?.duration_ms ?? null,
       patch: runReport?.patch ?? null,
     });
@@ -148,6 +162,7 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
         continue;
       }
       await startsOpen;
+      stopReason ??= budgetStop();
       if (signal.aborted || stopReason) return;
       const next = tryNumber + 1;
       let handle: RunHandle;
@@ -195,6 +210,12 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
   } finally {
     journal.close();
   }
+}
+
+/** A run's cost (report.json `cost_usd`), null when it has none. */
+function costOf(report: RunReport | null): number | null {
+  const cost = (report as { cost_usd?: unknown } | null)?.cost_usd;
+  return typeof cost === "number" && Number.isFinite(cost) ? cost : null;
 }
 
 function now(): string {

@@ -13,6 +13,7 @@ import { newRunId } from "../run/run-id.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner } from "../runner/runner.js";
 import { terminalSafe } from "../terminal-text.js";
+import { parseDuration } from "./exec-command.js";
 
 /** Flags of `runner batch run` as commander parses them. */
 export interface RunFlags {
@@ -27,6 +28,8 @@ export interface RunFlags {
   junit?: string;
   summary?: string;
   json?: boolean;
+  budgetUsd?: string;
+  deadline?: string;
 }
 
 /** Flags of `runner batch prepare`. */
@@ -195,7 +198,16 @@ function parseRunFlags(flags: RunFlags): BatchOptions {
     limit: flags.limit === undefined ? null : integer(flags.limit, "--limit", 1),
     junit: flags.junit ? resolve(flags.junit) : null,
     summary: flags.summary ? resolve(flags.summary) : null,
+    budget_usd: flags.budgetUsd === undefined ? null : usd(flags.budgetUsd),
+    deadline_ms: flags.deadline === undefined ? null : parseDuration(flags.deadline, "--deadline"),
   };
+}
+
+function usd(value: string): number {
+  const amount = Number(value);
+  if (value.trim() === "" || !Number.isFinite(amount) || amount <= 0)
+    throw new ConfigError(`--budget-usd: expected an amount of US dollars above 0 such as 25 or 2.50, got "${value}"`);
+  return amount;
 }
 
 function integer(value: string, flag: string, least: number): number {

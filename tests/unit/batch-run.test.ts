@@ -7,7 +7,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Task } from "../../src/config/load-task.js";
 import { SandboxError } from "../../src/errors.js";
 import type { RunReport } from "../../src/run/run-report.js";
@@ -18,7 +18,7 @@ import { outcomeOfReport } from "../../src/batch/outcomes.js";
 import { runBatch, type BatchRunner } from "../../src/batch/run-batch.js";
 import { currentOwner } from "../../src/process/process-owner.js";
 
-type Scripted = Pick<RunReport, "status" | "reason"> | "hang" | { throws: Error };
+type Scripted = (Pick<RunReport, "status" | "reason"> & { cost_usd?: number }) | "hang" | { throws: Error };
 
 /**
  * A BatchRunner whose runs end as `script(task, n)` says (n: the task's nth
@@ -318,3 +318,34 @@ async function waitUntil(condition: () => boolean): Promise<void> {
     await new Promise((resolve) => setImmediate(resolve));
   }
 }
+
+describe("batch budgets: --budget-usd and --deadline stop starting runs; the rest are skipped", () => {
+  it("once the finished runs cost the budget no run starts; the attempts not started are skipped (budget_exhausted)", async () => {
+    const { home, directory } = makeBatch(["a", "b", "c", "d"], { jobs: 1, budget_usd: 1 });
+    const runner = new FakeRunner(home, () => ({ ...ok, cost_usd: 0.6 }));
+    const result = await runBatch(runner, directory, new AbortController().signal);
+    expect(runner.starts).toEqual(["a", "b"]);
+    expect(task(result, "c")).toMatchObject({ status: "skipped", reason: "budget_exhausted" });
+    expect(task(result, "d")).toMatchObject({ status: "skipped", reason: "budget_exhausted" });
+    const finished = directory.readJournal().filter((line) => line.type === "attempt.finished");
+    expect(finished.map((line) => (line as { cost_usd?: number }).cost_usd)).toEqual([0.6, 0.6]);
+  });
+
+  it("past the deadline no run starts; the runs in flight finish", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const { home, directory } = makeBatch(["a", "b", "c"], { jobs: 1, deadline_ms: 60_000 });
+      // The first run takes (in the batch's clock) two minutes.
+      const runner = new FakeRunner(home, (name) => {
+        if (name === "a") vi.setSystemTime(Date.now() + 120_000);
+        return ok;
+      });
+      const result = await runBatch(runner, directory, new AbortController().signal);
+      expect(runner.starts).toEqual(["a"]);
+      expect(task(result, "a").status).toBe("succeeded");
+      expect(task(result, "b")).toMatchObject({ status: "skipped", reason: "deadline_reached" });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
