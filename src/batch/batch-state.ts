@@ -111,7 +111,7 @@ export class BatchDirectory {
     return new BatchDirectory(join(home, "batches", batchId));
   }
 
-  file(name: "batch.json" | "batch.jsonl" | "batch-report.json" | "junit.xml" | "summary.md" | "report.html"): string {
+  file(name: "batch.json" | "batch.jsonl" | "batch-report.json" | "junit.xml" | "summary.md" | "report.html" | "batch-verify.json"): string {
     return join(this.path, name);
   }
 

@@ -4,7 +4,9 @@ import { buildBatchReport, mergeBatchReports, type BatchReport } from "../batch/
 import { BatchDirectory, type BatchOptions, type BatchPlan } from "../batch/batch-state.js";
 import { discoverTasks, parseFilter, parseShard, selectTasks } from "../batch/discover-tasks.js";
 import { ImageUnavailableError, imageNeed, prepareImages } from "../batch/prepare-images.js";
+import { reverifyBatch } from "../batch/reverify-batch.js";
 import { runBatch, type BatchProgress, type BatchRunner } from "../batch/run-batch.js";
+import { writeAtomically } from "../run/run-store.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { formatBatchTable } from "../batch/summary.js";
 import { writeBatchReports } from "../batch/write-reports.js";
@@ -141,6 +143,36 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
     process.stdout.write(`${terminalSafe(formatBatchTable(report))}\nreport: ${directory.file("batch-report.json")}\n`);
   }
   return report.exit_code ?? 3;
+}
+
+export async function batchVerify(batchId: string, flags: { jobs: string; json?: boolean }): Promise<number> {
+  const jobs = integer(flags.jobs, "-j", 1);
+  const home = runnerHome();
+  const directory = existingBatch(home, batchId);
+  const file = directory.file("batch-report.json");
+  if (!existsSync(file)) throw new ConfigError(`batch ${batchId} has no batch-report.json yet; let it finish (or \`runner batch resume ${batchId}\`) first`);
+  const report = JSON.parse(readFileSync(file, "utf8")) as BatchReport;
+  await using runner = Runner.create({ home });
+  const out = flags.json ? process.stderr : process.stdout;
+  const regraded = await reverifyBatch(report, (runId) => runner.reverify(runId), {
+    jobs,
+    onRun: (run) => {
+      const verdict =
+        run.error !== null ? `could not verify: ${run.error.split("\n")[0]}` : run.after === null ? "nothing to verify" : run.after ? "passed" : "failed";
+      const was = run.before === null || run.error !== null ? "" : ` (was ${run.before ? "passed" : "failed"})`;
+      out.write(terminalSafe(`${run.task} attempt ${run.attempt} run ${run.run_id}: ${verdict}${was}`) + "\n");
+    },
+  });
+  writeAtomically(directory.file("batch-verify.json"), `${JSON.stringify(regraded, null, 2)}\n`);
+  if (flags.json) process.stdout.write(`${JSON.stringify(regraded, null, 2)}\n`);
+  else {
+    const rate = regraded.totals.pass_rate === null ? "n/a" : `${(regraded.totals.pass_rate * 100).toFixed(1)}%`;
+    process.stdout.write(
+      `regraded: ${regraded.totals.passed}/${regraded.totals.tasks} tasks pass (${rate}), ${regraded.totals.changed} verdict(s) changed, ${regraded.totals.errors} could not be verified\nreport: ${directory.file("batch-verify.json")}\n`,
+    );
+  }
+  if (regraded.totals.errors > 0) return 3;
+  return regraded.gate.passed ? 0 : 1;
 }
 
 export function batchShow(batchId: string, flags: { json?: boolean }): number {

@@ -5,7 +5,7 @@ import type { PrepareFlags, RunFlags } from "./batch-actions.js";
 // so `runner --help` and the other quick commands do not load them (src/cli/main.ts).
 
 /**
- * `runner batch run | prepare | resume | merge | show` (docs/batch.md). `signal` is the CLI's
+ * `runner batch run | prepare | verify | resume | merge | show` (docs/batch.md). `signal` is the CLI's
  * interrupt (SIGINT/SIGTERM); `exit` receives the exit code.
  */
 export function batchCommand(signal: AbortSignal, exit: (code: number) => void): Command {
@@ -47,6 +47,20 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .addHelpText("after", "\nExit codes: 0 every image is ready, 2 bad input, 3 an image cannot be had.")
     .action(async (input: string, flags: PrepareFlags) => {
       exit(await (await import("./batch-actions.js")).batchPrepare(input, flags));
+    });
+  batch
+    .command("verify")
+    .exitOverride()
+    .description("regrade: verify the commit of every finished attempt again, with no model call (writes batch-verify.json)")
+    .argument("<batch-id>", "the batch id")
+    .option("-j, --jobs <n>", "verifications at once", "4")
+    .option("--json", "print batch-verify.json")
+    .addHelpText(
+      "after",
+      "\nExit codes: 0 the regraded pass rate meets the batch's --min-pass-rate, 1 it does not, 2 bad input, 3 a run could not be verified.",
+    )
+    .action(async (batchId: string, flags: { jobs: string; json?: boolean }) => {
+      exit(await (await import("./batch-actions.js")).batchVerify(batchId, flags));
     });
   batch
     .command("resume")

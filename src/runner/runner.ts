@@ -1,4 +1,6 @@
 import { setMaxListeners } from "node:events";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, RunnerError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
@@ -11,6 +13,8 @@ import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependenci
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { RunStore } from "../run/run-store.js";
+import { reverifyRun, type Reverified } from "../run/reverify-run.js";
+import { ensureTaskImage } from "../sandbox/task-image.js";
 import type { LogSettings } from "../logging/logger.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
@@ -180,6 +184,30 @@ export class Runner {
     return this.launch(run.task, options, earlier, resumed, (prepared, dependencies, runOptions) =>
       resumeRun({ ...run, task: prepared }, dependencies, { ...runOptions, ...(maxSteps ? { maxSteps } : {}) }),
     );
+  }
+
+  /**
+   * Verifies an ended run's commit again, with no model call (regrading; src/run/reverify-run.ts):
+   * the task's image is made ready first (pulled, or built from `sandbox.build` as it is now). Rejects
+   * with ConfigError for an unknown or unfinished run, SandboxError when Docker or the image is unusable.
+   */
+  async reverify(runId: string, options: { signal?: AbortSignal } = {}): Promise<Reverified> {
+    if (!/^[\w.-]+$/.test(runId) || !existsSync(join(this.home, "runs", runId))) throw new ConfigError(`no run ${runId} in ${this.home}/runs`);
+    await this.prepareOnce(null);
+    const directory = join(this.home, "runs", runId);
+    let task = new RunStore(directory).readJson("task") as Task | null;
+    if (!task) throw new ConfigError(`run ${runId} has no task.json; it cannot be verified again`);
+    if (this.provider instanceof DockerSandboxProvider) {
+      const { image } = await ensureTaskImage(this.provider.docker, task.sandbox);
+      await this.provider.checkReady(image, { egress: task.sandbox.network.allow.length > 0 });
+      task = { ...task, sandbox: { ...task.sandbox, image } };
+    }
+    return reverifyRun(directory, this.provider, {
+      task,
+      environment: this.environment,
+      enforcement: diskEnforcementChoice(this.environment),
+      signal: options.signal ?? new AbortController().signal,
+    });
   }
 
   /** Cancels every run this runner started that is still going and waits until each has ended. */

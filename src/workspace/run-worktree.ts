@@ -169,6 +169,31 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
 }
 
 /**
+ * The repository of an ended run, as a worktree to make checkouts from
+ * (`createDetachedWorktree`): for re-verifying a run's commit after its own
+ * worktree is gone. `path` and `gitDirectory` are the recorded ones and may no
+ * longer exist; nothing here reads them. Throws ConfigError when the
+ * repository or the run branch is gone.
+ */
+export async function recordedRepository(recorded: RecordedWorktree): Promise<RunWorktree> {
+  const repository = await resolveRepository(recorded.repository);
+  const branchHead = await rawSafeGit({ baseDirectory: repository.root }, ["rev-parse", "--verify", "--quiet", `refs/heads/${recorded.branch}^{commit}`]).catch(
+    () => "",
+  );
+  if (!branchHead.trim()) throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  return {
+    repositoryRoot: repository.root,
+    commonGitDirectory: repository.commonGitDirectory,
+    path: recorded.worktree,
+    gitDirectory: recorded.git_directory ?? repository.commonGitDirectory,
+    branch: recorded.branch,
+    baseCommit: recorded.base_commit ?? branchHead.trim(),
+    sandboxUser: sandboxUserFor(repository.root),
+    gitConfig: await driverOverrides(repository.root),
+  };
+}
+
+/**
  * `git worktree add <args>`, then the new worktree's real path and git
  * directory, and its files handed to the sandbox user (when we are root).
  */

@@ -340,4 +340,33 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(counted.server.requests).toHaveLength(0);
     expect(result.stderr).toMatch(/cannot be had; its 1 task\(s\) end in error/);
   });
+
+  it("batch verify regrades every finished attempt with no model call: verdicts change with what verify sees now", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory("agent-runner-batch-e2e-");
+    await using home = temporaryDirectory("agent-runner-batch-home-");
+    const tasks = join(directory.path, "tasks");
+    // The verdict depends on GRADE, passed in from the runner's environment: the regrade sees its value then.
+    const verify = { command: 'test -f done.txt && test "$GRADE" = pass', timeout_sec: 60 };
+    const counted = await countedTask(join(tasks, "graded"), WRITE_DONE);
+    const fields = JSON.parse(readFileSync(counted.task, "utf8")) as Record<string, unknown> & { sandbox: Record<string, unknown> };
+    writeFileSync(counted.task, JSON.stringify({ ...fields, verify, sandbox: { ...fields.sandbox, pass_env: ["GRADE"] } }));
+    writeScriptedTask(join(tasks, "no-work"), { script: { turns: [{ content: "I did nothing." }] }, task: { name: "no-work", verify: VERIFY_DONE } });
+    const environment = { RUNNER_HOME: home.path, OPENAI_API_KEY: "test-key" };
+    const ran = await runCli(["batch", "run", tasks, "--json", "--min-pass-rate", "0.5"], { ...environment, GRADE: "fail" });
+    const batchId = JSON.parse(lines(ran.stdout).at(-1)!).batch_id as string;
+    const requests = counted.server.requests.length;
+    expect(requests).toBeGreaterThan(0);
+
+    const regraded = await runCli(["batch", "verify", batchId, "--json"], { ...environment, GRADE: "pass" });
+    expect(regraded.code, regraded.stdout + regraded.stderr).toBe(0);
+    const report = JSON.parse(regraded.stdout) as { runs: { task: string; before: boolean; after: boolean }[]; totals: { passed: number; changed: number } };
+    const byTask = Object.fromEntries(report.runs.map((run) => [run.task, run]));
+    expect(byTask["graded/task.yaml"]).toMatchObject({ before: false, after: true });
+    expect(byTask["no-work/task.yaml"]).toMatchObject({ before: false, after: false });
+    expect(report.totals).toMatchObject({ passed: 1, changed: 1 });
+    expect(existsSync(join(home.path, "batches", batchId, "batch-verify.json"))).toBe(true);
+    // No model call: the scripted endpoint saw nothing new.
+    expect(counted.server.requests.length).toBe(requests);
+  });
 });

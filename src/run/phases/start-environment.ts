@@ -149,7 +149,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
  * writable directories on the run's disk. Network decisions are emitted as
  * events (the report counts them); a reached disk limit goes to `onDiskLimit`.
  */
-function sandboxSpecFactory(
+export function sandboxSpecFactory(
   task: Task,
   runId: string,
   disk: RunDisk,
