@@ -52,24 +52,25 @@ export async function reverifyRun(
   const paths = runPaths(runDirectory);
   if (existsSync(paths.verify)) throw new ConfigError(`run ${runId}: a verification checkout is already at ${paths.verify} (another verify running?)`);
   const disk = await openRunDisk(runDirectory, task.sandbox.limits.disk, options.enforcement);
-  try {
-    const events = { emit: () => undefined };
-    const specFor = sandboxSpecFactory(task, runId, disk, paths, events, options.environment, () => () => undefined);
-    const verify = await verifyCommit({ ...task.verify, setup: task.sandbox.setup }, repository, report.head_commit, {
-      agentId: "main",
-      provider,
-      specFor,
-      directory: paths.verify,
-      baseCommit: repository.baseCommit,
-      events,
-      signal: options.signal,
-    });
-    return { runId, commit: report.head_commit, verify, before };
-  } finally {
-    // A checkout its sandbox was not confirmed gone from stays, with the disk, for the next start's sweep.
-    if (existsSync(paths.verify))
-      throw new SandboxError(`run ${runId}: the verification checkout at ${paths.verify} could not be removed; it is left for the sweep`);
-    const failure = await closeRunDisk(runDirectory);
-    if (failure) throw failure;
-  }
+  const events = { emit: () => undefined };
+  const specFor = sandboxSpecFactory(task, runId, disk, paths, events, options.environment, () => () => undefined);
+  const verified = await verifyCommit({ ...task.verify, setup: task.sandbox.setup }, repository, report.head_commit, {
+    agentId: "main",
+    provider,
+    specFor,
+    directory: paths.verify,
+    baseCommit: repository.baseCommit,
+    events,
+    signal: options.signal,
+  }).then(
+    (verify) => ({ verify }),
+    (error: unknown) => ({ error }),
+  );
+  // A checkout its sandbox was not confirmed gone from stays, with the disk, for the next start's sweep.
+  if (existsSync(paths.verify))
+    throw new SandboxError(`run ${runId}: the verification checkout at ${paths.verify} could not be removed; it is left for the sweep`);
+  const closed = await closeRunDisk(runDirectory);
+  if ("error" in verified) throw verified.error;
+  if (closed) throw closed;
+  return { runId, commit: report.head_commit, verify: verified.verify, before };
 }
