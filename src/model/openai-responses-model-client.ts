@@ -5,7 +5,6 @@ import type {
   ResponseCreateParamsBase,
   ResponseErrorEvent,
   ResponseInputItem,
-  ResponseStreamEvent,
 } from "openai/resources/responses/responses";
 import { CancelledError } from "../errors.js";
 import type { ChatMessage, ProviderReasoning, ToolCall, ToolDefinition } from "./messages.js";
@@ -72,7 +71,7 @@ export class OpenAIResponsesModelClient implements ModelClient {
       if (!this.stream) return parseResponse(await this.client.responses.create({ ...body, stream: false }, options));
       const events = await this.client.responses.create({ ...body, stream: true }, options);
       let final: Response | undefined;
-      for await (const event of events as AsyncIterable<ResponseStreamEvent>) {
+      for await (const event of events) {
         watchdog.touch();
         if (event.type === "response.output_text.delta") request.onText?.(event.delta, attempt);
         else if (event.type === "response.completed" || event.type === "response.incomplete") final = event.response;

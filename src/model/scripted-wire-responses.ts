@@ -1,5 +1,4 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { ServerResponse } from "node:http";
 import type { ChatMessage, ToolCall, Usage } from "./messages.js";
 import { sendJson, sendTruncatedJson, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireRequest } from "./scripted-wire.js";
 
@@ -277,7 +276,7 @@ export const openAIResponsesWire: ScriptedWire = {
     }
     response.end(events.join(""));
   },
-  sendError(response: ServerResponse, status, error, headers = {}) {
+  sendError(response, status, error, headers = {}) {
     sendJson(response, status, { error: { message: error.message, type: error.type, param: null, code: error.code } }, headers);
   },
 };
