@@ -63,7 +63,7 @@ export class OpenAIModelClient implements ModelClient {
       );
     } catch (error) {
       if (request.signal?.aborted) throw new CancelledError();
-      return { failure: classify(error, watchdog.timedOut, this.timeoutMs) };
+      return { failure: classifyOpenAIFailure(error, watchdog.timedOut, this.timeoutMs) };
     } finally {
       watchdog.dispose();
     }
@@ -107,7 +107,13 @@ function parseCompletion(completion: unknown): AttemptOutcome {
   };
 }
 
-function classify(error: unknown, timedOut: boolean, timeoutMs: number): AttemptFailure {
+/**
+ * Why a call through the `openai` package failed (shared by the chat and the
+ * Responses clients): timeouts, connection errors, HTTP statuses (retryable
+ * per {@link retryableStatus}, `retry-after` honoured), bodies that are not
+ * JSON or were cut off. `timedOut` says the attempt's own watchdog aborted it.
+ */
+export function classifyOpenAIFailure(error: unknown, timedOut: boolean, timeoutMs: number): AttemptFailure {
   if (timedOut || error instanceof OpenAI.APIConnectionTimeoutError) {
     return { reason: "timeout", retryable: true, detail: `did not answer within ${timeoutMs} ms`, cause: error };
   }

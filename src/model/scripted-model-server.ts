@@ -9,9 +9,10 @@ import { AGENT_ID_HEADER, ATTEMPT_HEADER, CALL_INDEX_HEADER, DESCRIPTION_HEADER,
 import { PromptCache, scriptedTokens } from "./scripted-prompt-cache.js";
 import { sendJson, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireName, type WireRequest } from "./scripted-wire.js";
 import { openAIChatWire } from "./scripted-wire-openai-chat.js";
+import { openAIResponsesWire } from "./scripted-wire-responses.js";
 
 /** The wire formats the server answers, each on its own route. */
-const WIRES: readonly ScriptedWire[] = [openAIChatWire];
+const WIRES: readonly ScriptedWire[] = [openAIChatWire, openAIResponsesWire];
 
 const scriptedToolCallSchema = z
   .strictObject({

@@ -3,6 +3,7 @@ import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import type { ModelClient } from "../model/model-client.js";
 import { OpenAIModelClient } from "../model/openai-model-client.js";
+import { OpenAIResponsesModelClient } from "../model/openai-responses-model-client.js";
 import type { RateLimitGates } from "../model/rate-limit-gate.js";
 import type { RetryOptions } from "../model/retry.js";
 import { loadScript, ScriptedModelServer } from "../model/scripted-model-server.js";
@@ -81,8 +82,9 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint, ga
   switch (provider) {
     case "openai":
       return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature });
-    case "anthropic":
     case "openai-responses":
+      return new OpenAIResponsesModelClient({ ...endpoint, ...retry, temperature: task.model.temperature, stream: task.model.stream });
+    case "anthropic":
       throw new ConfigError(`model.provider ${provider}: not built yet`);
   }
 }
