@@ -1,5 +1,6 @@
 import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
+import { AnthropicModelClient } from "../model/anthropic-model-client.js";
 import type { ModelClient } from "../model/model-client.js";
 import { OpenAIModelClient } from "../model/openai-model-client.js";
 import type { RetryOptions } from "../model/retry.js";
@@ -28,9 +29,12 @@ interface Endpoint {
 export async function openModel(task: Task, environment: NodeJS.ProcessEnv = process.env): Promise<{ client: ModelClient; close(): Promise<void> }> {
   if (task.model.provider === "scripted") {
     const server = new ScriptedModelServer(loadScript(task.scriptPath!));
-    const baseURL = await server.start();
+    const url = await server.start();
+    const provider = PROVIDER_OF_WIRE[task.model.wire];
+    // Anthropic's SDK adds `/v1/messages` to the origin; the others take the `/v1` base.
+    const baseURL = provider === "anthropic" ? url.replace(/\/v1$/, "") : url;
     return {
-      client: createClient(PROVIDER_OF_WIRE[task.model.wire], task, { baseURL, apiKey: "scripted", model: "scripted" }),
+      client: createClient(provider, task, { baseURL, apiKey: "scripted", model: "scripted" }),
       close: () => server.close(),
     };
   }
@@ -70,6 +74,14 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint): M
     case "openai":
       return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature });
     case "anthropic":
+      return new AnthropicModelClient({
+        ...endpoint,
+        ...retry,
+        stream: task.model.stream,
+        temperature: task.model.temperature,
+        ...(task.model.max_output_tokens === undefined ? {} : { maxOutputTokens: task.model.max_output_tokens }),
+        ...(task.model.thinking_budget_tokens === undefined ? {} : { thinkingBudgetTokens: task.model.thinking_budget_tokens }),
+      });
     case "openai-responses":
       throw new ConfigError(`model.provider ${provider}: not built yet`);
   }
