@@ -72,7 +72,12 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint): M
   const retry: RetryOptions = { maxRetries: task.model.max_retries, timeoutMs: task.model.request_timeout_sec * 1000 };
   switch (provider) {
     case "openai":
-      return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature });
+      return new OpenAIModelClient({
+        ...endpoint,
+        ...retry,
+        temperature: task.model.temperature,
+        ...(task.model.max_output_tokens === undefined ? {} : { maxOutputTokens: task.model.max_output_tokens }),
+      });
     case "anthropic":
       return new AnthropicModelClient({
         ...endpoint,
