@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { ModelError } from "../../src/errors.js";
 import { toAnthropicPrompt, withCacheBreakpoints } from "../../src/model/anthropic-messages.js";
@@ -11,6 +13,32 @@ import { MAX_CACHE_BREAKPOINTS, scriptedThinkingSignature } from "../../src/mode
 // model's anthropic wire; only the backoff sleep is injected (returns at once).
 
 const closers: (() => Promise<void>)[] = [];
+
+const frame = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+
+/** The SSE frames of a text reply sent as `pieces`, one frame per event. */
+function streamFrames(pieces: string[]): string[] {
+  return [
+    frame("message_start", {
+      type: "message_start",
+      message: {
+        id: "m",
+        type: "message",
+        role: "assistant",
+        model: "c",
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 4, output_tokens: 1 },
+      },
+    }),
+    frame("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }),
+    ...pieces.map((text) => frame("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text } })),
+    frame("content_block_stop", { type: "content_block_stop", index: 0 }),
+    frame("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 2 } }),
+    frame("message_stop", { type: "message_stop" }),
+  ];
+}
 afterEach(async () => {
   await Promise.all(closers.splice(0).map((close) => close()));
 });
@@ -332,5 +360,72 @@ describe("AnthropicModelClient against the scripted anthropic wire (real SDK, lo
         .map(([delta]) => delta)
         .join(""),
     ).toBe(response.content);
+  });
+
+  it("the timeout of a stream is an idle timeout: a reply that keeps streaming for longer than it is not cut", async () => {
+    const frames = streamFrames(["The ", "reply ", "takes ", "a ", "while."]);
+    const server = createServer((incoming, response) => {
+      incoming.resume();
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      // One event every 100 ms: about a second in all, never 300 ms of silence.
+      const timer = setInterval(() => {
+        const next = frames.shift();
+        if (next === undefined) {
+          clearInterval(timer);
+          response.end();
+        } else response.write(next);
+      }, 100);
+      response.on("close", () => clearInterval(timer));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    closers.push(async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    });
+    const client = new AnthropicModelClient({
+      baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      apiKey: "k",
+      model: "c",
+      timeoutMs: 300,
+      maxRetries: 0,
+    });
+    const started = Date.now();
+    const call = request(base, 0);
+    expect((await client.complete(call.request)).content).toBe("The reply takes a while.");
+    expect(Date.now() - started).toBeGreaterThan(300);
+    expect(call.retries).toEqual([]);
+  });
+
+  it("retries a stream that sends an overloaded_error event mid-reply (reason overloaded)", async () => {
+    const [start, ...rest] = streamFrames(["ok"]);
+    let count = 0;
+    const server = createServer((incoming, response) => {
+      incoming.resume();
+      count += 1;
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(
+        count === 1 ? start! + frame("error", { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }) : [start, ...rest].join(""),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    closers.push(async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    });
+    const client = new AnthropicModelClient({
+      baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      apiKey: "k",
+      model: "c",
+      sleep: async () => undefined,
+    });
+    const call = request(base, 0);
+    const response = await client.complete(call.request);
+    expect(response).toMatchObject({
+      content: "ok",
+      finishReason: "stop",
+      usage: { prompt_tokens: 4, completion_tokens: 2, cached_tokens: 0, cache_write_tokens: 0 },
+    });
+    expect(call.retries.map((retry) => retry.reason)).toEqual(["overloaded"]);
+    expect(count).toBe(2);
   });
 });
