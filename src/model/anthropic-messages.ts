@@ -35,7 +35,10 @@ const EMPTY_TEXT = "(empty)";
  *   assistant turns to alternate, so consecutive user messages merge too.
  * Tool-call arguments that are not a JSON object (a model's malformed JSON)
  * are sent as the input `{}`: the request stays valid, and the call's tool
- * result already tells the model its arguments did not parse.
+ * result already tells the model its arguments did not parse. Without
+ * `tools` the API refuses `tool_use` and `tool_result` blocks, so calls and
+ * results are then sent as text (`[tool call NAME ARGUMENTS]`, `[tool result
+ * for ID]`).
  */
 export function toAnthropicPrompt(messages: readonly ChatMessage[], tools: readonly ToolDefinition[]): AnthropicPrompt {
   const system: TextBlockParam[] = [];
@@ -57,6 +60,10 @@ export function toAnthropicPrompt(messages: readonly ChatMessage[], tools: reado
         break;
       case "tool": {
         const content = userTurn();
+        if (!tools.length) {
+          content.push({ type: "text", text: `[tool result for ${message.tool_call_id}]\n${message.content}` });
+          break;
+        }
         // Results go before any text of the turn (the API wants tool_result blocks first).
         const firstText = content.findIndex((block) => block.type !== "tool_result");
         const result: ContentBlockParam = { type: "tool_result", tool_use_id: message.tool_call_id, content: message.content };
@@ -69,7 +76,11 @@ export function toAnthropicPrompt(messages: readonly ChatMessage[], tools: reado
         if (message.reasoning?.provider === "anthropic") content.push(...(message.reasoning.items as ContentBlockParam[]));
         if (message.content) content.push({ type: "text", text: message.content });
         for (const call of message.tool_calls ?? []) {
-          content.push({ type: "tool_use", id: call.id, name: call.function.name, input: inputObject(call.function.arguments) });
+          content.push(
+            tools.length
+              ? { type: "tool_use", id: call.id, name: call.function.name, input: inputObject(call.function.arguments) }
+              : { type: "text", text: `[tool call ${call.function.name} ${call.function.arguments}] (id ${call.id})` },
+          );
         }
         if (!content.some((block) => block.type !== "thinking" && block.type !== "redacted_thinking")) content.push({ type: "text", text: EMPTY_TEXT });
         turns.push({ role: "assistant", content });

@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { CancelledError } from "../errors.js";
 import { toAnthropicPrompt, withCacheBreakpoints, type AnthropicPrompt } from "./anthropic-messages.js";
-import type { ToolCall, Usage } from "./messages.js";
+import type { ToolCall, ToolDefinition, Usage } from "./messages.js";
 import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
 import { runnerHeaders } from "./request-headers.js";
 import {
@@ -77,6 +77,8 @@ interface Reply {
 export class AnthropicModelClient implements ModelClient {
   private readonly client: Anthropic;
   private readonly timeoutMs: number;
+  /** The tools of each agent's latest turn request, for its compaction requests (see {@link attempt}). */
+  private readonly toolsOfAgent = new Map<string, ToolDefinition[]>();
 
   constructor(private readonly options: AnthropicModelClientOptions) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -94,6 +96,7 @@ export class AnthropicModelClient implements ModelClient {
   }
 
   complete(request: ModelRequest): Promise<ModelResponse> {
+    if (request.tools.length) this.toolsOfAgent.set(request.agentId, request.tools);
     return completeWithRetries(request, this.endpoint, this.options, (attempt) => this.attempt(request, attempt));
   }
 
@@ -101,14 +104,24 @@ export class AnthropicModelClient implements ModelClient {
    * One attempt: a request, plus its `pause_turn` continuations (the paused
    * turn sent back, its reply's blocks appended). Resolves with the whole
    * reply or why it failed; nothing of a failed attempt is kept.
+   *
+   * A request without tools (a compaction's summary request) over a
+   * conversation with tool calls gets the agent's tools of its latest turn
+   * with `tool_choice: none`: the API refuses `tool_use` / `tool_result`
+   * blocks in a request that defines no tools, and the same tools keep the
+   * prefix the turns cached, so the summary reads it from the cache. With no
+   * tools known (a resumed run compacting first), the calls and results are
+   * sent as text ({@link toAnthropicPrompt}).
    */
   private async attempt(request: ModelRequest, attempt: number): Promise<AttemptOutcome> {
-    const prompt = toAnthropicPrompt(request.messages, request.tools);
+    const tools = request.tools.length ? request.tools : (this.toolsOfAgent.get(request.agentId) ?? []);
+    const prompt = toAnthropicPrompt(request.messages, tools);
+    const toolChoice = request.tools.length ? ("auto" as const) : ("none" as const);
     const blocks: ReplyBlock[] = [];
     let usage: Usage = { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, cache_write_tokens: 0 };
     for (let continuation = 0; ; continuation += 1) {
       const sent: AnthropicPrompt = blocks.length ? { ...prompt, messages: [...prompt.messages, { role: "assistant", content: blocks.map(toParam) }] } : prompt;
-      const outcome = await this.send(withCacheBreakpoints(sent), request, attempt);
+      const outcome = await this.send(withCacheBreakpoints(sent), toolChoice, request, attempt);
       if ("failure" in outcome) return outcome;
       blocks.push(...outcome.reply.blocks);
       usage = {
@@ -122,7 +135,12 @@ export class AnthropicModelClient implements ModelClient {
     }
   }
 
-  private async send(prompt: AnthropicPrompt, request: ModelRequest, attempt: number): Promise<{ reply: Reply } | { failure: AttemptFailure }> {
+  private async send(
+    prompt: AnthropicPrompt,
+    toolChoice: "auto" | "none",
+    request: ModelRequest,
+    attempt: number,
+  ): Promise<{ reply: Reply } | { failure: AttemptFailure }> {
     const watchdog = new AttemptSignal(request.signal, this.timeoutMs);
     const maxTokens = this.options.maxOutputTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS;
     const body = {
@@ -130,7 +148,7 @@ export class AnthropicModelClient implements ModelClient {
       max_tokens: maxTokens,
       messages: prompt.messages,
       ...(prompt.system.length ? { system: prompt.system } : {}),
-      ...(prompt.tools.length ? { tools: prompt.tools, tool_choice: { type: "auto" as const } } : {}),
+      ...(prompt.tools.length ? { tools: prompt.tools, tool_choice: { type: toolChoice } } : {}),
       ...(this.options.thinkingBudgetTokens === undefined
         ? this.options.temperature === undefined
           ? {}

@@ -58,7 +58,7 @@ interface AnthropicBody {
  * `content_block_start` / `content_block_delta`… / `content_block_stop`,
  * `message_delta` with `stop_reason` and usage, `message_stop`). It checks
  * what the real API refuses with 400 and a test should notice: no
- * `max_tokens`; more than {@link MAX_CACHE_BREAKPOINTS} `cache_control`
+ * `max_tokens`; `tool_use` / `tool_result` blocks without `tools`; more than {@link MAX_CACHE_BREAKPOINTS} `cache_control`
  * breakpoints; a `tool_use` not answered by a `tool_result` at the start of
  * the next (user) message; a thinking block whose signature does not match
  * its text. Cache usage comes in Anthropic's split (`input_tokens` uncached,
@@ -136,6 +136,12 @@ export const anthropicWire: ScriptedWire = {
         }
         if (text.length) messages.push({ role: "user", content: text.join("\n") });
       }
+    }
+    const toolBlocks = (body.messages as { content?: unknown }[]).some(
+      (entry) => Array.isArray(entry.content) && (entry.content as AnthropicBlock[]).some((block) => block.type === "tool_use" || block.type === "tool_result"),
+    );
+    if (toolBlocks && !(Array.isArray(body.tools) && body.tools.length)) {
+      throw new WireRequestError("Requests which include `tool_use` or `tool_result` blocks must define tools.");
     }
     if (breakpoints > MAX_CACHE_BREAKPOINTS) {
       throw new WireRequestError(`A maximum of ${MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found ${breakpoints}.`);

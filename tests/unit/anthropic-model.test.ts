@@ -144,7 +144,7 @@ describe("ChatMessage[] → Messages API", () => {
         { role: "tool", tool_call_id: "c1", content: "r" },
         { role: "assistant", content: "y", reasoning: { provider: "openai-responses", items: [{ type: "reasoning" }] } },
       ],
-      [],
+      [readFile],
     );
     expect(prompt.messages[1]!.content).toEqual([
       thinking,
@@ -427,5 +427,48 @@ describe("AnthropicModelClient against the scripted anthropic wire (real SDK, lo
     });
     expect(call.retries.map((retry) => retry.reason)).toEqual(["overloaded"]);
     expect(count).toBe(2);
+  });
+});
+
+describe("compaction requests (no tools of their own) through the anthropic client", () => {
+  const turn: ChatMessage[] = [
+    { role: "system", content: `You fix bugs. ${"Rules of the house. ".repeat(300)}` },
+    base[1]!,
+    { role: "assistant", content: null, tool_calls: [{ id: "call_0_0", type: "function", function: { name: "read_file", arguments: '{"path":"calc.py"}' } }] },
+    { role: "tool", tool_call_id: "call_0_0", content: "def add(a, b): return a - b" },
+  ];
+  const summary: ChatMessage = { role: "user", content: "Summarise the conversation so far." };
+
+  it("sends the agent's tools of its last turn with tool_choice none, so the wire accepts it and the summary reads the turns' cache", async () => {
+    const { client } = await scripted({ turns: [{ content: "x" }, { content: "y" }], compactions: [{ content: "Summary: read calc.py." }] });
+    await client.complete(request(turn, 1).request);
+    const compaction = await client.complete({ ...request([...turn, summary], 0).request, tools: [], purpose: "compaction" });
+    expect(compaction.content).toBe("Summary: read calc.py.");
+    expect(compaction.usage.cached_tokens).toBeGreaterThan(0);
+  });
+
+  it("with no tools known, sends the calls and results as text (the wire refuses tool blocks without tools)", async () => {
+    const { client, server, origin } = await scripted({ turns: [], compactions: [{ content: "Summary." }] });
+    const compaction = await client.complete({ ...request([...turn, summary], 0).request, tools: [], purpose: "compaction" });
+    expect(compaction.content).toBe("Summary.");
+    expect(server.requests[0]!.messages.slice(2)).toEqual([
+      { role: "assistant", content: '[tool call read_file {"path":"calc.py"}] (id call_0_0)' },
+      { role: "user", content: "[tool result for call_0_0]\ndef add(a, b): return a - b\nSummarise the conversation so far." },
+    ]);
+    const refused = await fetch(`${origin}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-agent-runner-call-index": "0", "x-agent-runner-purpose": "compaction" },
+      body: JSON.stringify({
+        model: "m",
+        max_tokens: 10,
+        messages: [
+          { role: "user", content: "u" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t", name: "read_file", input: {} }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: "r" }] },
+        ],
+      }),
+    });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/must define tools/);
   });
 });
