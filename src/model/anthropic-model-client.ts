@@ -302,7 +302,7 @@ function parseObject(text: string): Record<string, unknown> {
  * `tool_use` → `tool_calls`, `end_turn` / `stop_sequence` → `stop`,
  * `max_tokens` → `length`, `refusal` → `refusal`; anything else as it is.
  */
-export function finishReasonOf(stopReason: string | null): FinishReason {
+function finishReasonOf(stopReason: string | null): FinishReason {
   switch (stopReason) {
     case "tool_use":
       return "tool_calls";
