@@ -300,7 +300,8 @@ function parseObject(text: string): Record<string, unknown> {
 /**
  * `stop_reason` in our words (docs.anthropic.com "Handling stop reasons"):
  * `tool_use` → `tool_calls`, `end_turn` / `stop_sequence` → `stop`,
- * `max_tokens` → `length`, `refusal` → `refusal`; anything else as it is.
+ * `max_tokens` and `model_context_window_exceeded` (the reply was cut because
+ * the context window filled) → `length`, `refusal` → `refusal`; anything else as it is.
  */
 function finishReasonOf(stopReason: string | null): FinishReason {
   switch (stopReason) {
@@ -311,6 +312,7 @@ function finishReasonOf(stopReason: string | null): FinishReason {
     case null:
       return "stop";
     case "max_tokens":
+    case "model_context_window_exceeded":
       return "length";
     default:
       return stopReason;
