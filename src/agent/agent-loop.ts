@@ -29,6 +29,11 @@ const EVENT_ARGUMENTS_CHARACTERS = 4000;
 const CLEAR_LOW_WATER = 0.75;
 /** Messages at the start that compaction never summarises: the system prompt and the instruction. */
 const HEAD_MESSAGES = 2;
+/** Replies cut at the output limit in a row after which the agent ends (`output_limit`) instead of asking again. */
+export const MAX_CUT_REPLIES = 3;
+/** What the model is told after a reply cut at its output-token limit. */
+export const CUT_REPLY_NOTE =
+  "[agent-runner] Your previous reply was cut off: it reached the output token limit (model.max_output_tokens), so any tool call in it was incomplete and was NOT run. Continue from where you stopped, in shorter steps: write large files in several smaller calls.";
 
 export interface AgentLoopOptions {
   agentId: string;
@@ -86,8 +91,16 @@ export interface AgentLoopOptions {
   forkFrom?: ChatMessage[];
 }
 
+/**
+ * Why an agent's loop ended: it answered without tool calls (`final_answer`),
+ * used its step limit (`max_steps`), the provider refused to answer
+ * (`refusal`), or {@link MAX_CUT_REPLIES} replies in a row were cut at the
+ * output-token limit (`output_limit`).
+ */
+export type AgentEndReason = "final_answer" | "max_steps" | "refusal" | "output_limit";
+
 export interface AgentOutcome {
-  reason: "final_answer" | "max_steps";
+  reason: AgentEndReason;
   finalMessage: string | null;
   /** Model calls made (including those before a resume). */
   steps: number;
@@ -101,7 +114,11 @@ export interface AgentOutcome {
  * (read-only ones concurrently, the others one at a time; each answered by
  * exactly one tool result, in call order), append the results, repeat until
  * the model answers without tool calls or `maxSteps` model calls have been
- * made. Before every request the conversation is checked (orphan calls and
+ * made. A reply cut at the output-token limit (finish reason `length`) with no
+ * tool calls, or with a call whose arguments are not whole JSON, is neither
+ * an answer nor run: the model is told (a `model_call.cut` event) and asked
+ * again, and after {@link MAX_CUT_REPLIES} in a row the agent ends
+ * (`output_limit`); a `refusal` ends it at once (`refusal`). Before every request the conversation is checked (orphan calls and
  * results repaired) and kept inside the context window (clearing, then
  * compaction). Throws ModelError when the model fails for good (reason
  * `context_window_exceeded` when nothing more can be shrunk), CancelledError
@@ -154,6 +171,11 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     return notes.length > 0;
   };
   let previousRequest: ChatMessage[] | null = null;
+  let cutInARow = 0;
+  const end = (reason: AgentEndReason, steps: number, finalMessage: string | null): AgentOutcome => {
+    events.emit({ type: "agent.finished", data: { agent_id: agentId, reason, steps, final_message: finalMessage } });
+    return { reason, finalMessage, steps, toolCalls: state.toolCalls, usage: state.usage, messages };
+  };
   for (; step < options.maxSteps; step += 1) {
     if (signal.aborted) throw new CancelledError();
     if (options.background) deliver(options.background.drain());
@@ -184,7 +206,10 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     previousRequest = [...messages];
     state.estimator.calibrate(rawTokens, response.usage.prompt_tokens);
     state.usage = addUsage(state.usage, response.usage);
-    const calls = uniqueIds(response.toolCalls, step);
+    const cut =
+      response.finishReason === "length" && (response.toolCalls.length === 0 || response.toolCalls.some((call) => !wholeJson(call.function.arguments)));
+    // Calls of a refused or cut reply are never run, so the message keeps none (no call without its result).
+    const calls = cut || response.finishReason === "refusal" ? [] : uniqueIds(response.toolCalls, step);
     const assistant: ChatMessage = {
       role: "assistant",
       content: response.content,
@@ -197,6 +222,24 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       type: "model_call.finished",
       data: { agent_id: agentId, step, duration_ms: Date.now() - started, usage: response.usage, tool_calls: calls.length, content: response.content },
     });
+    if (response.finishReason === "refusal") {
+      turnEnd();
+      return end("refusal", step + 1, response.content);
+    }
+    cutInARow = cut ? cutInARow + 1 : 0;
+    if (cut) {
+      events.emit({
+        type: "model_call.cut",
+        data: { agent_id: agentId, step, dropped_tool_calls: response.toolCalls.length, in_a_row: cutInARow, limit: MAX_CUT_REPLIES },
+      });
+      if (cutInARow >= MAX_CUT_REPLIES) {
+        turnEnd();
+        return end("output_limit", step + 1, response.content);
+      }
+      deliver([CUT_REPLY_NOTE]);
+      turnEnd();
+      continue;
+    }
     if (calls.length === 0) {
       turnEnd();
       // Background tasks still running or just ended: the model sees their results before the run ends.
@@ -205,8 +248,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
         turnEnd();
         continue;
       }
-      events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "final_answer", steps: step + 1, final_message: response.content } });
-      return { reason: "final_answer", finalMessage: response.content, steps: step + 1, toolCalls: state.toolCalls, usage: state.usage, messages };
+      return end("final_answer", step + 1, response.content);
     }
     options.onConversation?.(messages);
     const turn = () => runTurnCalls(calls, step, state, { replayOnly: false });
@@ -215,8 +257,17 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     turnEnd();
     if (signal.aborted) throw new CancelledError();
   }
-  events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "max_steps", steps: options.maxSteps, final_message: null } });
-  return { reason: "max_steps", finalMessage: null, steps: options.maxSteps, toolCalls: state.toolCalls, usage: state.usage, messages };
+  return end("max_steps", options.maxSteps, null);
+}
+
+/** Whether a tool call's arguments are whole JSON (a reply cut mid-call leaves them unfinished). */
+function wholeJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 interface LoopState {

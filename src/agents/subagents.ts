@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { z } from "zod";
-import { runAgentLoop, type AgentOutcome } from "../agent/agent-loop.js";
+import { runAgentLoop, type AgentEndReason, type AgentOutcome } from "../agent/agent-loop.js";
 import type { ContextSettings } from "../agent/context-window.js";
 import type { SessionJournal } from "../agent/session-journal.js";
 import { ToolResultStore } from "../agent/tool-result-store.js";
@@ -17,6 +17,13 @@ import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js
 import { commitRunWorktree, createBranchWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
 import { WorkDelivery } from "../delivery/deliver.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
+
+/** How a report says an agent stopped without finishing, by its end reason. */
+const UNFINISHED: Partial<Record<AgentEndReason, string>> = {
+  max_steps: "stopped at its step limit",
+  refusal: "stopped: the model refused to answer",
+  output_limit: "stopped: its replies kept being cut at the output-token limit",
+};
 
 export type SubagentMode = "explore" | "worker";
 
@@ -279,7 +286,7 @@ async function runSubagent(
       report.status = "finished";
       return finish(host, report, started, {
         status: "completed",
-        output: `Explore subagent ${agentId} (${request.description}) ${outcome.reason === "max_steps" ? "stopped at its step limit" : "finished"}. Its report:\n${outcome.finalMessage ?? "(no report)"}`,
+        output: `Explore subagent ${agentId} (${request.description}) ${UNFINISHED[outcome.reason] ?? "finished"}. Its report:\n${outcome.finalMessage ?? "(no report)"}`,
       });
     }
     return await finishWorker(host, request, report, work, outcome, signal, started);
@@ -339,7 +346,7 @@ async function finishWorker(
     );
   const delivered = await work.deliver({
     message: host.redact(`agent-runner: worker ${agentId}: ${request.description}`),
-    skipVerify: (committed) => (outcome.reason === "max_steps" ? "max_steps" : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
+    skipVerify: (committed) => (outcome.reason !== "final_answer" ? outcome.reason : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
     verify: command ? { command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [], setup: host.verify?.setup ?? [] } : null,
     verifyContext: {
       agentId,
@@ -383,6 +390,12 @@ async function finishWorker(
       return notMerged(
         "max_steps",
         `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`,
+      );
+    case "refusal":
+    case "output_limit":
+      return notMerged(
+        delivered.skipped,
+        `Worker ${agentId} ${UNFINISHED[delivered.skipped]} without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`,
       );
     case "no_changes":
       report.status = "finished";

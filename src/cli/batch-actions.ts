@@ -111,7 +111,7 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
   process.stdout.write(`batch ${batchId}\n`);
   const out = json ? process.stderr : process.stdout;
   const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
-  const runner = Runner.create({ home, sandboxProvider: provider });
+  const runner = Runner.create({ home, sandboxProvider: provider, sharedRateLimits: true });
   // Images once, up front: a task whose image cannot be had ends `error` without a model call.
   const unavailable = new Map<string, string>();
   for (const image of await prepareImages(provider.docker, directory.readPlan().tasks)) {

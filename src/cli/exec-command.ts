@@ -228,7 +228,7 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
   };
   if (options.maxSteps) raw.max_steps = positiveInteger(options.maxSteps, "--max-steps");
   if (options.verify) raw.verify = { command: options.verify };
-  if (options.model) raw.model = { provider: "openai", name: options.model };
+  if (options.model) raw.model = modelFlag(options.model);
   if (options.policy) raw.policy = options.policy;
   const sandbox: Record<string, unknown> = {};
   if (options.image) sandbox.image = options.image;
@@ -245,6 +245,23 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
       );
     throw error;
   }
+}
+
+/** Providers `--model` can name before a colon. */
+const MODEL_FLAG_PROVIDERS = ["openai", "anthropic", "openai-responses"] as const;
+
+/**
+ * `--model` as the ad-hoc task's `model`: `PROVIDER:NAME` (e.g.
+ * `anthropic:claude-sonnet-4-5`; `anthropic:` alone takes the name from
+ * ANTHROPIC_MODEL) for a provider of {@link MODEL_FLAG_PROVIDERS}, else NAME
+ * for `openai`, so a name with a colon of its own (Ollama's `llama3:8b`) stays whole.
+ */
+export function modelFlag(value: string): { provider: string; name?: string } {
+  const colon = value.indexOf(":");
+  const provider = MODEL_FLAG_PROVIDERS.find((known) => known === value.slice(0, colon));
+  if (colon === -1 || provider === undefined) return { provider: "openai", name: value };
+  const name = value.slice(colon + 1);
+  return name ? { provider, name } : { provider };
 }
 
 /** The flag of an ad-hoc task's field path, e.g. `sandbox.network.allow.0` → `--allow-host (sandbox.network.allow.0)`. */

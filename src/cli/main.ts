@@ -80,7 +80,10 @@ async function main(argv: string[]): Promise<number> {
     .option("-C, --workspace <dir>", "ad-hoc task: the git repository to work on", undefined)
     .option("--name <name>", "ad-hoc task: its name ([a-z0-9-])")
     .option("--verify <command>", "ad-hoc task: verification command run in the sandbox")
-    .option("--model <name>", "ad-hoc task: the OpenAI-compatible model (default: OPENAI_MODEL)")
+    .option(
+      "--model <name>",
+      "ad-hoc task: the model, NAME (OpenAI-compatible; default OPENAI_MODEL) or PROVIDER:NAME (anthropic:claude-..., openai-responses:...)",
+    )
     .option("--policy <policy>", "ad-hoc task: a shipped policy (explore, worker, reviewer, ci) or a policy file (default: worker)")
     .option("--image <image>", "ad-hoc task: sandbox image")
     .option(

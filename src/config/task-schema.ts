@@ -5,6 +5,7 @@ import { mcpServersSchema } from "../mcp/mcp-servers-schema.js";
 import { DEFAULT_SANDBOX_IMAGE } from "../sandbox/task-image.js";
 import { workdirProblem } from "../sandbox/workdir.js";
 import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
+import { DEFAULT_ANTHROPIC_MAX_TOKENS } from "../model/anthropic-model-client.js";
 
 /** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
 function parseMemory(value: string | number): number | null {
@@ -36,34 +37,64 @@ const DEFAULT_LIMITS = { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 
 
 const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
 
-const modelSchema = z.strictObject({
-  /**
-   * Which API the model is reached through: `openai` (chat completions, any
-   * OpenAI-compatible server), `anthropic` (Messages API), `openai-responses`
-   * (Responses API), `scripted` (the offline scripted model).
-   */
-  provider: z.enum(["openai", "anthropic", "openai-responses", "scripted"]).default("openai"),
-  /** Scripted only: path of the script, relative to task.yaml. */
-  script: z.string().min(1).optional(),
-  /** Scripted only: which provider's wire format the scripted model speaks, with that provider's client. */
-  wire: z.enum(["openai-chat", "anthropic", "openai-responses"]).default("openai-chat"),
-  /**
-   * Stream replies (server-sent events). Then `request_timeout_sec` is the
-   * longest silence (no bytes) before an attempt is given up, not its total time.
-   */
-  stream: z.boolean().default(true),
-  /** OpenAI-compatible model name. */
-  name: z.string().min(1).optional(),
-  /** Overrides OPENAI_BASE_URL. */
-  base_url: z.url().optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  /** Per-attempt timeout, seconds: with `stream`, the longest time without a byte; without, the whole attempt. */
-  request_timeout_sec: z.number().int().positive().max(3600).default(300),
-  /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
-  max_retries: z.number().int().min(0).max(20).default(4),
-  /** The model's context window, tokens: every request is kept under it (see `context`). */
-  context_window: z.number().int().min(2048).max(10_000_000).default(128_000),
-});
+const modelSchema = z
+  .strictObject({
+    /**
+     * Which API the model is reached through: `openai` (chat completions, any
+     * OpenAI-compatible server), `anthropic` (Messages API), `openai-responses`
+     * (Responses API), `scripted` (the offline scripted model).
+     */
+    provider: z.enum(["openai", "anthropic", "openai-responses", "scripted"]).default("openai"),
+    /** Scripted only: path of the script, relative to task.yaml. */
+    script: z.string().min(1).optional(),
+    /** Scripted only: which provider's wire format the scripted model speaks, with that provider's client. */
+    wire: z.enum(["openai-chat", "anthropic", "openai-responses"]).default("openai-chat"),
+    /**
+     * Stream replies (server-sent events). Then `request_timeout_sec` is the
+     * longest silence (no bytes) before an attempt is given up, not its total time.
+     */
+    stream: z.boolean().default(true),
+    /** OpenAI-compatible model name. */
+    name: z.string().min(1).optional(),
+    /** Overrides OPENAI_BASE_URL. */
+    base_url: z.url().optional(),
+    temperature: z.number().min(0).max(2).optional(),
+    /** Per-attempt timeout, seconds: with `stream`, the longest time without a byte; without, the whole attempt. */
+    request_timeout_sec: z.number().int().positive().max(3600).default(300),
+    /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
+    max_retries: z.number().int().min(0).max(20).default(4),
+    /** The model's context window, tokens: every request is kept under it (see `context`). */
+    context_window: z.number().int().min(2048).max(10_000_000).default(128_000),
+    /**
+     * Most tokens the model may write in one reply. Anthropic requires it
+     * (`max_tokens`; default 8192 there); other providers get it only when set.
+     */
+    max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
+    /**
+     * Anthropic only: turns on extended thinking with this `budget_tokens`
+     * (at least 1024, docs.anthropic.com "Extended thinking"), which must be
+     * below `max_output_tokens`.
+     */
+    thinking_budget_tokens: z.number().int().min(1024).max(1_000_000).optional(),
+  })
+  .superRefine((model, context) => {
+    if (model.thinking_budget_tokens === undefined) return;
+    if (model.provider !== "anthropic" && !(model.provider === "scripted" && model.wire === "anthropic")) {
+      context.addIssue({
+        code: "custom",
+        path: ["thinking_budget_tokens"],
+        message: "extended thinking is Anthropic's: set model.provider: anthropic, or remove thinking_budget_tokens",
+      });
+    }
+    const maxTokens = model.max_output_tokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS;
+    if (model.thinking_budget_tokens >= maxTokens) {
+      context.addIssue({
+        code: "custom",
+        path: ["thinking_budget_tokens"],
+        message: `must be below max_output_tokens (${maxTokens}${model.max_output_tokens === undefined ? ", the default" : ""}); raise model.max_output_tokens or lower the budget`,
+      });
+    }
+  });
 
 /** When and how the conversation is shrunk to stay inside `model.context_window`. */
 export const contextSchema = z

@@ -105,6 +105,13 @@ export const EVENT_CATALOGUE = {
     reason: z.string(),
     status: z.number().optional(),
   }),
+  "model_call.cut": event(1, {
+    agent_id: z.string(),
+    step: z.number(),
+    dropped_tool_calls: z.number(),
+    in_a_row: z.number(),
+    limit: z.number(),
+  }),
   "model_call.finished": event(1, {
     agent_id: z.string(),
     step: z.number(),
@@ -192,7 +199,7 @@ export const EVENT_CATALOGUE = {
   }),
   "agent.finished": event(1, {
     agent_id: z.string(),
-    reason: z.enum(["final_answer", "max_steps", "cancelled"]),
+    reason: z.enum(["final_answer", "max_steps", "refusal", "output_limit", "cancelled"]),
     steps: z.number(),
     final_message: z.string().nullable(),
   }),

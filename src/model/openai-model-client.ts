@@ -21,6 +21,8 @@ export interface OpenAIModelClientOptions extends RetryOptions {
   apiKey: string;
   model: string;
   temperature?: number;
+  /** Sent as `max_completion_tokens` (the chat API's current name for the reply's token limit) when set; the server's default otherwise. */
+  maxOutputTokens?: number;
 }
 
 /** {@link ModelClient} over the official `openai` package, for any OpenAI-compatible endpoint. */
@@ -58,6 +60,7 @@ export class OpenAIModelClient implements ModelClient {
           messages: request.messages.map(toChatParam),
           ...(request.tools.length ? { tools: request.tools, tool_choice: "auto" as const } : {}),
           ...(this.options.temperature === undefined ? {} : { temperature: this.options.temperature }),
+          ...(this.options.maxOutputTokens === undefined ? {} : { max_completion_tokens: this.options.maxOutputTokens }),
         },
         { signal: watchdog.signal, headers: runnerHeaders(request, attempt) },
       );

@@ -1,11 +1,5 @@
 import OpenAI from "openai";
-import type {
-  FunctionTool,
-  Response,
-  ResponseCreateParamsBase,
-  ResponseErrorEvent,
-  ResponseInputItem,
-} from "openai/resources/responses/responses";
+import type { FunctionTool, Response, ResponseCreateParamsBase, ResponseErrorEvent, ResponseInputItem } from "openai/resources/responses/responses";
 import { CancelledError } from "../errors.js";
 import type { ChatMessage, ProviderReasoning, ToolCall, ToolDefinition } from "./messages.js";
 import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
@@ -143,7 +137,12 @@ function toInput(messages: readonly ChatMessage[]): { instructions?: string; inp
         if (message.reasoning?.provider === "openai-responses") input.push(...(message.reasoning.items as ResponseInputItem[]));
         if (message.content) {
           // The output message as the API reference has it, minus `id` and `annotations` (optional on input).
-          input.push({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: message.content }] } as ResponseInputItem);
+          input.push({
+            type: "message",
+            role: "assistant",
+            status: "completed",
+            content: [{ type: "output_text", text: message.content }],
+          } as ResponseInputItem);
         }
         for (const call of message.tool_calls ?? []) {
           input.push({ type: "function_call", call_id: call.id, name: call.function.name, arguments: call.function.arguments });
@@ -170,7 +169,9 @@ function parseResponse(body: unknown): AttemptOutcome {
   const response = body as Partial<Response> | null;
   if (typeof response !== "object" || response === null || !Array.isArray(response.output)) {
     const start = JSON.stringify(JSON.stringify(body)?.slice(0, 200) ?? String(body));
-    return { failure: { reason: "invalid_response", retryable: true, detail: `replied with something other than a response object: ${start}`, cause: undefined } };
+    return {
+      failure: { reason: "invalid_response", retryable: true, detail: `replied with something other than a response object: ${start}`, cause: undefined },
+    };
   }
   if (response.status === "failed") {
     const code = response.error?.code ?? null;
@@ -182,7 +183,8 @@ function parseResponse(body: unknown): AttemptOutcome {
   let refused = false;
   for (const item of response.output) {
     if (item.type === "reasoning") reasoning.push(item);
-    else if (item.type === "function_call") toolCalls.push({ id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments ?? "" } });
+    else if (item.type === "function_call")
+      toolCalls.push({ id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments ?? "" } });
     else if (item.type === "message") {
       for (const part of item.content) {
         if (part.type === "output_text") text.push(part.text);

@@ -7,12 +7,13 @@ import { ConfigError } from "../errors.js";
 import type { ChatMessage, Usage } from "./messages.js";
 import { AGENT_ID_HEADER, ATTEMPT_HEADER, CALL_INDEX_HEADER, DESCRIPTION_HEADER, PURPOSE_HEADER } from "./request-headers.js";
 import { PromptCache, scriptedTokens } from "./scripted-prompt-cache.js";
-import { sendJson, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireName, type WireRequest } from "./scripted-wire.js";
+import { sendJson, waitUnlessGone, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireName, type WireRequest } from "./scripted-wire.js";
+import { anthropicWire } from "./scripted-wire-anthropic.js";
 import { openAIChatWire } from "./scripted-wire-openai-chat.js";
 import { openAIResponsesWire } from "./scripted-wire-responses.js";
 
 /** The wire formats the server answers, each on its own route. */
-const WIRES: readonly ScriptedWire[] = [openAIChatWire, openAIResponsesWire];
+const WIRES: readonly ScriptedWire[] = [openAIChatWire, anthropicWire, openAIResponsesWire];
 
 const scriptedToolCallSchema = z
   .strictObject({
@@ -35,7 +36,11 @@ const scriptedToolCallSchema = z
  *   a shorter timeout give up); the wait ends early when the client
  *   disconnects or the server closes;
  * - `{ truncate: true }`: sends the normal answer's status, headers and full
- *   Content-Length but only the first half of the body, then destroys the socket.
+ *   Content-Length but only the first half of the body (of a stream: half its
+ *   events), then destroys the socket;
+ * - `{ stall_ms: n }`: a streamed answer sends its first events, then nothing
+ *   for n ms (an idle stream: makes a client with a shorter idle timeout give
+ *   up), then the rest; an answer that is not streamed waits like `delay_ms`.
  */
 const faultSchema = z
   .strictObject({
@@ -44,13 +49,15 @@ const faultSchema = z
     message: z.string().optional(),
     delay_ms: z.number().int().nonnegative().optional(),
     truncate: z.literal(true).optional(),
+    stall_ms: z.number().int().nonnegative().optional(),
   })
   .superRefine((fault, context) => {
-    const kinds = (["status", "delay_ms", "truncate"] as const).filter((key) => fault[key] !== undefined);
+    const kinds = (["status", "delay_ms", "truncate", "stall_ms"] as const).filter((key) => fault[key] !== undefined);
     if (kinds.length !== 1) {
       context.addIssue({
         code: "custom",
-        message: kinds.length === 0 ? "a fault needs one of status, delay_ms or truncate" : `a fault has exactly one kind; got ${kinds.join(" and ")}`,
+        message:
+          kinds.length === 0 ? "a fault needs one of status, delay_ms, truncate or stall_ms" : `a fault has exactly one kind; got ${kinds.join(" and ")}`,
       });
     }
     for (const key of ["retry_after", "message"] as const) {
@@ -63,6 +70,20 @@ const faultSchema = z
 const scriptedTurnSchema = z.strictObject({
   content: z.string().optional(),
   tool_calls: z.array(scriptedToolCallSchema).optional(),
+  /**
+   * Thinking the model shows before its reply. The anthropic wire sends it as
+   * a `thinking` block with a signature derived from the text, and answers
+   * 400 (like the real API) when a later request sends this turn's
+   * `tool_use` blocks without that block, unchanged, before them. Other wires ignore it.
+   */
+  thinking: z.string().min(1).optional(),
+  /**
+   * Anthropic wire only: the reply's `stop_reason` when it is not the natural
+   * one (`tool_use` / `end_turn`): `max_tokens` (cut at the output limit),
+   * `refusal`, or `pause_turn` (the text with `pause_turn`; the tool calls
+   * when the client sends the paused turn back).
+   */
+  stop_reason: z.enum(["max_tokens", "refusal", "pause_turn"]).optional(),
   /** Fault i is played on attempt i of this turn's call; later attempts get the answer. */
   faults: z.array(faultSchema).optional(),
   expect: z
@@ -235,7 +256,7 @@ export class ScriptedModelServer {
       wire.sendError(response, 400, { message, type: "script_expectation_failed", code: "script_expectation_failed" });
 
     let fault: ScriptedFault | undefined;
-    let answer: () => { failure: string } | { answer: ScriptedAnswer };
+    let answer: () => { failure: string } | { invalid: string } | { answer: ScriptedAnswer };
     if (purpose === "compaction") {
       const entry = this.script.compactions?.[callIndex];
       fault = entry?.faults?.[attempt];
@@ -259,6 +280,10 @@ export class ScriptedModelServer {
       fault = turn?.faults?.[attempt];
       answer = () => {
         if (!turn) return { answer: { id: String(callIndex), content: SCRIPT_FINISHED_CONTENT, toolCalls: [] } };
+        if (wire.name === "anthropic") {
+          const problem = missingThinking(entry.turns, body.messages);
+          if (problem) return { invalid: problem };
+        }
         const failure = checkExpectation(turn, callIndex, body.messages, where);
         if (failure) return { failure };
         return { answer: scriptedAnswer(String(callIndex), callIndex, turn) };
@@ -271,13 +296,18 @@ export class ScriptedModelServer {
       wire.sendError(response, fault.status, { message, type: fault.status >= 500 ? "server_error" : "scripted_fault", code: null }, headers);
       return;
     }
-    if (fault?.delay_ms !== undefined) {
-      await waitUnlessGone(fault.delay_ms, response, this.closing.signal);
+    const wait = fault?.delay_ms ?? (body.stream ? undefined : fault?.stall_ms);
+    if (wait !== undefined) {
+      await waitUnlessGone(wait, response, this.closing.signal);
       if (response.destroyed || response.writableEnded) return;
     }
     const outcome = answer();
     if ("failure" in outcome) {
       expectationFailed(outcome.failure);
+      return;
+    }
+    if ("invalid" in outcome) {
+      wire.sendError(response, 400, { message: outcome.invalid, type: "invalid_request_error", code: null });
       return;
     }
     const cache = this.cache.measure(body.blocks, wire.cacheMode);
@@ -288,7 +318,11 @@ export class ScriptedModelServer {
       cached_tokens: cache.cached,
       cache_write_tokens: cache.cacheWrite,
     };
-    wire.sendAnswer(response, outcome.answer, body, usage, { truncate: fault?.truncate === true });
+    wire.sendAnswer(response, outcome.answer, body, usage, {
+      truncate: fault?.truncate === true,
+      ...(fault?.stall_ms !== undefined && body.stream ? { stallMs: fault.stall_ms } : {}),
+      closing: this.closing.signal,
+    });
   }
 }
 
@@ -330,22 +364,6 @@ function integerHeader(request: IncomingMessage, name: string): number | undefin
   return text.trim() !== "" && Number.isInteger(value) && value >= 0 ? value : null;
 }
 
-/** Waits `ms`, or less when the response's connection closes or `signal` (server closing) aborts. */
-function waitUnlessGone(ms: number, response: ServerResponse, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      response.off("close", done);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    response.once("close", done);
-    signal.addEventListener("abort", done, { once: true });
-    if (signal.aborted || response.destroyed) done();
-  });
-}
-
 /** Text of the tool results that follow the last assistant message. */
 function trailingToolResults(messages: ChatMessage[]): string {
   const results: string[] = [];
@@ -371,11 +389,34 @@ function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatM
   return null;
 }
 
+/**
+ * Why a request must be refused like Anthropic refuses it when thinking is on:
+ * an assistant turn whose script turn had `thinking` (known by its tool-call
+ * ids, `call_<turn>_<n>`) came back with `tool_use` blocks but without that
+ * thinking block, unchanged (the wire already checked each block's
+ * signature). Null when every such turn carries its thinking.
+ */
+function missingThinking(turns: ScriptedTurn[], messages: ChatMessage[]): string | null {
+  for (const [index, message] of messages.entries()) {
+    if (message.role !== "assistant" || !message.tool_calls?.length) continue;
+    const turnIndex = /^call_(\d+)_\d+$/.exec(message.tool_calls[0]!.id)?.[1];
+    const thinking = turnIndex === undefined ? undefined : turns[Number(turnIndex)]?.thinking;
+    if (thinking === undefined) continue;
+    const sent = (message.reasoning?.items ?? []) as { type?: unknown; thinking?: unknown }[];
+    if (!sent.some((item) => item.type === "thinking" && item.thinking === thinking)) {
+      return `messages.${index}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`tool_use\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (scripted model: turn ${turnIndex}'s thinking was not sent back unchanged)`;
+    }
+  }
+  return null;
+}
+
 /** A scripted turn as an answer; tool call ids are `call_<turn>_<n>`. */
-function scriptedAnswer(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls">): ScriptedAnswer {
+function scriptedAnswer(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls" | "thinking" | "stop_reason">): ScriptedAnswer {
   return {
     id,
     content: turn.content ?? null,
+    ...(turn.thinking === undefined ? {} : { thinking: turn.thinking }),
+    ...(turn.stop_reason === undefined ? {} : { stop: turn.stop_reason }),
     toolCalls: (turn.tool_calls ?? []).map((call, index) => ({
       id: `call_${callIndex}_${index}`,
       name: call.name,

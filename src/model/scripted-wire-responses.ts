@@ -86,7 +86,9 @@ function readInput(instructions: unknown, input: unknown): ChatMessage[] {
     if (type === "reasoning") {
       const payload = openReasoning(item.encrypted_content);
       if (payload === null || payload.id !== item.id) {
-        throw new WireRequestError(`input[${index}]: the encrypted content of reasoning item ${JSON.stringify(item.id)} could not be verified (altered or not ours)`);
+        throw new WireRequestError(
+          `input[${index}]: the encrypted content of reasoning item ${JSON.stringify(item.id)} could not be verified (altered or not ours)`,
+        );
       }
       if (assistant === null || assistant.content !== null || assistant.tool_calls) assistant = startAssistant();
       assistant.reasoning = { provider: "openai-responses", items: [...(assistant.reasoning?.items ?? []), item] };
@@ -138,7 +140,14 @@ function outputItems(answer: ScriptedAnswer): Record<string, unknown>[] {
     });
   }
   for (const [index, call] of answer.toolCalls.entries()) {
-    items.push({ id: `fc_scripted_${answer.id}_${index}`, type: "function_call", status: "completed", call_id: call.id, name: call.name, arguments: call.arguments });
+    items.push({
+      id: `fc_scripted_${answer.id}_${index}`,
+      type: "function_call",
+      status: "completed",
+      call_id: call.id,
+      name: call.name,
+      arguments: call.arguments,
+    });
   }
   return items;
 }
@@ -209,7 +218,8 @@ function streamEvents(answer: ScriptedAnswer, instructions: string | null, usage
       const part = (item.content as { text: string }[])[0]!;
       add("response.output_item.added", { output_index: outputIndex, item: { ...item, status: "in_progress", content: [] } });
       add("response.content_part.added", { item_id: itemId, output_index: outputIndex, content_index: 0, part: { ...part, text: "" } });
-      for (const delta of deltas(part.text)) add("response.output_text.delta", { item_id: itemId, output_index: outputIndex, content_index: 0, delta, logprobs: [] });
+      for (const delta of deltas(part.text))
+        add("response.output_text.delta", { item_id: itemId, output_index: outputIndex, content_index: 0, delta, logprobs: [] });
       add("response.output_text.done", { item_id: itemId, output_index: outputIndex, content_index: 0, text: part.text, logprobs: [] });
       add("response.content_part.done", { item_id: itemId, output_index: outputIndex, content_index: 0, part });
     } else if (item.type === "function_call") {

@@ -19,6 +19,15 @@ export interface ScriptedAnswer {
   id: string;
   content: string | null;
   toolCalls: ScriptedToolCall[];
+  /** Thinking to send before the reply (wires whose provider has thinking blocks; others ignore it). */
+  thinking?: string;
+  /**
+   * Why the reply stops, in Anthropic's words, when not the natural end
+   * (`tool_use` / `end_turn`): `max_tokens`, `refusal`, or `pause_turn` (the
+   * text first, the rest when the client sends the turn back). Wires of
+   * other providers ignore it.
+   */
+  stop?: "max_tokens" | "refusal" | "pause_turn";
 }
 
 /** A request as the engine needs it, whatever the wire. */
@@ -52,9 +61,17 @@ export interface ScriptedWire {
   /**
    * Writes a 200 answer. With `truncate`, writes about half of it (half the
    * body, or half the stream's events) and destroys the socket, so the
-   * client sees a reply cut mid-body.
+   * client sees a reply cut mid-body. With `stallMs`, a streamed answer goes
+   * silent for that long after its first events (until the client leaves or
+   * `closing` aborts); a wire that does not stream ignores it.
    */
-  sendAnswer(response: ServerResponse, answer: ScriptedAnswer, request: WireRequest, usage: Usage, options: { truncate: boolean }): void;
+  sendAnswer(
+    response: ServerResponse,
+    answer: ScriptedAnswer,
+    request: WireRequest,
+    usage: Usage,
+    options: { truncate: boolean; stallMs?: number; closing: AbortSignal },
+  ): void;
   /** Writes an error in the provider's error shape; `code` is e.g. `script_expectation_failed`. */
   sendError(response: ServerResponse, status: number, error: { message: string; type: string; code: string | null }, headers?: Record<string, string>): void;
 }
@@ -71,4 +88,20 @@ export function sendTruncatedJson(response: ServerResponse, body: unknown): void
   const bytes = Buffer.from(JSON.stringify(body), "utf8");
   response.writeHead(200, { "content-type": "application/json", "content-length": bytes.length });
   response.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => response.socket?.destroy());
+}
+
+/** Waits `ms`, or less when the response's connection closes or `signal` (server closing) aborts. */
+export function waitUnlessGone(ms: number, response: ServerResponse, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      response.off("close", done);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    response.once("close", done);
+    signal.addEventListener("abort", done, { once: true });
+    if (signal.aborted || response.destroyed) done();
+  });
 }

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
+import { AnthropicModelClient } from "../model/anthropic-model-client.js";
 import type { ModelClient } from "../model/model-client.js";
 import { OpenAIModelClient } from "../model/openai-model-client.js";
 import { OpenAIResponsesModelClient } from "../model/openai-responses-model-client.js";
@@ -37,9 +38,12 @@ export async function openModel(
 ): Promise<{ client: ModelClient; close(): Promise<void> }> {
   if (task.model.provider === "scripted") {
     const server = new ScriptedModelServer(loadScript(task.scriptPath!));
-    const baseURL = await server.start();
+    const url = await server.start();
+    const provider = PROVIDER_OF_WIRE[task.model.wire];
+    // Anthropic's SDK adds `/v1/messages` to the origin; the others take the `/v1` base.
+    const baseURL = provider === "anthropic" ? url.replace(/\/v1$/, "") : url;
     return {
-      client: createClient(PROVIDER_OF_WIRE[task.model.wire], task, { baseURL, apiKey: "scripted", model: "scripted" }, gates),
+      client: createClient(provider, task, { baseURL, apiKey: "scripted", model: "scripted" }, gates),
       close: () => server.close(),
     };
   }
@@ -81,11 +85,23 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint, ga
   };
   switch (provider) {
     case "openai":
-      return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature });
+      return new OpenAIModelClient({
+        ...endpoint,
+        ...retry,
+        temperature: task.model.temperature,
+        ...(task.model.max_output_tokens === undefined ? {} : { maxOutputTokens: task.model.max_output_tokens }),
+      });
+    case "anthropic":
+      return new AnthropicModelClient({
+        ...endpoint,
+        ...retry,
+        stream: task.model.stream,
+        temperature: task.model.temperature,
+        ...(task.model.max_output_tokens === undefined ? {} : { maxOutputTokens: task.model.max_output_tokens }),
+        ...(task.model.thinking_budget_tokens === undefined ? {} : { thinkingBudgetTokens: task.model.thinking_budget_tokens }),
+      });
     case "openai-responses":
       return new OpenAIResponsesModelClient({ ...endpoint, ...retry, temperature: task.model.temperature, stream: task.model.stream });
-    case "anthropic":
-      throw new ConfigError(`model.provider ${provider}: not built yet`);
   }
 }
 

@@ -54,11 +54,17 @@ export interface RunnerOptions {
   sandboxProvider?: SandboxProvider;
   /**
    * Opens a task's model. Default: the task's provider (a scripted server, or
-   * the provider's client); the runs of one Runner that reach the same
-   * endpoint with the same key share its rate limit (a 429's retry-after
-   * pauses them all; README "Batch jobs").
+   * the provider's client).
    */
   openModel?: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>;
+  /**
+   * With the default `openModel`: the runs of this Runner that reach the same
+   * endpoint with the same key share its rate limit (docs/batch.md "Model rate
+   * limits"): a 429's retry-after pauses them all, and waits on 429/529 are
+   * bounded by 10 minutes in total instead of `model.max_retries`. `runner
+   * batch` turns it on. Default false: each call backs off alone.
+   */
+  sharedRateLimits?: boolean;
   /** Host environment for `sandbox.pass_env`/`secret_env` and the model's keys. Default `process.env`. */
   environment?: NodeJS.ProcessEnv;
   /**
@@ -130,7 +136,7 @@ export class Runner {
     const runEnvironment = { ...environment, RUNNER_HOME: home };
     const provider = options.sandboxProvider ?? new DockerSandboxProvider({ egressNetwork: environment.RUNNER_EGRESS_NETWORK });
     // One rate limit per endpoint and key for all of this runner's runs (a batch's tasks).
-    const gates = new RateLimitGates();
+    const gates = options.sharedRateLimits ? new RateLimitGates() : undefined;
     return new Runner(home, provider, options.openModel ?? ((task) => openTaskModel(task, environment, gates)), runEnvironment, options.log ?? {});
   }
 

@@ -21,7 +21,11 @@ describe("runner exec with the scripted model speaking OpenAI Responses (real CL
       script: {
         turns: [
           { content: "Appending a line first.", tool_calls: [toolCall("run_shell", { command: "echo applied >> applied.txt" })] },
-          { faults: [{ truncate: true }], expect: { tool_result_matches: "^exit_code: 0" }, tool_calls: [toolCall("run_shell", { command: "cat applied.txt" })] },
+          {
+            faults: [{ truncate: true }],
+            expect: { tool_result_matches: "^exit_code: 0" },
+            tool_calls: [toolCall("run_shell", { command: "cat applied.txt" })],
+          },
           { expect: { tool_result_matches: "applied" }, content: "Appended and checked." },
         ],
       },

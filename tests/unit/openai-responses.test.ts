@@ -26,7 +26,11 @@ const sleep = async (ms: number) => {
 const tools: ToolDefinition[] = [
   {
     type: "function",
-    function: { name: "run_shell", description: "Run a command.", parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] } },
+    function: {
+      name: "run_shell",
+      description: "Run a command.",
+      parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
+    },
   },
 ];
 
@@ -83,12 +87,14 @@ const json = (body: unknown) => (_request: IncomingMessage, response: ServerResp
   response.end(text);
 };
 
-const sse = (events: Record<string, unknown>[], options: { stall?: boolean } = {}) => (_request: IncomingMessage, response: ServerResponse) => {
-  response.writeHead(200, { "content-type": "text/event-stream" });
-  const text = events.map((event, index) => `event: ${event.type}\ndata: ${JSON.stringify({ sequence_number: index, ...event })}\n\n`).join("");
-  if (options.stall) response.write(text);
-  else response.end(text);
-};
+const sse =
+  (events: Record<string, unknown>[], options: { stall?: boolean } = {}) =>
+  (_request: IncomingMessage, response: ServerResponse) => {
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    const text = events.map((event, index) => `event: ${event.type}\ndata: ${JSON.stringify({ sequence_number: index, ...event })}\n\n`).join("");
+    if (options.stall) response.write(text);
+    else response.end(text);
+  };
 
 function request(messages: ChatMessage[], extra: Partial<ModelRequest> = {}) {
   const retries: ModelRetryInfo[] = [];
@@ -149,7 +155,13 @@ const shell = (command: string) => ({ name: "run_shell", arguments: { command } 
 describe("OpenAIResponsesModelClient: the request on the wire", () => {
   it("sends instructions, input items, function tools, store false and the encrypted-reasoning include", async () => {
     const reasoningItem = { id: "rs_1", type: "reasoning", summary: [], encrypted_content: "gAAAA-opaque" };
-    const { baseURL, bodies } = await rawServer([json(responseBody({ output: [{ id: "msg_1", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "hi", annotations: [] }] }] }))]);
+    const { baseURL, bodies } = await rawServer([
+      json(
+        responseBody({
+          output: [{ id: "msg_1", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "hi", annotations: [] }] }],
+        }),
+      ),
+    ]);
     const messages: ChatMessage[] = [
       ...start,
       {
@@ -163,7 +175,12 @@ describe("OpenAIResponsesModelClient: the request on the wire", () => {
       { role: "user", content: "Go on." },
     ];
     const response = await rawClient(baseURL, { stream: false, temperature: 0.2 }).complete(request(messages).request);
-    expect(response).toEqual({ content: "hi", toolCalls: [], finishReason: "stop", usage: { prompt_tokens: 10, completion_tokens: 2, cached_tokens: 0, cache_write_tokens: 0 } });
+    expect(response).toEqual({
+      content: "hi",
+      toolCalls: [],
+      finishReason: "stop",
+      usage: { prompt_tokens: 10, completion_tokens: 2, cached_tokens: 0, cache_write_tokens: 0 },
+    });
     expect(bodies[0]).toEqual({
       model: "gpt-test",
       instructions: "You are a careful engineer.",
@@ -232,19 +249,31 @@ describe("OpenAIResponsesModelClient: reasoning items carried under store: false
     const { messages } = await converse(client, start, 1);
     const assistant = messages[2] as Extract<ChatMessage, { role: "assistant" }>;
     const item = assistant.reasoning!.items[0] as { encrypted_content: string };
-    const altered = { ...assistant, reasoning: { provider: "openai-responses" as const, items: [{ ...item, encrypted_content: `x${item.encrypted_content}` }] } };
+    const altered = {
+      ...assistant,
+      reasoning: { provider: "openai-responses" as const, items: [{ ...item, encrypted_content: `x${item.encrypted_content}` }] },
+    };
     const error = await failure(client.complete(request([...messages.slice(0, 2), altered, ...messages.slice(3)], { callIndex: 1 }).request));
     expect(error.message).toMatch(/answered 400: scripted model: input\[1\]: the encrypted content of reasoning item "rs_scripted_0" could not be verified/);
   });
 });
 
 describe("OpenAIResponsesModelClient: finish reasons and usage", () => {
-  const partialMessage = { id: "msg_1", type: "message", role: "assistant", status: "incomplete", content: [{ type: "output_text", text: "The fix is to", annotations: [] }] };
+  const partialMessage = {
+    id: "msg_1",
+    type: "message",
+    role: "assistant",
+    status: "incomplete",
+    content: [{ type: "output_text", text: "The fix is to", annotations: [] }],
+  };
 
   it("status incomplete (max_output_tokens) is finishReason length, whole or streamed", async () => {
     const incomplete = responseBody({ status: "incomplete", incomplete_details: { reason: "max_output_tokens" }, output: [partialMessage] });
     const whole = await rawServer([json(incomplete)]);
-    expect(await rawClient(whole.baseURL, { stream: false }).complete(request(start).request)).toMatchObject({ content: "The fix is to", finishReason: "length" });
+    expect(await rawClient(whole.baseURL, { stream: false }).complete(request(start).request)).toMatchObject({
+      content: "The fix is to",
+      finishReason: "length",
+    });
     const streamed = await rawServer([
       sse([
         { type: "response.created", response: { ...incomplete, status: "in_progress", output: [] } },
@@ -258,7 +287,13 @@ describe("OpenAIResponsesModelClient: finish reasons and usage", () => {
   it("status incomplete (content_filter) and a refusal part are finishReason refusal", async () => {
     const filtered = await rawServer([json(responseBody({ status: "incomplete", incomplete_details: { reason: "content_filter" }, output: [] }))]);
     expect(await rawClient(filtered.baseURL, { stream: false }).complete(request(start).request)).toMatchObject({ content: null, finishReason: "refusal" });
-    const refusal = { id: "msg_2", type: "message", role: "assistant", status: "completed", content: [{ type: "refusal", refusal: "I can't help with that." }] };
+    const refusal = {
+      id: "msg_2",
+      type: "message",
+      role: "assistant",
+      status: "completed",
+      content: [{ type: "refusal", refusal: "I can't help with that." }],
+    };
     const refused = await rawServer([json(responseBody({ output: [refusal] }))]);
     expect(await rawClient(refused.baseURL, { stream: false }).complete(request(start).request)).toMatchObject({
       content: "I can't help with that.",
@@ -304,14 +339,20 @@ describe("OpenAIResponsesModelClient: streaming", () => {
   it("a stream cut mid-reply is retried; the reply returned is the retry's whole one, never a mix", async () => {
     const turn = {
       content: "Reading both files before I change anything, since the bug may sit in either of them and the tests do not say which one is wrong.",
-      tool_calls: [shell("cat a.py"), shell("cat b.py")], faults: [{ truncate: true as const }] };
+      tool_calls: [shell("cat a.py"), shell("cat b.py")],
+      faults: [{ truncate: true as const }],
+    };
     const { client, server } = await scripted({ turns: [turn] });
     const { request: call, retries, text } = request(start);
     const response = await client.complete(call);
     expect(retries.map((retry) => retry.reason)).toEqual(["truncated_response"]);
     expect(server.requests.map((seen) => seen.attempt)).toEqual([0, 1]);
     // Attempt 0 showed part of the text before the cut; attempt 1 all of it.
-    const shown = (attempt: number) => text.filter(([, of]) => of === attempt).map(([delta]) => delta).join("");
+    const shown = (attempt: number) =>
+      text
+        .filter(([, of]) => of === attempt)
+        .map(([delta]) => delta)
+        .join("");
     expect(shown(0).length).toBeGreaterThan(0);
     expect(shown(0).length).toBeLessThan(turn.content.length);
     expect(shown(1)).toBe(turn.content);
@@ -322,7 +363,13 @@ describe("OpenAIResponsesModelClient: streaming", () => {
   it("a stream that goes silent past the idle timeout is retried (idle_timeout); one that keeps sending outlives it", async () => {
     const created = { type: "response.created", response: responseBody({ status: "in_progress", output: [] }) };
     const delta = { type: "response.output_text.delta", item_id: "msg_1", output_index: 0, content_index: 0, delta: "Hel" };
-    const message = { id: "msg_1", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Hello", annotations: [] }] };
+    const message = {
+      id: "msg_1",
+      type: "message",
+      role: "assistant",
+      status: "completed",
+      content: [{ type: "output_text", text: "Hello", annotations: [] }],
+    };
     const completed = { type: "response.completed", response: responseBody({ output: [message] }) };
     const { baseURL } = await rawServer([sse([created, delta], { stall: true }), sse([created, delta, completed])]);
     const { request: call, retries } = request(start);
@@ -350,8 +397,16 @@ describe("OpenAIResponsesModelClient: streaming", () => {
 
   it("response.failed with server_error is retried; an error event with a request error code is not", async () => {
     const created = { type: "response.created", response: responseBody({ status: "in_progress", output: [] }) };
-    const failed = { type: "response.failed", response: responseBody({ status: "failed", error: { code: "server_error", message: "The model had an error." }, output: [] }) };
-    const completed = { type: "response.completed", response: responseBody({ output: [{ id: "m", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "ok", annotations: [] }] }] }) };
+    const failed = {
+      type: "response.failed",
+      response: responseBody({ status: "failed", error: { code: "server_error", message: "The model had an error." }, output: [] }),
+    };
+    const completed = {
+      type: "response.completed",
+      response: responseBody({
+        output: [{ id: "m", type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "ok", annotations: [] }] }],
+      }),
+    };
     const flaky = await rawServer([sse([created, failed]), sse([created, completed])]);
     const first = request(start);
     expect((await rawClient(flaky.baseURL).complete(first.request)).content).toBe("ok");

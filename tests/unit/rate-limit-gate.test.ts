@@ -101,6 +101,7 @@ describe("a Runner's runs share their endpoint's rate limit", () => {
       home: home.path,
       sandboxProvider: new HostDirectorySandboxProvider({ exec: fakeShell() }),
       environment: { ...fakeTierEnvironment(home.path), OPENAI_API_KEY: "test-key" },
+      sharedRateLimits: true,
     });
     const tasks = ["a", "b", "c"].map((name) => {
       const { task } = writeScriptedTask(`${directory.path}/${name}`, { script: { turns: [] }, task: { name: `storm-${name}` } });

@@ -28,7 +28,7 @@ export async function deliverMainAgent(
 ): Promise<void> {
   const { task, report, events, signal } = scope;
   const { worktree } = workspace;
-  const mergeWanted = task.on_success === "merge" && outcome.reason !== "max_steps";
+  const mergeWanted = task.on_success === "merge" && outcome.reason === "final_answer";
   const delivered = await workspace.delivery.deliver({
     // Redacted before the cut: a cut piece of a secret is no longer found by the redactor.
     message: `agent-runner: ${scope.redactor.redact(task.name)} (run ${scope.runId})\n\n${firstLine(scope.redactor.redact(outcome.finalMessage ?? ""))}`,
@@ -58,8 +58,9 @@ export async function deliverMainAgent(
   const verified = report.verify === null || report.verify.passed;
   if (delivered.committed.timedOut) {
     setOutcome(report, "failed", "commit_timed_out");
-  } else if (outcome.reason === "max_steps") {
-    setOutcome(report, "failed", "max_steps");
+  } else if (outcome.reason !== "final_answer") {
+    // max_steps, refusal, output_limit: the agent did not finish; its partial work is committed, not merged.
+    setOutcome(report, "failed", outcome.reason);
   } else if (!verified) {
     setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");
   } else {
