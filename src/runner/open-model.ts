@@ -81,7 +81,7 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint, ga
   };
   switch (provider) {
     case "openai":
-      return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature });
+      return new OpenAIModelClient({ ...endpoint, ...retry, temperature: task.model.temperature, stream: task.model.stream });
     case "openai-responses":
       return new OpenAIResponsesModelClient({ ...endpoint, ...retry, temperature: task.model.temperature, stream: task.model.stream });
     case "anthropic":

@@ -395,7 +395,7 @@ describe("script validation of faults", () => {
       compactions: [{ faults: [{ status: 700 }] }],
     });
     expect(message).toMatch(/turns\.0\.faults\.0: a fault has exactly one kind; got status and delay_ms/);
-    expect(message).toMatch(/turns\.0\.faults\.1: a fault needs one of status, delay_ms or truncate/);
+    expect(message).toMatch(/turns\.0\.faults\.1: a fault needs one of status, delay_ms, truncate or stall_ms/);
     expect(message).toMatch(/turns\.0\.faults\.2\.status: /);
     expect(message).toMatch(/turns\.0\.faults\.3\.retry_after: retry_after belongs to a status fault/);
     expect(message).toMatch(/turns\.0\.faults\.4\.truncate: /);
