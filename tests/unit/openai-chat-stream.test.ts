@@ -159,6 +159,34 @@ describe("OpenAIModelClient streaming (chat completion chunks)", () => {
     expect(response.usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, cache_write_tokens: 0 });
   });
 
+  it("an error event inside a 200 stream (as OpenRouter sends when the upstream fails) is retried as stream_error", async () => {
+    let requests = 0;
+    const server = createServer((request, response) => {
+      request.resume();
+      requests += 1;
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      const chunk = (delta: object, finish: string | null = null) =>
+        `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 0, model: "m", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      if (requests === 1) response.end(`${chunk({ content: "half" })}data: ${JSON.stringify({ error: { message: "upstream failed", code: 502 } })}\n\n`);
+      else response.end(`${chunk({ content: "whole" })}${chunk({}, "stop")}data: [DONE]\n\n`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    closers.push(async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    });
+    const client = new OpenAIModelClient({
+      baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+      apiKey: "k",
+      model: "m",
+      maxRetries: 1,
+      sleep: async () => undefined,
+    });
+    const { response, retries } = await call(client);
+    expect(retries.map((retry) => retry.reason)).toEqual(["stream_error"]);
+    expect(response.content).toBe("whole");
+  });
+
   it("silence before the headers is a timeout in both modes", async () => {
     for (const stream of [true, false]) {
       const { client } = await scripted({ turns: [{ content: "done", faults: [{ delay_ms: 30_000 }] }] }, { timeoutMs: 300, stream });
