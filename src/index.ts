@@ -2,7 +2,16 @@
  * agent-runner as a library (package entry, README "Library"): the Runner
  * and its handles, and the types a caller needs to read what they return.
  */
-export { createRunner, Runner, type ApprovalBroker, type ApprovalRequest, type RunHandle, type RunnerOptions, type StartOptions } from "./runner/runner.js";
+export {
+  createRunner,
+  Runner,
+  type ApprovalBroker,
+  type ApprovalRequest,
+  type ModelText,
+  type RunHandle,
+  type RunnerOptions,
+  type StartOptions,
+} from "./runner/runner.js";
 export {
   cloudEventType,
   EVENT_CATALOGUE,

@@ -4,7 +4,7 @@ import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../c
 import { ConfigError } from "../errors.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
 import { runnerHome } from "../runner/runner-home.js";
-import { Runner, type ApprovalBroker, type RunHandle } from "../runner/runner.js";
+import { Runner, type ApprovalBroker, type ModelText, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
 import { promptForApproval } from "../policy/approval-prompt.js";
@@ -44,7 +44,8 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout");
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
-  const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals() });
+  const view = options.json ? null : new ProgressView();
+  const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals(), ...streamedText(view) });
   // The time limit ends the run the way Ctrl-C does (its work so far committed, `runner resume` continues it).
   let timedOut = false;
   const timer =
@@ -55,7 +56,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
           void run.cancel(`the time limit was reached (--timeout ${options.timeout})`);
         }, timeoutMs);
   try {
-    const code = await follow(run, task, options);
+    const code = await follow(run, task, options, view);
     // A limit the user set, like max_steps: exit 1, not 130 (interrupted).
     return timedOut && code === exitCodeFor("cancelled") ? 1 : code;
   } finally {
@@ -89,11 +90,12 @@ export async function resumeCommand(
 ): Promise<number> {
   const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
   const runner = Runner.create({ home: runnerHome() });
-  const run = await runner.resume(idOrPrefix, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals() });
+  const view = options.json ? null : new ProgressView();
+  const run = await runner.resume(idOrPrefix, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals(), ...streamedText(view) });
   if (!options.json) process.stdout.write(`resuming run ${run.id} at model call ${run.resumed!.atModelCall}\n`);
   // The validated task the run keeps (task.json); the terminal shows this attempt's events only.
   const task = run.task;
-  return follow(run, task, options, run.resumed!.earlierEvents);
+  return follow(run, task, options, view, run.resumed!.earlierEvents);
 }
 
 /**
@@ -101,8 +103,13 @@ export async function resumeCommand(
  * the CloudEvents lines on stdout, from sequence number `from`), then the
  * outcome; returns the exit code.
  */
-async function follow(run: RunHandle, task: Task, options: { json?: boolean; outputLastMessage?: string }, from = 0): Promise<number> {
-  const view = options.json ? null : new ProgressView();
+async function follow(
+  run: RunHandle,
+  task: Task,
+  options: { json?: boolean; outputLastMessage?: string },
+  view: ProgressView | null,
+  from = 0,
+): Promise<number> {
   const shown = (async () => {
     for await (const envelope of run.events({ from })) {
       if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(envelope)}\n`));
@@ -111,10 +118,16 @@ async function follow(run: RunHandle, task: Task, options: { json?: boolean; out
   })();
   const report = await run.result;
   await shown;
+  view?.endStreamedText();
   // For scripts: the agent's final answer alone (empty when it gave none), whatever the outcome.
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
   if (!options.json) printOutcome(task, { report, runDirectory: run.directory });
   return exitCodeFor(report.status);
+}
+
+/** The main agent's reply shown as it streams, when the progress view is on a terminal (live only: not in events.jsonl). */
+function streamedText(view: ProgressView | null): { onModelText?: (text: ModelText) => void } {
+  return view?.showsStreamedText ? { onModelText: (text) => view.showModelText(text) } : {};
 }
 
 /** How long an approval question waits for an answer; no answer is a no. */

@@ -1,7 +1,11 @@
 import pc from "picocolors";
 import { readEvent, type RunEnvelope } from "../events/event-catalogue.js";
 import type { EventSink, RunEvent } from "../events/run-events.js";
+import type { ModelText } from "../runner/runner.js";
 import { oneLine, terminalSafe } from "../terminal-text.js";
+
+/** Back to the start of the line and erase it (CR, then `CSI 2 K`: ECMA-48 §8.3.41). */
+const ERASE_LINE = "\r\x1b[2K";
 
 /**
  * The human view of a run on stderr: one line per model call, tool call and
@@ -12,18 +16,63 @@ import { oneLine, terminalSafe } from "../terminal-text.js";
  * file names, commands, branch and task names, reasons), and a newline left
  * in a field shown whole is made visible, so an event prints as one line of
  * text and nothing else: the only escape sequences written are the view's
- * own colours.
+ * own colours and, on a TTY, the erasing of the status line that shows the
+ * main agent's reply as it streams ({@link ProgressView.showModelText}).
  */
 export class ProgressView implements EventSink {
   private readonly started = Date.now();
   private readonly colours: ReturnType<typeof pc.createColors>;
+  /** The main agent's reply as it streams: shown dim on a status line of its own until `model_call.finished` prints it whole. */
+  private streaming: { step: number; attempt: number; text: string } | null = null;
+  /** Whether the status line is on the screen (the cursor is at its end). */
+  private statusShown = false;
 
   constructor(private readonly stream: NodeJS.WriteStream = process.stderr) {
     this.colours = pc.createColors(Boolean(stream.isTTY));
   }
 
+  /** Whether {@link showModelText} can draw: a status line is redrawn in place, which needs a terminal. */
+  get showsStreamedText(): boolean {
+    return Boolean(this.stream.isTTY);
+  }
+
   emit(event: RunEvent): void {
+    if (event.type === "model_call.finished" && event.data.agent_id === "main") this.streaming = null;
     this.writeLine(this.describe(safeStrings(event)));
+  }
+
+  /**
+   * Shows a piece of the main agent's streamed reply (subagents' and
+   * summaries' text is not shown): the end of the reply so far, flattened to
+   * one dim line that is redrawn in place ({@link ERASE_LINE}), made
+   * {@link terminalSafe}, and erased when the next line is printed. A piece of a
+   * later attempt starts the text over.
+   */
+  showModelText(text: ModelText): void {
+    if (!this.showsStreamedText || text.agentId !== "main" || text.purpose !== "turn") return;
+    if (!this.streaming || this.streaming.step !== text.step || this.streaming.attempt !== text.attempt) {
+      this.streaming = { step: text.step, attempt: text.attempt, text: "" };
+    }
+    this.streaming.text += text.delta;
+    this.drawStatus();
+  }
+
+  /** Erases the status line, if shown (the run ended mid-reply); call before printing anything else. */
+  endStreamedText(): void {
+    this.streaming = null;
+    if (this.statusShown) this.put(ERASE_LINE);
+    this.statusShown = false;
+  }
+
+  private drawStatus(): void {
+    if (!this.streaming) return;
+    const label = `${this.elapsed()} ${stepLabel("main", this.streaming.step)} model: `;
+    // Room for the text on one terminal row, so the status line never wraps (a wrapped line cannot be erased with one CR).
+    const room = Math.max(10, (this.stream.columns || 80) - label.length - 1);
+    const flat = terminalSafe(this.streaming.text.replace(/\s+/g, " ").trimStart());
+    const tail = flat.length > room ? `…${flat.slice(flat.length - room + 1)}` : flat;
+    this.put(`${ERASE_LINE}${this.colours.dim(`${label}${tail}`)}`);
+    this.statusShown = true;
   }
 
   /**
@@ -38,7 +87,16 @@ export class ProgressView implements EventSink {
   }
 
   private writeLine(line: string | null): void {
-    if (line) this.stream.write(`${this.colours.dim(this.elapsed())} ${line.replace(/\n/g, "\\n")}\n`);
+    if (!line) return;
+    const erase = this.statusShown ? ERASE_LINE : "";
+    this.statusShown = false;
+    this.put(`${erase}${this.colours.dim(this.elapsed())} ${line.replace(/\n/g, "\\n")}\n`);
+    this.drawStatus();
+  }
+
+  /** The one way to the terminal: text made of the view's own escapes and terminal-safe strings. */
+  private put(text: string): void {
+    this.stream.write(text);
   }
 
   private elapsed(): string {

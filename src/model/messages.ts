@@ -13,12 +13,13 @@ export interface ToolCall {
 /**
  * What a provider needs back, unchanged, on the next request to continue its
  * own reasoning: Anthropic's `thinking` / `redacted_thinking` blocks with their
- * signatures, or OpenAI Responses' `reasoning` items (with `encrypted_content`
- * under `store: false`). Opaque to the loop; journaled with the message so a
+ * signatures, OpenAI Responses' `reasoning` items (with `encrypted_content`
+ * under `store: false`), or an OpenAI-compatible server's `reasoning_content`
+ * text (DeepSeek, vLLM; provider `openai`, items `[{ reasoning_content }]`). Opaque to the loop; journaled with the message so a
  * resumed session sends it too; dropped by clients of another provider.
  */
 export interface ProviderReasoning {
-  provider: "anthropic" | "openai-responses";
+  provider: "anthropic" | "openai-responses" | "openai";
   /** The provider's own items, in the order it sent them. */
   items: unknown[];
 }

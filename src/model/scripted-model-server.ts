@@ -7,7 +7,16 @@ import { ConfigError } from "../errors.js";
 import type { ChatMessage, Usage } from "./messages.js";
 import { AGENT_ID_HEADER, ATTEMPT_HEADER, CALL_INDEX_HEADER, DESCRIPTION_HEADER, PURPOSE_HEADER } from "./request-headers.js";
 import { PromptCache, scriptedTokens } from "./scripted-prompt-cache.js";
-import { sendJson, waitUnlessGone, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireName, type WireRequest } from "./scripted-wire.js";
+import {
+  chatQuirksSchema,
+  sendJson,
+  waitUnlessGone,
+  WireRequestError,
+  type ScriptedAnswer,
+  type ScriptedWire,
+  type WireName,
+  type WireRequest,
+} from "./scripted-wire.js";
 import { anthropicWire } from "./scripted-wire-anthropic.js";
 import { openAIChatWire } from "./scripted-wire-openai-chat.js";
 import { openAIResponsesWire } from "./scripted-wire-responses.js";
@@ -36,11 +45,12 @@ const scriptedToolCallSchema = z
  *   a shorter timeout give up); the wait ends early when the client
  *   disconnects or the server closes;
  * - `{ truncate: true }`: sends the normal answer's status, headers and full
- *   Content-Length but only the first half of the body (of a stream: half its
- *   events), then destroys the socket;
- * - `{ stall_ms: n }`: a streamed answer sends its first events, then nothing
- *   for n ms (an idle stream: makes a client with a shorter idle timeout give
- *   up), then the rest; an answer that is not streamed waits like `delay_ms`.
+ *   Content-Length but only the first half of the body (for a streamed
+ *   answer, about half of its events), then destroys the socket;
+ * - `{ stall_ms: n }`: starts the normal answer, and after about half the
+ *   stream (a whole answer: after its headers) waits n ms before the rest (makes
+ *   a client with a shorter idle timeout give up mid-reply); the wait ends
+ *   early when the client disconnects or the server closes.
  */
 const faultSchema = z
   .strictObject({
@@ -86,6 +96,14 @@ const scriptedTurnSchema = z.strictObject({
   stop_reason: z.enum(["max_tokens", "refusal", "pause_turn"]).optional(),
   /** Fault i is played on attempt i of this turn's call; later attempts get the answer. */
   faults: z.array(faultSchema).optional(),
+  /** The model's reasoning text, sent where the wire's provider sends it (openai-chat: `reasoning_content`, as DeepSeek and vLLM do). */
+  reasoning: z.string().optional(),
+  /**
+   * The finish reason sent in the provider's own words (openai-chat: e.g.
+   * `stop` with tool calls, as some servers do, or `content_filter`), instead
+   * of the one the answer implies.
+   */
+  finish_reason: z.string().min(1).optional(),
   expect: z
     .strictObject({
       tool_result_matches: z.string().optional(),
@@ -107,6 +125,8 @@ export const scriptSchema = z.strictObject({
   subagents: z.record(z.string().min(1), z.strictObject({ turns: z.array(scriptedTurnSchema) })).optional(),
   /** Indexed by the call-index header of requests whose purpose is `compaction`. */
   compactions: z.array(scriptedCompactionSchema).optional(),
+  /** How the server misbehaves ({@link chatQuirksSchema}, openai-chat wire only). */
+  quirks: chatQuirksSchema.optional(),
 });
 
 export type Script = z.infer<typeof scriptSchema>;
@@ -126,6 +146,10 @@ export interface ScriptedRequest {
   messages: ChatMessage[];
   /** The wire format the request came in. */
   wire: WireName;
+  /** Whether it asked for a stream. */
+  stream: boolean;
+  /** The top-level fields of its body (`model`, `messages`, `stream_options`, ...), in order. */
+  parameters: string[];
 }
 
 /** Loads and validates a script file; throws ConfigError listing every problem with its path. */
@@ -231,8 +255,10 @@ export class ScriptedModelServer {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
     let body: WireRequest;
+    let raw: unknown;
     try {
-      body = wire.readRequest(JSON.parse(Buffer.concat(chunks).toString("utf8")));
+      raw = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      body = wire.readRequest(raw);
     } catch (error) {
       if (!(error instanceof WireRequestError) && !(error instanceof SyntaxError)) throw error;
       wire.sendError(response, 400, { message: `scripted model: ${error.message}`, type: "invalid_request_error", code: null });
@@ -251,7 +277,22 @@ export class ScriptedModelServer {
       wire.sendError(response, 400, { message: `scripted model: ${problem}`, type: "invalid_request_error", code: null });
       return;
     }
-    this.requests.push({ callIndex, attempt, purpose, model: body.model, messages: body.messages, wire: wire.name });
+    this.requests.push({
+      callIndex,
+      attempt,
+      purpose,
+      model: body.model,
+      messages: body.messages,
+      wire: wire.name,
+      stream: body.stream,
+      parameters: Object.keys(raw as object),
+    });
+    const rejected = (this.script.quirks?.reject_params ?? []).find((name) => Object.hasOwn(raw as object, name));
+    if (rejected !== undefined) {
+      // The words vLLM's and OpenAI's own 400s use for a parameter they do not take.
+      wire.sendError(response, 400, { message: `Unrecognized request argument supplied: ${rejected}`, type: "invalid_request_error", code: null });
+      return;
+    }
     const expectationFailed = (message: string) =>
       wire.sendError(response, 400, { message, type: "script_expectation_failed", code: "script_expectation_failed" });
 
@@ -318,10 +359,11 @@ export class ScriptedModelServer {
       cached_tokens: cache.cached,
       cache_write_tokens: cache.cacheWrite,
     };
-    wire.sendAnswer(response, outcome.answer, body, usage, {
+    const stallMs = fault?.stall_ms;
+    await wire.sendAnswer(response, outcome.answer, body, usage, {
       truncate: fault?.truncate === true,
-      ...(fault?.stall_ms !== undefined && body.stream ? { stallMs: fault.stall_ms } : {}),
-      closing: this.closing.signal,
+      ...(stallMs === undefined ? {} : { stall: () => waitUnlessGone(stallMs, response, this.closing.signal) }),
+      quirks: this.script.quirks ?? {},
     });
   }
 }
@@ -411,12 +453,18 @@ function missingThinking(turns: ScriptedTurn[], messages: ChatMessage[]): string
 }
 
 /** A scripted turn as an answer; tool call ids are `call_<turn>_<n>`. */
-function scriptedAnswer(id: string, callIndex: number, turn: Pick<ScriptedTurn, "content" | "tool_calls" | "thinking" | "stop_reason">): ScriptedAnswer {
+function scriptedAnswer(
+  id: string,
+  callIndex: number,
+  turn: Pick<ScriptedTurn, "content" | "tool_calls" | "thinking" | "stop_reason" | "reasoning" | "finish_reason">,
+): ScriptedAnswer {
   return {
     id,
     content: turn.content ?? null,
     ...(turn.thinking === undefined ? {} : { thinking: turn.thinking }),
     ...(turn.stop_reason === undefined ? {} : { stop: turn.stop_reason }),
+    ...(turn.reasoning === undefined ? {} : { reasoning: turn.reasoning }),
+    ...(turn.finish_reason === undefined ? {} : { finishReason: turn.finish_reason }),
     toolCalls: (turn.tool_calls ?? []).map((call, index) => ({
       id: `call_${callIndex}_${index}`,
       name: call.name,

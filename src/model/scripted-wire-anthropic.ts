@@ -1,8 +1,7 @@
 import { createHash } from "node:crypto";
-import type { ServerResponse } from "node:http";
 import type { ChatMessage, ToolCall } from "./messages.js";
 import type { PromptBlock } from "./scripted-prompt-cache.js";
-import { sendJson, sendTruncatedJson, waitUnlessGone, WireRequestError, type ScriptedWire } from "./scripted-wire.js";
+import { sendEvents, sendJson, sendTruncatedJson, WireRequestError, type ScriptedWire } from "./scripted-wire.js";
 
 /** Most `cache_control` breakpoints one request may carry (docs.anthropic.com "Prompt caching": "up to 4 cache breakpoints"). */
 export const MAX_CACHE_BREAKPOINTS = 4;
@@ -148,7 +147,7 @@ export const anthropicWire: ScriptedWire = {
     }
     return { model: typeof body.model === "string" ? body.model : "", messages, blocks, stream: body.stream === true };
   },
-  sendAnswer(response, answer, request, usage, { truncate, stallMs, closing }) {
+  async sendAnswer(response, answer, request, usage, { truncate, stall }) {
     const continuing = request.messages.at(-1)?.role === "assistant";
     // pause_turn: the first request gets the text only; the client sends the turn back and the continuation gets the rest.
     const paused = answer.stop === "pause_turn" && !continuing;
@@ -211,7 +210,11 @@ export const anthropicWire: ScriptedWire = {
     }
     events.push(["message_delta", { type: "message_delta", delta: { stop_reason: stopReason, stop_sequence: null }, usage: usageBody }]);
     events.push(["message_stop", { type: "message_stop" }]);
-    void sendEvents(response, events, { truncate, stallMs, closing });
+    await sendEvents(
+      response,
+      events.map(([event, data]) => ({ event, data })),
+      { truncate, ...(stall ? { stall } : {}) },
+    );
   },
   sendError(response, status, error, headers = {}) {
     const type = error.code ?? ERROR_TYPES[status] ?? (status >= 500 ? "api_error" : error.type);
@@ -241,35 +244,4 @@ function pieces(text: string): string[] {
   if (text.length < 3) return [text];
   const third = Math.ceil(text.length / 3);
   return [text.slice(0, third), text.slice(third, 2 * third), text.slice(2 * third)];
-}
-
-/**
- * Writes server-sent events. `truncate`: half of them, then the socket is
- * destroyed. `stallMs`: after the first two (message_start, ping), silence
- * for that long (or until the client leaves or the server closes), then the rest.
- */
-async function sendEvents(
-  response: ServerResponse,
-  events: [string, unknown][],
-  options: { truncate: boolean; stallMs?: number; closing: AbortSignal },
-): Promise<void> {
-  response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-  const frame = ([name, data]: [string, unknown]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
-  if (options.truncate) {
-    response.write(
-      events
-        .slice(0, Math.floor(events.length / 2))
-        .map(frame)
-        .join(""),
-      () => response.socket?.destroy(),
-    );
-    return;
-  }
-  if (options.stallMs !== undefined) {
-    response.write(events.slice(0, 2).map(frame).join(""));
-    await waitUnlessGone(options.stallMs, response, options.closing);
-    if (response.destroyed || response.writableEnded) return;
-    events = events.slice(2);
-  }
-  response.end(events.map(frame).join(""));
 }

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { ChatMessage, ToolCall, Usage } from "./messages.js";
-import { sendJson, sendTruncatedJson, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireRequest } from "./scripted-wire.js";
+import { sendEvents, sendJson, sendTruncatedJson, WireRequestError, type ScriptedAnswer, type ScriptedWire, type WireRequest } from "./scripted-wire.js";
 
 interface ResponsesBody {
   model?: unknown;
@@ -270,7 +270,7 @@ export const openAIResponsesWire: ScriptedWire = {
       stream: body.stream === true,
     };
   },
-  sendAnswer(response, answer, request, usage, { truncate }) {
+  async sendAnswer(response, answer, request, usage, { truncate, stall }) {
     const { instructions } = request as ResponsesWireRequest;
     if (!request.stream) {
       const body = responseObject(answer, instructions, "completed", outputItems(answer), usage);
@@ -278,13 +278,8 @@ export const openAIResponsesWire: ScriptedWire = {
       else sendJson(response, 200, body);
       return;
     }
-    const events = streamEvents(answer, instructions, usage).map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
-    response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-    if (truncate) {
-      response.write(events.slice(0, Math.ceil(events.length / 2)).join(""), () => response.socket?.destroy());
-      return;
-    }
-    response.end(events.join(""));
+    const events = streamEvents(answer, instructions, usage).map((event) => ({ event: String(event.type), data: event }));
+    await sendEvents(response, events, { truncate, ...(stall ? { stall } : {}) });
   },
   sendError(response, status, error, headers = {}) {
     sendJson(response, status, { error: { message: error.message, type: error.type, param: null, code: error.code } }, headers);

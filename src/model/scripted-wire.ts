@@ -1,5 +1,6 @@
 import type { ServerResponse } from "node:http";
 import type { ChatMessage, Usage } from "./messages.js";
+import { z } from "zod";
 import type { PromptBlock } from "./scripted-prompt-cache.js";
 
 /** The wire formats the scripted model speaks (task.yaml `model.wire`). */
@@ -28,6 +29,39 @@ export interface ScriptedAnswer {
    * other providers ignore it.
    */
   stop?: "max_tokens" | "refusal" | "pause_turn";
+  /** The model's reasoning text (a turn's `reasoning`), for wires whose provider sends it. */
+  reasoning?: string;
+  /** The provider's own finish reason to send instead of the implied one (a turn's `finish_reason`). */
+  finishReason?: string;
+}
+
+/**
+ * Ways an OpenAI-compatible server departs from the chat completions API
+ * reference, played on every answer of the `openai-chat` wire (other wires
+ * ignore them):
+ * - `omit_tool_call_ids`: tool calls come without an `id`;
+ * - `arguments_as_object`: `function.arguments` is a JSON object, not its text;
+ * - `omit_stream_usage`: a stream has no usage chunk, even when asked for one;
+ * - `reject_params`: a request whose body has one of these top-level fields
+ *   (e.g. `stream_options`, `parallel_tool_calls`) is answered 400 naming it,
+ *   as servers that do not know a parameter do.
+ */
+export const chatQuirksSchema = z.strictObject({
+  omit_tool_call_ids: z.boolean().optional(),
+  arguments_as_object: z.boolean().optional(),
+  omit_stream_usage: z.boolean().optional(),
+  reject_params: z.array(z.string().min(1)).optional(),
+});
+
+export type ChatQuirks = z.infer<typeof chatQuirksSchema>;
+
+/** How {@link ScriptedWire.sendAnswer} departs from a plain answer (the turn's fault, the script's quirks). */
+export interface AnswerOptions {
+  /** Write about half of the answer, then destroy the socket. */
+  truncate: boolean;
+  /** Awaited after about half of a stream's events (a whole answer: after its headers); ends early when the client hangs up. */
+  stall?: () => Promise<void>;
+  quirks: ChatQuirks;
 }
 
 /** A request as the engine needs it, whatever the wire. */
@@ -39,6 +73,8 @@ export interface WireRequest {
   blocks: PromptBlock[];
   /** Whether the client asked for a stream (server-sent events). */
   stream: boolean;
+  /** Whether a streamed answer should end with the usage (OpenAI's `stream_options.include_usage`); wires whose provider always sends it leave it out. */
+  streamUsage?: boolean;
 }
 
 /** A request body a wire cannot read: answered 400 in the wire's error shape. */
@@ -61,17 +97,10 @@ export interface ScriptedWire {
   /**
    * Writes a 200 answer. With `truncate`, writes about half of it (half the
    * body, or half the stream's events) and destroys the socket, so the
-   * client sees a reply cut mid-body. With `stallMs`, a streamed answer goes
-   * silent for that long after its first events (until the client leaves or
-   * `closing` aborts); a wire that does not stream ignores it.
+   * client sees a reply cut mid-body; with `stall`, pauses half-way.
+   * Resolves once written (or the client went away during a stall).
    */
-  sendAnswer(
-    response: ServerResponse,
-    answer: ScriptedAnswer,
-    request: WireRequest,
-    usage: Usage,
-    options: { truncate: boolean; stallMs?: number; closing: AbortSignal },
-  ): void;
+  sendAnswer(response: ServerResponse, answer: ScriptedAnswer, request: WireRequest, usage: Usage, options: AnswerOptions): void | Promise<void>;
   /** Writes an error in the provider's error shape; `code` is e.g. `script_expectation_failed`. */
   sendError(response: ServerResponse, status: number, error: { message: string; type: string; code: string | null }, headers?: Record<string, string>): void;
 }
@@ -104,4 +133,33 @@ export function waitUnlessGone(ms: number, response: ServerResponse, signal: Abo
     signal.addEventListener("abort", done, { once: true });
     if (signal.aborted || response.destroyed) done();
   });
+}
+
+/**
+ * Writes server-sent events, one `data: <json>` each, then `data: [DONE]`
+ * when `done` (the OpenAI streams' end marker). With `truncate`, writes the
+ * first half of the events and destroys the socket; with `stall`, awaits it
+ * after the first half and stops if the client has gone.
+ */
+export async function sendEvents(
+  response: ServerResponse,
+  events: { event?: string; data: unknown }[],
+  options: Pick<AnswerOptions, "truncate" | "stall"> & { done?: boolean },
+): Promise<void> {
+  const lines = events.map(({ event, data }) => `${event === undefined ? "" : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`);
+  if (options.done) lines.push("data: [DONE]\n\n");
+  response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  const half = Math.max(1, Math.floor(lines.length / 2));
+  if (options.truncate) {
+    response.write(lines.slice(0, half).join(""), () => response.socket?.destroy());
+    return;
+  }
+  if (options.stall) {
+    response.write(lines.slice(0, half).join(""));
+    await options.stall();
+    if (response.destroyed || response.writableEnded) return;
+    response.end(lines.slice(half).join(""));
+    return;
+  }
+  response.end(lines.join(""));
 }

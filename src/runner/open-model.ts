@@ -89,6 +89,7 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint, ga
         ...endpoint,
         ...retry,
         temperature: task.model.temperature,
+        stream: task.model.stream,
         ...(task.model.max_output_tokens === undefined ? {} : { maxOutputTokens: task.model.max_output_tokens }),
       });
     case "anthropic":

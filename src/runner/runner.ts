@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { loadTaskFile, validateTask, type Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, RunnerError } from "../errors.js";
-import type { ModelClient } from "../model/model-client.js";
+import type { ModelCallPurpose, ModelClient } from "../model/model-client.js";
 import { openModel as openTaskModel } from "./open-model.js";
 import { RateLimitGates } from "../model/rate-limit-gate.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
@@ -81,6 +81,30 @@ export interface StartOptions {
   approvals?: ApprovalBroker;
   /** Fast-forward the user's branch after a verified success (`on_success: merge`). */
   merge?: boolean;
+  /**
+   * Called with each piece of model text as it streams in (task.yaml
+   * `model.stream`), for a live display: it is not an event, is never
+   * written to events.jsonl (pieces would bloat the log; the whole reply is
+   * in `model_call.finished`), and does not replay. Pieces of an attempt that
+   * then fails belong to that attempt: a piece with a higher `attempt` starts
+   * the reply over. Called synchronously from the model client, so keep it
+   * quick; what it throws is ignored (a display must not fail the model call).
+   */
+  onModelText?: (text: ModelText) => void;
+}
+
+/** One piece of streamed model text ({@link StartOptions.onModelText}). */
+export interface ModelText {
+  /** `main` or a subagent's id. */
+  agentId: string;
+  /** The 0-based model call (`step` in the events); for a summary, the 0-based compaction. */
+  step: number;
+  /** `turn`, or `compaction` for a summary of the conversation. */
+  purpose: ModelCallPurpose;
+  /** 0-based attempt of that call (retries count up). */
+  attempt: number;
+  /** The new text, to append to what this attempt already sent. */
+  delta: string;
 }
 
 /** One run started or resumed by a {@link Runner}. */
@@ -268,7 +292,7 @@ export class Runner {
       prepared,
       {
         sandboxProvider: this.provider,
-        openModel: this.openModel,
+        openModel: options.onModelText ? withModelText(this.openModel, options.onModelText) : this.openModel,
         runnerHome: this.home,
         diskEnforcement: diskEnforcementChoice(this.environment),
         log: this.log,
@@ -314,6 +338,34 @@ export async function createRunner(options: RunnerOptions = {}): Promise<Runner>
   return Runner.create(options);
 }
 
+/** `openModel` whose clients also hand each request's streamed text to `listener`, after the request's own `onText`. */
+function withModelText(
+  openModel: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>,
+  listener: (text: ModelText) => void,
+): (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }> {
+  return async (task) => {
+    const opened = await openModel(task);
+    const { client } = opened;
+    return {
+      close: () => opened.close(),
+      client: {
+        complete: (request) =>
+          client.complete({
+            ...request,
+            onText: (delta, attempt) => {
+              request.onText?.(delta, attempt);
+              try {
+                listener({ agentId: request.agentId, step: request.callIndex, purpose: request.purpose ?? "turn", attempt, delta });
+              } catch {
+                // A display's failure is not the model call's.
+              }
+            },
+          }),
+      },
+    };
+  };
+}
+
 /** Start options as a caller may get them wrong: each checked, ConfigError naming it. */
 function checkStartOptions(options: StartOptions): void {
   if (options.approvals !== undefined && typeof (options.approvals as { request?: unknown } | null)?.request !== "function") {
@@ -322,4 +374,6 @@ function checkStartOptions(options: StartOptions): void {
   if (options.merge !== undefined && typeof options.merge !== "boolean")
     throw new ConfigError(`merge: expected true or false, got ${JSON.stringify(options.merge)}`);
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new ConfigError("signal: expected an AbortSignal");
+  if (options.onModelText !== undefined && typeof options.onModelText !== "function")
+    throw new ConfigError("onModelText: expected a function (text: ModelText) => void");
 }

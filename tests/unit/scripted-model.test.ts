@@ -83,7 +83,9 @@ describe("ScriptedModelServer requests and faults", () => {
       body: JSON.stringify({ model: "scripted", messages: base }),
     });
     expect(((await response.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toBe("zero");
-    expect(server.requests).toEqual([{ callIndex: 0, attempt: 0, purpose: "turn", model: "scripted", messages: base, wire: "openai-chat" }]);
+    expect(server.requests).toEqual([
+      { callIndex: 0, attempt: 0, purpose: "turn", model: "scripted", messages: base, wire: "openai-chat", stream: false, parameters: ["model", "messages"] },
+    ]);
     const bad = await fetch(`${baseURL}/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-agent-runner-call-index": "0", "x-agent-runner-purpose": "chat" },

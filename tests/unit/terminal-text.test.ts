@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ProgressView } from "../../src/cli/progress-view.js";
 import type { RunEvent } from "../../src/events/run-events.js";
+import type { ModelText } from "../../src/runner/runner.js";
 import { oneLine, terminalSafe, terminalSafeJson } from "../../src/terminal-text.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { runCli } from "../helpers/runner-cli.js";
@@ -86,6 +87,8 @@ describe("terminalSafe", () => {
   });
 });
 
+const usage = { prompt_tokens: 1, completion_tokens: 1, cached_tokens: 0, cache_write_tokens: 0 };
+
 describe("ProgressView", () => {
   it("prints a worker merge whose file names write the clipboard and the window title as visible text", () => {
     const { view, output } = captureView();
@@ -123,6 +126,43 @@ describe("ProgressView", () => {
     for (const event of hostileEvents(HOSTILE)) view.emit(event);
     const withoutColours = output().replace(/\u001b\[[0-9;]*m/g, "");
     expect(withoutColours.split("\n").join("")).not.toMatch(RAW);
+  });
+
+  it("on a TTY, streamed reply text is one dim status line, redrawn in place, terminal-safe, erased before the next line", () => {
+    const { view, output } = captureView(true);
+    const text = (delta: string, extra: Partial<ModelText> = {}) =>
+      view.showModelText({ agentId: "main", step: 0, purpose: "turn", attempt: 0, delta, ...extra });
+    text("Reading ");
+    text(`calc.py ${HOSTILE}`);
+    expect(output()).not.toContain("\n");
+    expect(output().split("\r\u001b[2K")).toHaveLength(3);
+    const withoutOwnEscapes = output()
+      .replaceAll("\r\u001b[2K", "")
+      .replace(/\u001b\[[0-9;]*m/g, "");
+    expect(withoutOwnEscapes).not.toMatch(RAW);
+    expect(withoutOwnEscapes).toMatch(/step 1 model: Reading \[/);
+    // Longer than the row (80 columns without a size): the end of the reply so far, never wrapping.
+    const status = withoutOwnEscapes.slice(withoutOwnEscapes.lastIndexOf("["));
+    expect(status).toMatch(/^\[ *[\d.]+s\] step 1 model: ….* f status: succeeded$/);
+    expect(status.length).toBeLessThan(80);
+    // A subagent's text and a summary's are not shown; a retry's text starts over.
+    const before = output().length;
+    text("sub", { agentId: "w1" });
+    text("summary", { purpose: "compaction" });
+    expect(output().length).toBe(before);
+    text("Again", { attempt: 1 });
+    expect(output().slice(before)).toMatch(/step 1 model: Again\u001b\[22m$/);
+    view.emit({ type: "model_call.finished", data: { agent_id: "main", step: 0, duration_ms: 1, usage, tool_calls: 0, content: "Again, whole." } });
+    expect(output().endsWith("\n")).toBe(true);
+    const last = output().slice(output().lastIndexOf("\r\u001b[2K"));
+    expect(last).toMatch(/^\r\u001b\[2K\u001b\[2m\[ *[\d.]+s\]\u001b\[22m \u001b\[36mstep 1\u001b\[39m model: Again, whole\.\n$/);
+  });
+
+  it("without a TTY, streamed text is not drawn", () => {
+    const { view, output } = captureView(false);
+    expect(view.showsStreamedText).toBe(false);
+    view.showModelText({ agentId: "main", step: 0, purpose: "turn", attempt: 0, delta: "hello" });
+    expect(output()).toBe("");
   });
 
   it("has one way to the terminal, and it passes every string of the event through terminalSafe", () => {
