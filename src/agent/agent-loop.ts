@@ -78,6 +78,15 @@ export interface AgentLoopOptions {
   onConversation?: (messages: readonly ChatMessage[]) => void;
   /** Held while this agent's tool calls run, so a background merge into its worktree never overlaps them. */
   toolGate?: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
+  /** The cost of a call's usage, USD, or null when the model is not priced (then `model_call.finished` says `cost_usd: null`). */
+  costOf?: (usage: Usage) => number | null;
+  /**
+   * The run's cost budget, shared by every agent of the run: asked before each
+   * model call (turns and compactions); once `spent()`, the agent makes no more
+   * calls and ends with reason `budget_exceeded` (a call already in flight, its
+   * own or another agent's, finishes; the tool calls of a finished call run).
+   */
+  budget?: { spent(): boolean };
   /**
    * Start from a copy of another agent's conversation (a fork: the prefix is
    * kept byte-identical so a prompt cache can hit), with `instruction` appended
@@ -87,7 +96,8 @@ export interface AgentLoopOptions {
 }
 
 export interface AgentOutcome {
-  reason: "final_answer" | "max_steps";
+  /** It answered without a tool call, made `maxSteps` model calls, or stopped because the run's budget was spent. */
+  reason: "final_answer" | "max_steps" | "budget_exceeded";
   finalMessage: string | null;
   /** Model calls made (including those before a resume). */
   steps: number;
@@ -101,9 +111,9 @@ export interface AgentOutcome {
  * (read-only ones concurrently, the others one at a time; each answered by
  * exactly one tool result, in call order), append the results, repeat until
  * the model answers without tool calls or `maxSteps` model calls have been
- * made. Before every request the conversation is checked (orphan calls and
- * results repaired) and kept inside the context window (clearing, then
- * compaction). Throws ModelError when the model fails for good (reason
+ * made, or the run's budget is spent. Before every request the conversation
+ * is checked (orphan calls and results repaired) and kept inside the context
+ * window (clearing, then compaction). Throws ModelError when the model fails for good (reason
  * `context_window_exceeded` when nothing more can be shrunk), CancelledError
  * when the signal aborts, SandboxError when the sandbox breaks; tool failures
  * are results, never exceptions.
@@ -154,11 +164,18 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     return notes.length > 0;
   };
   let previousRequest: ChatMessage[] | null = null;
+  const outOfBudget = (): AgentOutcome => {
+    events.emit({ type: "agent.finished", data: { agent_id: agentId, reason: "budget_exceeded", steps: step, final_message: null } });
+    return { reason: "budget_exceeded", finalMessage: null, steps: step, toolCalls: state.toolCalls, usage: state.usage, messages };
+  };
   for (; step < options.maxSteps; step += 1) {
     if (signal.aborted) throw new CancelledError();
     if (options.background) deliver(options.background.drain());
+    // Checked before the compaction a fit may make, and again after it: no call starts once the budget is spent.
+    if (options.budget?.spent()) return outOfBudget();
     messages = repair(messages, step, state);
     messages = await fitContext(messages, step, state);
+    if (options.budget?.spent()) return outOfBudget();
     const rawTokens = state.estimator.raw(messages, state.definitions);
     const estimatedTokens = state.estimator.estimate(messages, state.definitions);
     events.emit({
@@ -195,7 +212,15 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     journal?.append({ type: "message", agent_id: agentId, message: assistant, step, usage: response.usage });
     events.emit({
       type: "model_call.finished",
-      data: { agent_id: agentId, step, duration_ms: Date.now() - started, usage: response.usage, tool_calls: calls.length, content: response.content },
+      data: {
+        agent_id: agentId,
+        step,
+        duration_ms: Date.now() - started,
+        usage: response.usage,
+        cost_usd: options.costOf?.(response.usage) ?? null,
+        tool_calls: calls.length,
+        content: response.content,
+      },
     });
     if (calls.length === 0) {
       turnEnd();
@@ -326,7 +351,7 @@ async function compact(messages: ChatMessage[], step: number, state: LoopState):
       onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "compaction", retry) }),
     });
     state.usage = addUsage(state.usage, response.usage);
-    events.emit({ type: "context.summary_usage", data: { agent_id: agentId, usage: response.usage } });
+    events.emit({ type: "context.summary_usage", data: { agent_id: agentId, usage: response.usage, cost_usd: state.options.costOf?.(response.usage) ?? null } });
     summary = response.content?.trim() ?? "";
     if (!summary) throw new Error("the model answered the summary request with no text");
   } catch (error) {

@@ -35,6 +35,8 @@ export interface SubagentReport {
   steps: number;
   tool_calls: number;
   usage: Usage;
+  /** What its model calls cost, USD; null when the model is not priced. */
+  cost_usd: number | null;
   verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; sandbox_lost: string | null } | null;
   /** A worker's commit: what it left out (first 100 paths, and how many in all) and whether it ran past its time limit. */
   commit: { left_out: LeftOutPath[]; left_out_count: number; timed_out: boolean } | null;
@@ -76,6 +78,10 @@ export interface SubagentHost {
   /** Bounds of every host commit of a worktree (task.yaml `commit`). */
   commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
+  /** The cost of a model call's usage, USD; absent when the model is not priced. */
+  costOf?: (usage: Usage) => number;
+  /** The run's cost budget, shared with the main agent (see AgentLoopOptions.budget). */
+  budget?: { spent(): boolean };
   /** Where each subagent's report goes (report.json `agents`). */
   reports: SubagentReport[];
   /** Policy, approval and hooks of a subagent (explore agents get the `explore` policy). */
@@ -139,6 +145,7 @@ export function agentTool(host: SubagentHost): Tool {
         steps: 0,
         tool_calls: 0,
         usage: emptyUsage(),
+        cost_usd: host.costOf ? 0 : null,
         verify: null,
         commit: null,
         merge: null,
@@ -272,6 +279,8 @@ async function runSubagent(
       journal: host.journal,
       results,
       redact: (text) => host.redact(text),
+      ...(host.costOf ? { costOf: host.costOf } : {}),
+      ...(host.budget ? { budget: host.budget } : {}),
       ...(request.forkFrom ? { forkFrom: request.forkFrom } : {}),
     });
     report.final_message = outcome.finalMessage;
@@ -279,7 +288,7 @@ async function runSubagent(
       report.status = "finished";
       return finish(host, report, started, {
         status: "completed",
-        output: `Explore subagent ${agentId} (${request.description}) ${outcome.reason === "max_steps" ? "stopped at its step limit" : "finished"}. Its report:\n${outcome.finalMessage ?? "(no report)"}`,
+        output: `Explore subagent ${agentId} (${request.description}) ${STOPPED[outcome.reason]}. Its report:\n${outcome.finalMessage ?? "(no report)"}`,
       });
     }
     return await finishWorker(host, request, report, work, outcome, signal, started);
@@ -310,6 +319,13 @@ async function runSubagent(
   }
 }
 
+/** How an explore subagent's end reads to its parent. */
+const STOPPED: Record<AgentOutcome["reason"], string> = {
+  final_answer: "finished",
+  max_steps: "stopped at its step limit",
+  budget_exceeded: "stopped: the run's cost budget (model.max_cost_usd) is spent",
+};
+
 /** Delivers a worker's work (commit, verify on a clean checkout, merge only when verified); the text tells the parent what happened. */
 async function finishWorker(
   host: SubagentHost,
@@ -339,7 +355,7 @@ async function finishWorker(
     );
   const delivered = await work.deliver({
     message: host.redact(`agent-runner: worker ${agentId}: ${request.description}`),
-    skipVerify: (committed) => (outcome.reason === "max_steps" ? "max_steps" : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
+    skipVerify: (committed) => (outcome.reason !== "final_answer" ? outcome.reason : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
     verify: command ? { command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [], setup: host.verify?.setup ?? [] } : null,
     verifyContext: {
       agentId,
@@ -383,6 +399,11 @@ async function finishWorker(
       return notMerged(
         "max_steps",
         `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`,
+      );
+    case "budget_exceeded":
+      return notMerged(
+        "budget_exceeded",
+        `Worker ${agentId} stopped without finishing: the run's cost budget (model.max_cost_usd) is spent; NOT merged. Its branch ${worktree.branch} keeps its work.`,
       );
     case "no_changes":
       report.status = "finished";

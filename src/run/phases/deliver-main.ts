@@ -16,7 +16,7 @@ import type { RunWorkspace } from "./open-workspace.js";
  * patch.diff, verification on a clean checkout, and, for a verified success
  * with `on_success: merge`, the fast-forward of the user's branch. Sets the
  * report's outcome: `failed` for a commit past its time limit, the step
- * limit or a failed verification; `succeeded` otherwise. Throws
+ * limit, the spent budget or a failed verification; `succeeded` otherwise. Throws
  * CancelledError when the run was cancelled meanwhile.
  */
 export async function deliverMainAgent(
@@ -28,7 +28,7 @@ export async function deliverMainAgent(
 ): Promise<void> {
   const { task, report, events, signal } = scope;
   const { worktree } = workspace;
-  const mergeWanted = task.on_success === "merge" && outcome.reason !== "max_steps";
+  const mergeWanted = task.on_success === "merge" && outcome.reason === "final_answer";
   const delivered = await workspace.delivery.deliver({
     // Redacted before the cut: a cut piece of a secret is no longer found by the redactor.
     message: `agent-runner: ${scope.redactor.redact(task.name)} (run ${scope.runId})\n\n${firstLine(scope.redactor.redact(outcome.finalMessage ?? ""))}`,
@@ -58,8 +58,9 @@ export async function deliverMainAgent(
   const verified = report.verify === null || report.verify.passed;
   if (delivered.committed.timedOut) {
     setOutcome(report, "failed", "commit_timed_out");
-  } else if (outcome.reason === "max_steps") {
-    setOutcome(report, "failed", "max_steps");
+  } else if (outcome.reason !== "final_answer") {
+    // A limit the user set (max_steps, model.max_cost_usd): the work so far is committed, and `runner resume` continues it.
+    setOutcome(report, "failed", outcome.reason);
   } else if (!verified) {
     setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");
   } else {
