@@ -351,7 +351,10 @@ async function compact(messages: ChatMessage[], step: number, state: LoopState):
       onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "compaction", retry) }),
     });
     state.usage = addUsage(state.usage, response.usage);
-    events.emit({ type: "context.summary_usage", data: { agent_id: agentId, usage: response.usage, cost_usd: state.options.costOf?.(response.usage) ?? null } });
+    events.emit({
+      type: "context.summary_usage",
+      data: { agent_id: agentId, usage: response.usage, cost_usd: state.options.costOf?.(response.usage) ?? null },
+    });
     summary = response.content?.trim() ?? "";
     if (!summary) throw new Error("the model answered the summary request with no text");
   } catch (error) {

@@ -89,7 +89,10 @@ async function main(argv: string[]): Promise<number> {
       (host: string, hosts: string[] = []) => [...hosts, host],
     )
     .option("--max-steps <n>", "override max_steps")
-    .option("--timeout <duration>", "timeout_sec: stop the run after this long (90s, 10m, 1.5h): failed/timed_out, its work committed, exit 1; runner resume continues it")
+    .option(
+      "--timeout <duration>",
+      "timeout_sec: stop the run after this long (90s, 10m, 1.5h): failed/timed_out, its work committed, exit 1; runner resume continues it",
+    )
     .option("--max-cost <usd>", "model.max_cost_usd: stop once the model calls cost this much (USD): failed/budget_exceeded, its work committed, exit 1")
     .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
     .option("-o, --output-last-message <file>", "write the agent's final answer (only it) to this file when the run ends")

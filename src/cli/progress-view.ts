@@ -103,7 +103,9 @@ export class ProgressView implements EventSink {
         return c.red(`egress proxy exited: ${oneLine(event.data.detail, 160)}`);
       case "run.limit_reached":
         return event.data.limit === "max_cost_usd"
-          ? c.yellow(`budget reached: the model calls cost ${formatUsd(event.data.cost_usd ?? 0)} of model.max_cost_usd ${formatUsd(event.data.value)}; no model call starts now`)
+          ? c.yellow(
+              `budget reached: the model calls cost ${formatUsd(event.data.cost_usd ?? 0)} of model.max_cost_usd ${formatUsd(event.data.value)}; no model call starts now`,
+            )
           : c.yellow(`time limit reached: timeout_sec ${event.data.value} passed; the run stops, its work committed`);
       case "model.unpriced":
         return c.dim(`cost: not priced: ${event.data.detail}`);

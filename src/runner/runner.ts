@@ -199,7 +199,11 @@ export class Runner {
     await resolveRepository(run.task.workspacePath);
     const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
     const resumed = { atModelCall: run.restored.nextStep + 1, earlierEvents: earlier.length };
-    const limits = { ...(maxSteps ? { maxSteps } : {}), ...(maxCostUsd === undefined ? {} : { maxCostUsd }), ...(options.timeoutSec ? { timeoutSec: options.timeoutSec } : {}) };
+    const limits = {
+      ...(maxSteps ? { maxSteps } : {}),
+      ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
+      ...(options.timeoutSec ? { timeoutSec: options.timeoutSec } : {}),
+    };
     return this.launch(run.task, options, earlier, resumed, (prepared, dependencies, runOptions) =>
       resumeRun({ ...run, task: prepared }, dependencies, { ...runOptions, ...limits }),
     );
@@ -336,7 +340,8 @@ export async function createRunner(options: RunnerOptions = {}): Promise<Runner>
 /** The limits `resume` raises, checked like start options. */
 function checkResumeLimits(options: { maxSteps?: number; maxCostUsd?: number; timeoutSec?: number }): void {
   const { maxSteps, maxCostUsd, timeoutSec } = options;
-  if (maxSteps !== undefined && !(Number.isInteger(maxSteps) && maxSteps > 0)) throw new ConfigError(`maxSteps: expected a positive whole number, got ${maxSteps}`);
+  if (maxSteps !== undefined && !(Number.isInteger(maxSteps) && maxSteps > 0))
+    throw new ConfigError(`maxSteps: expected a positive whole number, got ${maxSteps}`);
   if (maxCostUsd !== undefined && !(typeof maxCostUsd === "number" && maxCostUsd > 0 && Number.isFinite(maxCostUsd)))
     throw new ConfigError(`maxCostUsd: expected a positive number of USD, got ${maxCostUsd}`);
   if (timeoutSec !== undefined && !(typeof timeoutSec === "number" && timeoutSec > 0 && timeoutSec <= 7 * 24 * 3600))

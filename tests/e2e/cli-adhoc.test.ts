@@ -120,7 +120,11 @@ describe("ad-hoc flags", () => {
     expect(result.code, result.stdout + result.stderr).toBe(1);
     expect(result.stdout).toContain("status: failed (timed_out)\nerror: the run's time limit was reached (timeout_sec 2)");
     const runDirectory = onlyRunDirectory(home.path)!;
-    expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "failed", reason: "timed_out", error: "the run's time limit was reached (timeout_sec 2)" });
+    expect(readJson(join(runDirectory, "report.json"))).toMatchObject({
+      status: "failed",
+      reason: "timed_out",
+      error: "the run's time limit was reached (timeout_sec 2)",
+    });
     expect(readJson(join(runDirectory, "task.json"))).toMatchObject({ timeout_sec: 2 });
   });
 });

@@ -161,7 +161,12 @@ describe("batch-report.json totals", () => {
     expect(markdownSummary(report, "/r.json")).toContain("2 runs, 2200 tokens (800 cached), cost $0.3");
     // A run without a price (or a line of an older runner, without cost_usd) makes the total unknown, not smaller.
     for (const cost of [null, undefined]) {
-      const partly = buildBatchReport(plan(["a", "b"]), [...finished("a", "succeeded", "verified", { cost: 0.1 }), ...finished("b", "succeeded", "verified", { cost })], "/home", ended);
+      const partly = buildBatchReport(
+        plan(["a", "b"]),
+        [...finished("a", "succeeded", "verified", { cost: 0.1 }), ...finished("b", "succeeded", "verified", { cost })],
+        "/home",
+        ended,
+      );
       expect(partly.totals.cost_usd).toBeNull();
       expect(markdownSummary(partly, "/r.json")).toContain("cost unknown (a run was not priced)");
     }

@@ -18,7 +18,11 @@ import { eventData, eventsFile, fakeRunner, fakeShell, toolCall, writeScriptedTa
 const DEAR = { input: 1000, cached_input: 1000, cache_write: 1000, output: 1000 };
 
 const finishedCosts = (runDirectory: string) =>
-  eventData(eventsFile(runDirectory), "model_call.finished").map((data) => ({ agent: data.agent_id, usage: data.usage as Usage, cost: data.cost_usd as number }));
+  eventData(eventsFile(runDirectory), "model_call.finished").map((data) => ({
+    agent: data.agent_id,
+    usage: data.usage as Usage,
+    cost: data.cost_usd as number,
+  }));
 
 describe("the run's budget (model.max_cost_usd)", () => {
   it("ends the run failed/budget_exceeded before the next model call, the work so far committed; resume --max-cost goes on from what was spent", async () => {
@@ -49,7 +53,9 @@ describe("the run's budget (model.max_cost_usd)", () => {
     expect(git("show", `runner/${first.id}:work.txt`)).toBe("one\n");
     expect(git("rev-parse", `runner/${first.id}`).trim()).toBe(report.head_commit);
 
-    await expect(fake.runner.resume(first.id)).rejects.toThrow(/stopped at its budget \(spent \$[\d.]+ of model\.max_cost_usd \$0\.01\); continue it with --max-cost USD/);
+    await expect(fake.runner.resume(first.id)).rejects.toThrow(
+      /stopped at its budget \(spent \$[\d.]+ of model\.max_cost_usd \$0\.01\); continue it with --max-cost USD/,
+    );
     const resumed = await fake.runner.resume(first.id, { maxCostUsd: 1000 });
     const final = await resumed.result;
     expect(final).toMatchObject({ status: "succeeded", reason: "finished_unverified", resumes: 1, steps: 3, final_message: "Both lines written." });
