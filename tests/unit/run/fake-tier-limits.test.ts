@@ -141,14 +141,15 @@ describe("the run's wall-clock limit (timeout_sec)", () => {
           { expect: { tool_result_matches: "\\[interrupted\\]" }, content: "Done after the resume." },
         ],
       },
-      task: { name: "time-limit", timeout_sec: 1 },
+      // Long enough for the first two calls to start on a loaded machine; the second then waits for the limit.
+      task: { name: "time-limit", timeout_sec: 5 },
     });
     const first = await fake.runner.start(task);
     const report = await first.result;
 
-    expect(report).toMatchObject({ status: "failed", reason: "timed_out", error: "the run's time limit was reached (timeout_sec 1)", steps: 2 });
+    expect(report).toMatchObject({ status: "failed", reason: "timed_out", error: "the run's time limit was reached (timeout_sec 5)", steps: 2 });
     expect(eventData(eventsFile(first.directory), "run.limit_reached")).toEqual([
-      { limit: "timeout_sec", value: 1, cost_usd: null, elapsed_ms: expect.any(Number) },
+      { limit: "timeout_sec", value: 5, cost_usd: null, elapsed_ms: expect.any(Number) },
     ]);
     expect(git("show", `runner/${first.id}:before.txt`)).toBe("written before the limit\n");
     expect(git("log", "-1", "--format=%s", `runner/${first.id}`).trim()).toBe(`agent-runner: time-limit (run ${first.id}, failed: partial work)`);
