@@ -83,6 +83,15 @@ export interface AgentLoopOptions {
   onConversation?: (messages: readonly ChatMessage[]) => void;
   /** Held while this agent's tool calls run, so a background merge into its worktree never overlaps them. */
   toolGate?: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
+  /** The cost of a call's usage, USD, or null when the model is not priced (then `model_call.finished` says `cost_usd: null`). */
+  costOf?: (usage: Usage) => number | null;
+  /**
+   * The run's cost budget, shared by every agent of the run: asked before each
+   * model call (turns and compactions); once `spent()`, the agent makes no more
+   * calls and ends with reason `budget_exceeded` (a call already in flight, its
+   * own or another agent's, finishes; the tool calls of a finished call run).
+   */
+  budget?: { spent(): boolean };
   /**
    * Start from a copy of another agent's conversation (a fork: the prefix is
    * kept byte-identical so a prompt cache can hit), with `instruction` appended
@@ -97,7 +106,7 @@ export interface AgentLoopOptions {
  * (`refusal`), or {@link MAX_CUT_REPLIES} replies in a row were cut at the
  * output-token limit (`output_limit`).
  */
-export type AgentEndReason = "final_answer" | "max_steps" | "refusal" | "output_limit";
+export type AgentEndReason = "final_answer" | "max_steps" | "refusal" | "output_limit" | "budget_exceeded";
 
 export interface AgentOutcome {
   reason: AgentEndReason;
@@ -118,7 +127,7 @@ export interface AgentOutcome {
  * tool calls, or with a call whose arguments are not whole JSON, is neither
  * an answer nor run: the model is told (a `model_call.cut` event) and asked
  * again, and after {@link MAX_CUT_REPLIES} in a row the agent ends
- * (`output_limit`); a `refusal` ends it at once (`refusal`). Before every request the conversation is checked (orphan calls and
+ * (`output_limit`); a `refusal` ends it at once (`refusal`); once the run's budget is spent no call starts (`budget_exceeded`). Before every request the conversation is checked (orphan calls and
  * results repaired) and kept inside the context window (clearing, then
  * compaction). Throws ModelError when the model fails for good (reason
  * `context_window_exceeded` when nothing more can be shrunk), CancelledError
@@ -176,11 +185,15 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     events.emit({ type: "agent.finished", data: { agent_id: agentId, reason, steps, final_message: finalMessage } });
     return { reason, finalMessage, steps, toolCalls: state.toolCalls, usage: state.usage, messages };
   };
+  const outOfBudget = (): AgentOutcome => end("budget_exceeded", step, null);
   for (; step < options.maxSteps; step += 1) {
     if (signal.aborted) throw new CancelledError();
     if (options.background) deliver(options.background.drain());
+    // Checked before the compaction a fit may make, and again after it: no call starts once the budget is spent.
+    if (options.budget?.spent()) return outOfBudget();
     messages = repair(messages, step, state);
     messages = await fitContext(messages, step, state);
+    if (options.budget?.spent()) return outOfBudget();
     const rawTokens = state.estimator.raw(messages, state.definitions);
     const estimatedTokens = state.estimator.estimate(messages, state.definitions);
     events.emit({
@@ -220,7 +233,15 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     journal?.append({ type: "message", agent_id: agentId, message: assistant, step, usage: response.usage });
     events.emit({
       type: "model_call.finished",
-      data: { agent_id: agentId, step, duration_ms: Date.now() - started, usage: response.usage, tool_calls: calls.length, content: response.content },
+      data: {
+        agent_id: agentId,
+        step,
+        duration_ms: Date.now() - started,
+        usage: response.usage,
+        cost_usd: options.costOf?.(response.usage) ?? null,
+        tool_calls: calls.length,
+        content: response.content,
+      },
     });
     if (response.finishReason === "refusal") {
       turnEnd();
@@ -377,7 +398,10 @@ async function compact(messages: ChatMessage[], step: number, state: LoopState):
       onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "compaction", retry) }),
     });
     state.usage = addUsage(state.usage, response.usage);
-    events.emit({ type: "context.summary_usage", data: { agent_id: agentId, usage: response.usage } });
+    events.emit({
+      type: "context.summary_usage",
+      data: { agent_id: agentId, usage: response.usage, cost_usd: state.options.costOf?.(response.usage) ?? null },
+    });
     summary = response.content?.trim() ?? "";
     if (!summary) throw new Error("the model answered the summary request with no text");
   } catch (error) {

@@ -23,6 +23,7 @@ const UNFINISHED: Partial<Record<AgentEndReason, string>> = {
   max_steps: "stopped at its step limit",
   refusal: "stopped: the model refused to answer",
   output_limit: "stopped: its replies kept being cut at the output-token limit",
+  budget_exceeded: "stopped: the run's cost budget (model.max_cost_usd) is spent",
 };
 
 export type SubagentMode = "explore" | "worker";
@@ -42,6 +43,8 @@ export interface SubagentReport {
   steps: number;
   tool_calls: number;
   usage: Usage;
+  /** What its model calls cost, USD; null when the model is not priced. */
+  cost_usd: number | null;
   verify: { command: string; exit_code: number | null; passed: boolean; timed_out: boolean; sandbox_lost: string | null } | null;
   /** A worker's commit: what it left out (first 100 paths, and how many in all) and whether it ran past its time limit. */
   commit: { left_out: LeftOutPath[]; left_out_count: number; timed_out: boolean } | null;
@@ -83,6 +86,10 @@ export interface SubagentHost {
   /** Bounds of every host commit of a worktree (task.yaml `commit`). */
   commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
+  /** The cost of a model call's usage, USD; absent when the model is not priced. */
+  costOf?: (usage: Usage) => number;
+  /** The run's cost budget, shared with the main agent (see AgentLoopOptions.budget). */
+  budget?: { spent(): boolean };
   /** Where each subagent's report goes (report.json `agents`). */
   reports: SubagentReport[];
   /** Policy, approval and hooks of a subagent (explore agents get the `explore` policy). */
@@ -146,6 +153,7 @@ export function agentTool(host: SubagentHost): Tool {
         steps: 0,
         tool_calls: 0,
         usage: emptyUsage(),
+        cost_usd: host.costOf ? 0 : null,
         verify: null,
         commit: null,
         merge: null,
@@ -279,6 +287,8 @@ async function runSubagent(
       journal: host.journal,
       results,
       redact: (text) => host.redact(text),
+      ...(host.costOf ? { costOf: host.costOf } : {}),
+      ...(host.budget ? { budget: host.budget } : {}),
       ...(request.forkFrom ? { forkFrom: request.forkFrom } : {}),
     });
     report.final_message = outcome.finalMessage;
@@ -396,6 +406,11 @@ async function finishWorker(
       return notMerged(
         delivered.skipped,
         `Worker ${agentId} ${UNFINISHED[delivered.skipped]} without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`,
+      );
+    case "budget_exceeded":
+      return notMerged(
+        "budget_exceeded",
+        `Worker ${agentId} stopped without finishing: the run's cost budget (model.max_cost_usd) is spent; NOT merged. Its branch ${worktree.branch} keeps its work.`,
       );
     case "no_changes":
       report.status = "finished";

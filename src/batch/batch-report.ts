@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { BatchOptions, BatchPlan, BatchStatus, JournalLine, Tokens } from "./batch-state.js";
 import { ConfigError } from "../errors.js";
+import { roundUsd } from "../model/pricing.js";
 import type { BatchTaskStatus } from "./outcomes.js";
 
 /** One run of a task (an attempt's try), as batch-report.json lists it. */
@@ -17,6 +18,8 @@ export interface BatchAttempt {
   error: string | null;
   steps: number | null;
   tokens: Tokens | null;
+  /** What the run's model calls cost, USD (report.json `cost_usd`); null when not priced or not run. */
+  cost_usd: number | null;
   duration_ms: number | null;
   /** Absolute path of the run's patch.diff, when it has one. */
   patch: string | null;
@@ -72,6 +75,8 @@ export interface BatchTotals {
   retries: number;
   /** Sum over every run, incl. the provider's cached prompt tokens. */
   tokens: Tokens & { total: number };
+  /** Sum of every run's `cost_usd`, USD; null when a run that was made is not priced (a partial sum would read as the whole). */
+  cost_usd: number | null;
   /** Run durations (ms): nearest-rank p50 and p90, and the longest; null without finished runs. */
   duration_ms: { p50: number; p90: number; max: number } | null;
   /** Wall time of the batch so far, ms: from its first to its last journal line (resumes included, the time between them not). */
@@ -129,6 +134,7 @@ export function buildBatchReport(plan: BatchPlan, journal: JournalLine[], home: 
         error: line.error,
         steps: line.steps,
         tokens: line.tokens,
+        cost_usd: line.cost_usd ?? null,
         duration_ms: line.duration_ms,
         patch: line.patch && line.run_id ? join(runsDirectory, line.run_id, line.patch) : null,
       };
@@ -151,6 +157,7 @@ export function buildBatchReport(plan: BatchPlan, journal: JournalLine[], home: 
         error: line.type === "attempt.abandoned" ? line.reason : null,
         steps: null,
         tokens: null,
+        cost_usd: null,
         duration_ms: null,
         patch: null,
       });
@@ -275,6 +282,8 @@ function totalsOf(tasks: BatchTaskReport[], erroredAttempts: number, wallMs: num
     tokens.cached += run.tokens.cached;
   }
   tokens.total = tokens.prompt + tokens.completion;
+  const costs = finished.map((run) => run.cost_usd);
+  const cost = costs.every((value): value is number => typeof value === "number") ? roundUsd(costs.reduce((sum, value) => sum + value, 0)) : null;
   const durations = finished.map((run) => run.duration_ms).filter((value): value is number => typeof value === "number");
   const succeeded = count("succeeded");
   const error = count("error");
@@ -290,6 +299,7 @@ function totalsOf(tasks: BatchTaskReport[], erroredAttempts: number, wallMs: num
     errored_attempts: erroredAttempts,
     retries: countRetries(tasks),
     tokens,
+    cost_usd: cost,
     duration_ms: durations.length ? { p50: nearestRank(durations, 0.5), p90: nearestRank(durations, 0.9), max: Math.max(...durations) } : null,
     wall_ms: wallMs,
   };

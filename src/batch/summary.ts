@@ -1,4 +1,5 @@
 import { formatRate, type BatchReport } from "./batch-report.js";
+import { formatUsd } from "../model/pricing.js";
 
 /** The batch as a plain-text table (`runner batch show`, the end of `batch run`): one row per task, then the totals and the gate. */
 export function formatBatchTable(report: BatchReport): string {
@@ -26,13 +27,13 @@ export function formatBatchTable(report: BatchReport): string {
   ].join("\n");
 }
 
-/** One line of counts, pass rates and tokens. */
+/** One line of counts, pass rates, tokens and cost. */
 export function totalsLine(report: BatchReport): string {
   const { totals } = report;
   return (
     `${totals.tasks} tasks: ${totals.succeeded} succeeded, ${totals.failed} failed, ${totals.error} error, ${totals.skipped} skipped; ` +
     `pass rate ${formatRate(totals.pass_rate)} (${formatRate(totals.pass_rate_without_errors)} without infrastructure errors); ` +
-    `${totals.runs} runs, ${totals.tokens.total} tokens (${totals.tokens.cached} cached)` +
+    `${totals.runs} runs, ${totals.tokens.total} tokens (${totals.tokens.cached} cached), cost ${totals.cost_usd === null ? "unknown (a run was not priced)" : formatUsd(totals.cost_usd)}` +
     (report.flaky.length ? `; flaky: ${report.flaky.join(", ")}` : "")
   );
 }

@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
+import { formatUsd } from "../model/pricing.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner, type ApprovalBroker, type ModelText, type RunHandle } from "../runner/runner.js";
@@ -24,8 +25,10 @@ export interface ExecOptions {
   policy?: string;
   /** `--allow-host`, repeatable: entries of sandbox.network.allow. */
   allowHost?: string[];
-  /** `--timeout`: the run's wall-clock limit, a {@link parseDuration} duration. */
+  /** `--timeout`: the run's wall-clock limit (`timeout_sec`), a {@link parseDuration} duration. */
   timeout?: string;
+  /** `--max-cost`: the run's budget (`model.max_cost_usd`), USD. */
+  maxCost?: string;
 }
 
 /** The flags that build an ad-hoc task (with a task file, the file says these). */
@@ -41,27 +44,11 @@ const AD_HOC_FLAGS = [
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
   const task = loadTask(taskFile, options);
-  const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout");
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
   const view = options.json ? null : new ProgressView();
   const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals(), ...streamedText(view) });
-  // The time limit ends the run the way Ctrl-C does (its work so far committed, `runner resume` continues it).
-  let timedOut = false;
-  const timer =
-    timeoutMs === undefined
-      ? null
-      : setTimeout(() => {
-          timedOut = true;
-          void run.cancel(`the time limit was reached (--timeout ${options.timeout})`);
-        }, timeoutMs);
-  try {
-    const code = await follow(run, task, options, view);
-    // A limit the user set, like max_steps: exit 1, not 130 (interrupted).
-    return timedOut && code === exitCodeFor("cancelled") ? 1 : code;
-  } finally {
-    if (timer) clearTimeout(timer);
-  }
+  return follow(run, task, options, view);
 }
 
 /**
@@ -80,18 +67,38 @@ export function parseDuration(value: string, flag: string): number {
 }
 
 /**
+ * An amount of USD as `--max-cost` takes it: "5", "0.50", "$2" (a leading `$`
+ * allowed). Throws ConfigError naming `flag` for anything else, or for zero.
+ */
+export function parseUsd(value: string, flag: string): number {
+  const match = /^\s*\$?\s*(\d+(?:\.\d+)?)\s*$/.exec(value);
+  const usd = match ? Number(match[1]) : NaN;
+  if (!(usd > 0) || usd > 1_000_000) throw new ConfigError(`${flag}: expected an amount of USD above 0 such as "5" or "0.50", got "${value}"`);
+  return usd;
+}
+
+/**
  * `runner resume <run-id>`: continue an interrupted, crashed or errored run
  * (same branch, a new container, the persisted conversation); returns the exit code.
  */
 export async function resumeCommand(
   idOrPrefix: string,
-  options: { json?: boolean; maxSteps?: string; outputLastMessage?: string },
+  options: { json?: boolean; maxSteps?: string; maxCost?: string; timeout?: string; outputLastMessage?: string },
   signal: AbortSignal,
 ): Promise<number> {
   const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
+  const maxCostUsd = options.maxCost === undefined ? undefined : parseUsd(options.maxCost, "--max-cost");
+  const timeoutSec = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout") / 1000;
   const runner = Runner.create({ home: runnerHome() });
   const view = options.json ? null : new ProgressView();
-  const run = await runner.resume(idOrPrefix, { signal, ...(maxSteps ? { maxSteps } : {}), ...approvals(), ...streamedText(view) });
+  const run = await runner.resume(idOrPrefix, {
+    signal,
+    ...(maxSteps ? { maxSteps } : {}),
+    ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
+    ...(timeoutSec === undefined ? {} : { timeoutSec }),
+    ...approvals(),
+    ...streamedText(view),
+  });
   if (!options.json) process.stdout.write(`resuming run ${run.id} at model call ${run.resumed!.atModelCall}\n`);
   // The validated task the run keeps (task.json); the terminal shows this attempt's events only.
   const task = run.task;
@@ -189,7 +196,7 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
     report.commit?.left_out_count
       ? `left out of the commit: ${describeLeftOut(report.commit.left_out, report.commit.left_out_count)} (see report.json commit.left_out)`
       : "",
-    `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in / ${report.usage.completion_tokens} out, ${(report.duration_ms / 1000).toFixed(1)} s`,
+    `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in (${report.usage.cached_tokens} cached, ${report.usage.cache_write_tokens} written to the cache) / ${report.usage.completion_tokens} out, cost: ${costText(report)}, ${(report.duration_ms / 1000).toFixed(1)} s`,
     `run directory: ${runDirectory}`,
     report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
     Object.keys(report.denials).length
@@ -202,10 +209,26 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
       ? `disk: the limit (${Math.round(report.disk.limit_bytes / 1024 ** 2)} MiB) was reached; ${report.disk.enforcement === "filesystem" ? "writes past it were refused" : "the sandbox's processes were stopped"}`
       : "",
     report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
-    (report.status === "cancelled" || report.status === "error") && report.steps > 0 ? `continue it: runner resume ${report.run_id}` : "",
+    continueHint(report),
   ];
   // The verify command, branch, error and merge detail come from the task file, the repository and the agent's work.
   process.stdout.write(`${terminalSafe(lines.filter(Boolean).join("\n"))}\n`);
+}
+
+/** The summary's cost: `$0.0123` (with the budget when there is one), or why it is unknown. */
+function costText(report: RunReport): string {
+  if (report.cost_usd === null) return `unknown (${report.pricing?.unpriced ?? "not priced"})`;
+  const budget = report.reason === "budget_exceeded" ? " (the budget, model.max_cost_usd, was reached)" : "";
+  return `${formatUsd(report.cost_usd)}${report.pricing?.model ? ` as ${report.pricing.model}` : ""}${budget}`;
+}
+
+/** How to continue a run that can be: after an interruption or error, or past a limit `runner resume` raises. */
+function continueHint(report: RunReport): string {
+  if (report.steps === 0) return "";
+  if (report.status === "cancelled" || report.status === "error") return `continue it: runner resume ${report.run_id}`;
+  if (report.status !== "failed") return "";
+  const flag = { max_steps: " --max-steps N", budget_exceeded: " --max-cost USD", timed_out: " (--timeout D for a new time limit)" }[report.reason];
+  return flag === undefined ? "" : `continue it: runner resume ${report.run_id}${flag}`;
 }
 
 /**
@@ -225,8 +248,7 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
         `${adHoc.map(([, flag]) => flag).join(", ")}: ad-hoc task flags (with --instruction); with a task file, set the field in ${taskFile}`,
       );
     }
-    const task = loadTaskFile(taskFile);
-    return options.maxSteps ? { ...task, max_steps: positiveInteger(options.maxSteps, "--max-steps") } : task;
+    return withLimitFlags(loadTaskFile(taskFile), options);
   }
   if (!options.instruction) {
     throw new ConfigError('missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction "..." --workspace DIR`');
@@ -248,7 +270,7 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
   if (options.allowHost?.length) sandbox.network = { allow: options.allowHost };
   if (Object.keys(sandbox).length) raw.sandbox = sandbox;
   try {
-    return validateTask(raw, null, process.cwd());
+    return withLimitFlags(validateTask(raw, null, process.cwd()), options);
   } catch (error) {
     // The problems name task fields; say which flag set each.
     if (error instanceof TaskValidationError)
@@ -275,6 +297,16 @@ export function modelFlag(value: string): { provider: string; name?: string } {
   if (colon === -1 || provider === undefined) return { provider: "openai", name: value };
   const name = value.slice(colon + 1);
   return name ? { provider, name } : { provider };
+}
+
+/** The limits flags set on any task: `--max-steps` (max_steps), `--timeout` (timeout_sec), `--max-cost` (model.max_cost_usd). */
+function withLimitFlags(task: Task, options: ExecOptions): Task {
+  return {
+    ...task,
+    ...(options.maxSteps ? { max_steps: positiveInteger(options.maxSteps, "--max-steps") } : {}),
+    ...(options.timeout === undefined ? {} : { timeout_sec: parseDuration(options.timeout, "--timeout") / 1000 }),
+    model: options.maxCost === undefined ? task.model : { ...task.model, max_cost_usd: parseUsd(options.maxCost, "--max-cost") },
+  };
 }
 
 /** The flag of an ad-hoc task's field path, e.g. `sandbox.network.allow.0` → `--allow-host (sandbox.network.allow.0)`. */

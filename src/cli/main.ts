@@ -92,7 +92,11 @@ async function main(argv: string[]): Promise<number> {
       (host: string, hosts: string[] = []) => [...hosts, host],
     )
     .option("--max-steps <n>", "override max_steps")
-    .option("--timeout <duration>", "stop the run after this long (90s, 10m, 1.5h): cancelled with its work committed, exit 1; runner resume continues it")
+    .option(
+      "--timeout <duration>",
+      "timeout_sec: stop the run after this long (90s, 10m, 1.5h): failed/timed_out, its work committed, exit 1; runner resume continues it",
+    )
+    .option("--max-cost <usd>", "model.max_cost_usd: stop once the model calls cost this much (USD): failed/budget_exceeded, its work committed, exit 1")
     .option("--merge", "after a verified success, fast-forward your checked-out branch to the run branch (if it has not moved and is clean)")
     .option("-o, --output-last-message <file>", "write the agent's final answer (only it) to this file when the run ends")
     .addHelpText(
@@ -121,6 +125,8 @@ async function main(argv: string[]): Promise<number> {
     .argument("<run-id>", "run id, or a unique prefix of it")
     .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
     .option("--max-steps <n>", "allow N more model calls from where the run stopped (needed for a run stopped at max_steps)")
+    .option("--max-cost <usd>", "allow USD more from what the run has spent (needed for a run stopped at its budget)")
+    .option("--timeout <duration>", "this attempt's wall-clock limit (90s, 10m, 1.5h; default: the run's timeout_sec)")
     .option("-o, --output-last-message <file>", "write the agent's final answer (only it) to this file when the run ends")
     .addHelpText(
       "after",
@@ -129,9 +135,10 @@ async function main(argv: string[]): Promise<number> {
         "Examples:",
         "  runner resume 20260101-120000-ab12cd           by id (runner runs lists them)",
         "  runner resume 2026 --max-steps 20              a unique prefix is enough; 20 more model calls",
+        "  runner resume 2026 --max-cost 2 --timeout 30m  $2 more than the run has spent; 30 minutes for this attempt",
       ].join("\n"),
     )
-    .action(async (id: string, options: { json?: boolean; maxSteps?: string; outputLastMessage?: string }) => {
+    .action(async (id: string, options: { json?: boolean; maxSteps?: string; maxCost?: string; timeout?: string; outputLastMessage?: string }) => {
       const { resumeCommand } = await import("./exec-command.js");
       exitCode = await resumeCommand(id, options, controller.signal);
     });

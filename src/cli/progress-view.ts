@@ -3,6 +3,7 @@ import { readEvent, type RunEnvelope } from "../events/event-catalogue.js";
 import type { EventSink, RunEvent } from "../events/run-events.js";
 import type { ModelText } from "../runner/runner.js";
 import { oneLine, terminalSafe } from "../terminal-text.js";
+import { formatUsd } from "../model/pricing.js";
 
 /** Back to the start of the line and erase it (CR, then `CSI 2 K`: ECMA-48 §8.3.41). */
 const ERASE_LINE = "\r\x1b[2K";
@@ -158,6 +159,14 @@ export class ProgressView implements EventSink {
         return c.yellow(`  network: refused ${oneLine(event.data.host, 80)}:${event.data.port} (${event.data.reason})`);
       case "network.proxy_exited":
         return c.red(`egress proxy exited: ${oneLine(event.data.detail, 160)}`);
+      case "run.limit_reached":
+        return event.data.limit === "max_cost_usd"
+          ? c.yellow(
+              `budget reached: the model calls cost ${formatUsd(event.data.cost_usd ?? 0)} of model.max_cost_usd ${formatUsd(event.data.value)}; no model call starts now`,
+            )
+          : c.yellow(`time limit reached: timeout_sec ${event.data.value} passed; the run stops, its work committed`);
+      case "model.unpriced":
+        return c.dim(`cost: not priced: ${event.data.detail}`);
       case "run.resumed":
         return `${c.bold("resumed")} ${event.data.run_id} at model call ${event.data.next_step + 1} (resume ${event.data.resumes}, worktree ${event.data.worktree})`;
       case "model_call.retrying":

@@ -35,6 +35,28 @@ const memory = sizeOfAtLeast("16m");
 const DEFAULT_DISK_BYTES = 10 * 1024 ** 3;
 const DEFAULT_LIMITS = { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 ** 3, disk: DEFAULT_DISK_BYTES };
 
+/** A price, USD per million tokens. */
+const usdPerMillion = z.number().nonnegative().max(10_000);
+
+/**
+ * `model.prices`: the model's prices, USD per million tokens, instead of the
+ * runner's price table (src/model/price-table.ts). A missing `cached_input` or
+ * `cache_write` is billed as `input` (never below what a provider may charge).
+ */
+const pricesSchema = z
+  .strictObject({
+    input: usdPerMillion,
+    cached_input: usdPerMillion.optional(),
+    cache_write: usdPerMillion.optional(),
+    output: usdPerMillion,
+  })
+  .transform((prices) => ({
+    input: prices.input,
+    cached_input: prices.cached_input ?? prices.input,
+    cache_write: prices.cache_write ?? prices.input,
+    output: prices.output,
+  }));
+
 const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
 
 const modelSchema = z
@@ -76,6 +98,13 @@ const modelSchema = z
      * below `max_output_tokens`.
      */
     thinking_budget_tokens: z.number().int().min(1024).max(1_000_000).optional(),
+    /** USD per million tokens (input, cached_input, cache_write, output), overriding the price table. */
+    prices: pricesSchema.optional(),
+    /**
+     * The run's budget, USD: once its model calls (subagents' and compactions' included) have cost this
+     * much, no model call starts and the run ends `failed` / `budget_exceeded`. Needs a priced model.
+     */
+    max_cost_usd: z.number().positive().max(1_000_000).optional(),
   })
   .superRefine((model, context) => {
     if (model.thinking_budget_tokens === undefined) return;
@@ -256,6 +285,15 @@ export const taskSchema = z.strictObject({
   verify: verifySchema.optional(),
   commit: commitSchema.default({ max_file_size: 100 * 1024 ** 2, max_total_size: 1024 ** 3, timeout_sec: 300 }),
   max_steps: z.number().int().positive().max(10_000).default(50),
+  /**
+   * The run's wall-clock limit, seconds (each attempt's: a resume starts it again): past it whatever runs is
+   * stopped and the run ends `failed` / `timed_out`, its work so far committed. `runner exec --timeout` sets it.
+   */
+  timeout_sec: z
+    .number()
+    .positive()
+    .max(7 * 24 * 3600)
+    .optional(),
   /** Per tool call default timeout for run_shell, ms. */
   tool_timeout_ms: z
     .number()

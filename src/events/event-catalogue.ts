@@ -26,6 +26,9 @@ const usage = z.strictObject({
   cache_write_tokens: z.number().optional(),
 });
 
+/** The cost of one model response, USD (price table or `model.prices`); null when the model is not priced; absent in logs written before costs were counted. */
+const costUsd = z.number().nullable().optional();
+
 /** Where an MCP server runs: a process in the sandbox, a process on the host (`trusted`), or a streamable HTTP endpoint. */
 const mcpTransport = z.enum(["sandbox", "host", "http"]);
 
@@ -59,6 +62,13 @@ function event<Shape extends z.core.$ZodLooseShape, Version extends number>(vers
 export const EVENT_CATALOGUE = {
   "run.started": event(1, { run_id: z.string(), task: z.string(), workspace: z.string(), branch: z.string(), base_commit: z.string() }),
   "run.resumed": event(1, { run_id: z.string(), resumes: z.number(), next_step: z.number(), worktree: z.enum(["reused", "recreated"]) }),
+  "run.limit_reached": event(1, {
+    limit: z.enum(["max_cost_usd", "timeout_sec"]),
+    value: z.number(),
+    cost_usd: z.number().nullable(),
+    elapsed_ms: z.number(),
+  }),
+  "model.unpriced": event(1, { model: z.string().nullable(), detail: z.string() }),
   "run.finished": event(1, { status: z.string(), exit_code: z.number(), duration_ms: z.number(), error: z.string().optional() }),
   "disk.prepared": event(1, { limit_bytes: z.number(), enforcement: diskEnforcement, detail: z.string().nullable() }),
   "disk.limit_reached": event(1, {
@@ -117,6 +127,7 @@ export const EVENT_CATALOGUE = {
     step: z.number(),
     duration_ms: z.number(),
     usage,
+    cost_usd: costUsd,
     tool_calls: z.number(),
     content: z.string().nullable(),
   }),
@@ -164,7 +175,7 @@ export const EVENT_CATALOGUE = {
     duration_ms: z.number(),
   }),
   "context.compaction_failed": event(1, { agent_id: z.string(), step: z.number(), error: z.string() }),
-  "context.summary_usage": event(1, { agent_id: z.string(), usage }),
+  "context.summary_usage": event(1, { agent_id: z.string(), usage, cost_usd: costUsd }),
   "task.started": event(1, {
     task_id: z.string(),
     kind: z.enum(["agent", "shell"]),
@@ -197,9 +208,10 @@ export const EVENT_CATALOGUE = {
     files: z.array(z.string()),
     duration_ms: z.number(),
   }),
-  "agent.finished": event(1, {
+  // v2: `reason` gains `budget_exceeded`, `refusal` and `output_limit` (a v1 reader would not know them).
+  "agent.finished": event(2, {
     agent_id: z.string(),
-    reason: z.enum(["final_answer", "max_steps", "refusal", "output_limit", "cancelled"]),
+    reason: z.enum(["final_answer", "max_steps", "refusal", "output_limit", "budget_exceeded", "cancelled"]),
     steps: z.number(),
     final_message: z.string().nullable(),
   }),

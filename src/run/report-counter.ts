@@ -1,4 +1,5 @@
 import { addUsage } from "../model/messages.js";
+import { roundUsd } from "../model/pricing.js";
 import type { EventSink } from "../events/run-events.js";
 import type { RunReport } from "./run-report.js";
 
@@ -9,6 +10,19 @@ export const MAIN_AGENT = "main";
 export function reportCounter(report: RunReport): EventSink {
   let compared = 0;
   let stable = 0;
+  // Summed unrounded; null for good once a call has no cost (an unpriced model, a line of an older runner).
+  let cost: number | null = report.pricing.prices ? 0 : null;
+  const agentCosts = new Map<string, number | null>();
+  const addCost = (agentId: string, callCost: number | null | undefined) => {
+    cost = cost === null || typeof callCost !== "number" ? null : cost + callCost;
+    report.cost_usd = cost === null ? null : roundUsd(cost);
+    const agent = report.agents.find((entry) => entry.id === agentId);
+    if (!agent) return;
+    const before = agentCosts.has(agentId) ? agentCosts.get(agentId)! : agent.cost_usd;
+    const after = before === null || before === undefined || typeof callCost !== "number" ? null : before + callCost;
+    agentCosts.set(agentId, after);
+    agent.cost_usd = after === null ? null : roundUsd(after);
+  };
   return {
     emit(event) {
       switch (event.type) {
@@ -29,11 +43,17 @@ export function reportCounter(report: RunReport): EventSink {
             agent.usage = addUsage(agent.usage, event.data.usage);
           }
           if (event.data.agent_id === MAIN_AGENT) report.steps += 1;
+          addCost(event.data.agent_id, event.data.cost_usd);
           break;
         }
-        case "context.summary_usage":
+        case "context.summary_usage": {
           report.usage = addUsage(report.usage, event.data.usage);
+          // A subagent's compactions are its tokens too (not its steps).
+          const agent = report.agents.find((entry) => entry.id === event.data.agent_id);
+          if (agent) agent.usage = addUsage(agent.usage, event.data.usage);
+          addCost(event.data.agent_id, event.data.cost_usd);
           break;
+        }
         case "tool_call.finished":
         case "tool_call.interrupted": {
           const agent = report.agents.find((entry) => entry.id === event.data.agent_id);

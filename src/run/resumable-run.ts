@@ -6,6 +6,7 @@ import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { newTraceId } from "../events/cloud-event-log.js";
 import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
+import { readRunEvents } from "../events/event-log-reader.js";
 import { MAIN_AGENT } from "./report-counter.js";
 import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
 import { RunStore } from "./run-store.js";
@@ -22,15 +23,29 @@ export interface ResumableRun {
   subagentIds: string[];
   /** The subagents an earlier attempt's report listed (kept in the resumed report). */
   previousAgents: SubagentReport[];
-  /** The run ended `failed` at its step limit: it goes on only with more steps. */
-  stoppedAtStepLimit: boolean;
+  /**
+   * The limit the run ended `failed` at, which `runner resume` can raise: its
+   * step limit (it goes on only with more steps), its budget (only with more
+   * money) or its time limit (each attempt gets `timeout_sec` anew); null otherwise.
+   */
+  stoppedAt: StoppedAtLimit | null;
+  /**
+   * What the run's model calls have cost so far, USD, summed from its events
+   * (what the resumed report starts from); null when a call was not priced.
+   */
+  spentUsd: number | null;
 }
+
+/** The `failed` reasons of limits a resume can raise. */
+export type StoppedAtLimit = "max_steps" | "budget_exceeded" | "timed_out";
+const RESUMABLE_LIMITS: readonly string[] = ["max_steps", "budget_exceeded", "timed_out"] satisfies StoppedAtLimit[];
 
 /**
  * Checks that run `idOrPrefix` under `<home>/runs` can be resumed: it has a
  * task record and a session, no live runner owns it, and it did not end
- * succeeded or failed (except failed at its step limit, `max_steps`, which
- * goes on with more steps). Throws ConfigError (exit 2) saying why not.
+ * succeeded or failed (except failed at a limit a resume can raise:
+ * `max_steps`, `budget_exceeded`, `timed_out`). Throws ConfigError (exit 2)
+ * saying why not.
  */
 export function findResumableRun(home: string, idOrPrefix: string): ResumableRun {
   const runs = join(home, "runs");
@@ -50,11 +65,11 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
     throw new ConfigError(`run ${runId} has no run.json or task.json (it never started, or an older runner made it); start a new run instead`);
   }
   const previous = store.readJson("report") as { status?: string; reason?: string; agents?: SubagentReport[] } | null;
-  // A run that stopped at its step limit can go on with more steps (runner resume --max-steps N); other finished runs are done.
-  const stoppedAtLimit = previous?.status === "failed" && previous.reason === "max_steps";
-  if ((previous?.status === "succeeded" || previous?.status === "failed") && !stoppedAtLimit) {
+  // A run stopped at a limit goes on with it raised (runner resume --max-steps N, --max-cost USD, --timeout D); other finished runs are done.
+  const stoppedAt = previous?.status === "failed" && RESUMABLE_LIMITS.includes(previous.reason ?? "") ? (previous.reason as StoppedAtLimit) : null;
+  if ((previous?.status === "succeeded" || previous?.status === "failed") && !stoppedAt) {
     throw new ConfigError(
-      `run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs, and runs stopped at max_steps, can be resumed — start a new run`,
+      `run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs, and runs stopped at max_steps, its budget or its time limit, can be resumed — start a new run`,
     );
   }
   // A run with a report has ended, even when its runner lives on (a library process that cancelled it).
@@ -69,7 +84,29 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   const task = JSON.parse(readFileSync(store.path("task"), "utf8")) as Task;
   const subagentIds = [...session.keys()].filter((id) => id !== MAIN_AGENT);
   const previousAgents = (previous?.agents ?? []).filter((agent) => typeof agent?.id === "string");
-  return { task, runId, traceId: lock.trace_id ?? newTraceId(), runDirectory, lock, restored, subagentIds, previousAgents, stoppedAtStepLimit: stoppedAtLimit };
+  return {
+    task,
+    runId,
+    traceId: lock.trace_id ?? newTraceId(),
+    runDirectory,
+    lock,
+    restored,
+    subagentIds,
+    previousAgents,
+    stoppedAt,
+    spentUsd: spentOf(store.path("events")),
+  };
+}
+
+/** The summed `cost_usd` of a run's model calls and compactions in its events.jsonl; null when one has none. */
+function spentOf(eventsFile: string): number | null {
+  let spent = 0;
+  for (const event of readRunEvents(eventsFile)) {
+    if (event.type !== "model_call.finished" && event.type !== "context.summary_usage") continue;
+    if (typeof event.data.cost_usd !== "number") return null;
+    spent += event.data.cost_usd;
+  }
+  return spent;
 }
 
 /**

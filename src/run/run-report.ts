@@ -1,5 +1,6 @@
 import type { SubagentReport } from "../agents/subagents.js";
 import type { Usage } from "../model/messages.js";
+import type { Pricing } from "../model/pricing.js";
 import type { LeftOutPath } from "../workspace/commit-selection.js";
 import type { UserMergeOutcome } from "../workspace/merge.js";
 import type { VerifyResult } from "../delivery/verify-commit.js";
@@ -15,7 +16,7 @@ export interface RunReport {
   trace_id: string;
   task: string;
   status: RunStatus;
-  /** Why the run ended this way, e.g. `verified`, `verify_failed`, `max_steps`, `rate_limited`. */
+  /** Why the run ended this way, e.g. `verified`, `verify_failed`, `max_steps`, `budget_exceeded`, `timed_out`, `rate_limited`. */
   reason: string;
   error: string | null;
   verify: VerifyResult | null;
@@ -28,7 +29,15 @@ export interface RunReport {
   final_message: string | null;
   steps: number;
   tool_calls: number;
+  /** Tokens of every model call of the run (subagents' and compactions' included): all prompt tokens, cache reads, cache writes, completion tokens. */
   usage: Usage;
+  /**
+   * What the run's model calls cost, USD (subagents' and compactions' included), priced by `pricing`;
+   * null when the model is not priced (`pricing.unpriced` says why).
+   */
+  cost_usd: number | null;
+  /** How the calls were priced: the model id, USD per million tokens, and where the prices come from. */
+  pricing: Pricing;
   /**
    * Share of model requests whose messages extend the previous request's
    * exactly (what a provider's prompt cache can reuse); null before a second request.

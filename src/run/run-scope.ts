@@ -5,6 +5,7 @@ import { CloudEventLog } from "../events/cloud-event-log.js";
 import { EventFanout, type EventSink } from "../events/run-events.js";
 import { addLogRedactor, createLogger, type LogSettings, type Logger } from "../logging/logger.js";
 import { emptyUsage } from "../model/messages.js";
+import { configuredModelId, pricingOf, type Pricing } from "../model/pricing.js";
 import { parseAllowEntry, type AllowRule } from "../sandbox/network-allow-list.js";
 import { loadPolicy } from "../policy/load-policy.js";
 import type { Policy } from "../policy/policy-schema.js";
@@ -16,6 +17,7 @@ import type { RunReport } from "./run-report.js";
 import { RunStore } from "./run-store.js";
 import type { ResumableRun } from "./resumable-run.js";
 import { readRunEvents } from "../events/event-log-reader.js";
+import { RunBudget, startTimeLimit } from "./run-limits.js";
 
 /**
  * Everything one run owns, and nothing another run can see: its task (with
@@ -51,7 +53,15 @@ export interface RunScope {
   readonly callerSignal: AbortSignal;
   /** Aborted when a monitored disk limit stops the run (the agent's doing: `failed`, not cancelled). */
   readonly diskStop: AbortController;
-  /** The caller's signal or the disk stop: what every phase waits on. */
+  /** Aborted when the attempt has run `timeout_sec` (`failed` / `timed_out`, not cancelled). */
+  readonly timeStop: AbortController;
+  /** Stops the `timeout_sec` timer (before clean-up, which must not be cut short). */
+  cancelTimeLimit(): void;
+  /** How the run's model calls are priced (report.json `pricing`). */
+  readonly pricing: Pricing;
+  /** `model.max_cost_usd`, asked by every agent before each model call. */
+  readonly budget: RunBudget;
+  /** The caller's signal, the disk stop or the time limit: what every phase waits on. */
   readonly signal: AbortSignal;
   readonly cleanup: CleanupStack;
   /** Date.now() when the run (this attempt) began, ms. */
@@ -102,12 +112,16 @@ export function openRunScope(options: RunScopeOptions): RunScope {
   const records = new EventFanout().add(log);
   if (options.events) records.add(options.events);
   const events = new EventFanout().add({ emit: (event) => records.emit(redactor.isEmpty ? event : redactDeep(event)) });
-  const report = emptyReport(task, runId, traceId, main, resume);
+  const pricing = pricingOf(task.model, configuredModelId(task.model, options.hostEnvironment));
+  const report = emptyReport(task, runId, traceId, main, resume, pricing);
   const counter = reportCounter(report);
   // A resumed run reports the whole run: the earlier attempts' events count too.
   if (resume) for (const event of readRunEvents(store.path("events"))) counter.emit(event);
   events.add(counter);
   const diskStop = new AbortController();
+  const timeStop = new AbortController();
+  const started = Date.now();
+  const cancelTimeLimit = startTimeLimit(task.timeout_sec, timeStop, report, events, started);
   return {
     runId,
     traceId,
@@ -126,15 +140,19 @@ export function openRunScope(options: RunScopeOptions): RunScope {
     report,
     callerSignal: options.signal,
     diskStop,
-    signal: AbortSignal.any([options.signal, diskStop.signal]),
+    timeStop,
+    cancelTimeLimit,
+    pricing,
+    budget: new RunBudget(report, task.model.max_cost_usd, events, started),
+    signal: AbortSignal.any([options.signal, diskStop.signal, timeStop.signal]),
     cleanup: new CleanupStack(),
     releaseLogRedactor,
-    started: Date.now(),
+    started,
     redactDeep,
   };
 }
 
-function emptyReport(task: Task, runId: string, traceId: string, policy: Policy, resume: ResumableRun | null): RunReport {
+function emptyReport(task: Task, runId: string, traceId: string, policy: Policy, resume: ResumableRun | null, pricing: Pricing): RunReport {
   return {
     run_id: runId,
     trace_id: traceId,
@@ -152,6 +170,8 @@ function emptyReport(task: Task, runId: string, traceId: string, policy: Policy,
     steps: 0,
     tool_calls: 0,
     usage: emptyUsage(),
+    cost_usd: pricing.prices ? 0 : null,
+    pricing,
     prefix_stable_ratio: null,
     context: { context_window: task.model.context_window, requests: 0, max_request_tokens: 0, cleared: 0, compactions: 0, compaction_failures: 0, repairs: 0 },
     resumes: (resume?.lock.resumes ?? 0) + (resume ? 1 : 0),

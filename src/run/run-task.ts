@@ -72,18 +72,29 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
 }
 
 /**
- * Continues a run found by {@link findResumableRun}: the same branch and
+ * Continues a run found by {@link findResumableRun} (with `maxSteps`,
+ * `maxCostUsd`, `timeoutSec` as the run's new limits): the same branch and
  * worktree path (the old directory when it is still there, else a new
  * worktree of the branch), a new container, the persisted conversation.
  * Tool calls that finished are not run again; calls that were in flight get
  * an "interrupted" result. Then commit, verification and report as usual.
  */
-export async function resumeRun(run: ResumableRun, dependencies: RunDependencies, options: RunOptions & { maxSteps?: number }): Promise<RunResult> {
+export async function resumeRun(
+  run: ResumableRun,
+  dependencies: RunDependencies,
+  options: RunOptions & { maxSteps?: number; maxCostUsd?: number; timeoutSec?: number },
+): Promise<RunResult> {
   const store = new RunStore(run.runDirectory);
   claimRun(store, run.runId);
-  const task = options.maxSteps ? { ...run.task, max_steps: options.maxSteps } : run.task;
-  // A raised step limit is the run's from now on (a later resume reads task.json).
-  if (options.maxSteps) store.writeJson("task", task);
+  const { maxSteps, maxCostUsd, timeoutSec } = options;
+  const task: Task = {
+    ...run.task,
+    ...(maxSteps ? { max_steps: maxSteps } : {}),
+    ...(timeoutSec ? { timeout_sec: timeoutSec } : {}),
+    model: maxCostUsd === undefined ? run.task.model : { ...run.task.model, max_cost_usd: maxCostUsd },
+  };
+  // Raised limits are the run's from now on (a later resume reads task.json).
+  if (maxSteps || maxCostUsd !== undefined || timeoutSec) store.writeJson("task", task);
   store.remove("report");
   return executeRun({ task, runId: run.runId, traceId: run.traceId, runDirectory: run.runDirectory, resume: run }, dependencies, options);
 }

@@ -8,6 +8,7 @@ import { OpenAIResponsesModelClient } from "../model/openai-responses-model-clie
 import type { RateLimitGates } from "../model/rate-limit-gate.js";
 import type { RetryOptions } from "../model/retry.js";
 import { loadScript, ScriptedModelServer } from "../model/scripted-model-server.js";
+import { configuredModelId } from "../model/pricing.js";
 import type { WireName } from "../model/scripted-wire.js";
 
 /** A real provider (not `scripted`). */
@@ -61,7 +62,7 @@ export function checkModelSettings(task: Task, environment: NodeJS.ProcessEnv): 
   const provider = task.model.provider;
   const prefix = provider === "anthropic" ? "ANTHROPIC" : "OPENAI";
   const apiKey = environment[`${prefix}_API_KEY`];
-  const model = task.model.name ?? environment[`${prefix}_MODEL`];
+  const model = configuredModelId(task.model, environment);
   const problems: string[] = [];
   if (!apiKey)
     problems.push(task.file ? `${prefix}_API_KEY is not set (export it, or use model.provider: scripted)` : `${prefix}_API_KEY is not set (export it)`);

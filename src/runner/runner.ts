@@ -22,6 +22,7 @@ import { readEnvelopes } from "../events/event-log-reader.js";
 import { EventReplay } from "./event-replay.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
+import { configuredModelId, formatUsd, pricingOf, roundUsd } from "../model/pricing.js";
 
 /**
  * A question the policy asks before a call it rates `confirm` (README
@@ -179,23 +180,40 @@ export class Runner {
   async startTask(task: Task, options: StartOptions = {}): Promise<RunHandle> {
     // A workspace that is not a repository's top level with a commit is the task's problem: ConfigError, before any run exists.
     await resolveRepository(task.workspacePath);
+    if (task.model.max_cost_usd !== undefined) this.checkBudgetPriced(task, "model.max_cost_usd");
     const validated: Task = options.merge ? { ...task, on_success: "merge" } : task;
     return this.launch(validated, options, null, null, (prepared, dependencies, runOptions) => runTask(prepared, dependencies, runOptions));
   }
 
   /**
    * Continues an interrupted, crashed or errored run, or one stopped at its
-   * step limit (as `runner resume`); its earlier events replay from
-   * events.jsonl. `maxSteps`: that many more model calls from where it stopped
-   * (required for a run stopped at max_steps). Rejects with ConfigError when
-   * the run cannot be resumed, saying why.
+   * step limit, budget or time limit (as `runner resume`); its earlier events
+   * replay from events.jsonl. `maxSteps`: that many more model calls from
+   * where it stopped (required for a run stopped at max_steps). `maxCostUsd`:
+   * that many more USD from what the run has spent (required for a run
+   * stopped at its budget). `timeoutSec`: this attempt's wall-clock limit
+   * (`timeout_sec`; without it the run's own applies again). Raised limits
+   * are the run's from then on (task.json). Rejects with ConfigError when the
+   * run cannot be resumed, saying why.
    */
-  async resume(runId: string, options: StartOptions & { maxSteps?: number } = {}): Promise<RunHandle> {
+  async resume(runId: string, options: StartOptions & { maxSteps?: number; maxCostUsd?: number; timeoutSec?: number } = {}): Promise<RunHandle> {
+    checkResumeLimits(options);
     // Sweep first: a run whose runner died gets its worktree committed before it is looked at.
     await this.prepareOnce(null);
     const run = findResumableRun(this.home, runId);
     const made = run.restored.nextStep;
-    if (run.stoppedAtStepLimit && !options.maxSteps) {
+    if (run.stoppedAt === "budget_exceeded" && options.maxCostUsd === undefined) {
+      throw new ConfigError(
+        `run ${run.runId} stopped at its budget (spent ${run.spentUsd === null ? "?" : formatUsd(run.spentUsd)} of model.max_cost_usd ${formatUsd(run.task.model.max_cost_usd ?? 0)}); continue it with --max-cost USD (USD more)`,
+      );
+    }
+    if (options.maxCostUsd !== undefined) this.checkBudgetPriced(run.task, "--max-cost");
+    if (options.maxCostUsd !== undefined && run.spentUsd === null) {
+      throw new ConfigError(`--max-cost: run ${run.runId} has model calls without a cost (a runner that did not price them): its spending is unknown`);
+    }
+    // `maxCostUsd` more from what the run has spent.
+    const maxCostUsd = options.maxCostUsd === undefined ? undefined : roundUsd(run.spentUsd! + options.maxCostUsd);
+    if (run.stoppedAt === "max_steps" && !options.maxSteps) {
       throw new ConfigError(
         `run ${run.runId} stopped at its step limit (${made} model calls, max_steps ${run.task.max_steps}); continue it with --max-steps N (N more model calls)`,
       );
@@ -211,8 +229,13 @@ export class Runner {
     await resolveRepository(run.task.workspacePath);
     const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
     const resumed = { atModelCall: run.restored.nextStep + 1, earlierEvents: earlier.length };
+    const limits = {
+      ...(maxSteps ? { maxSteps } : {}),
+      ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
+      ...(options.timeoutSec ? { timeoutSec: options.timeoutSec } : {}),
+    };
     return this.launch(run.task, options, earlier, resumed, (prepared, dependencies, runOptions) =>
-      resumeRun({ ...run, task: prepared }, dependencies, { ...runOptions, ...(maxSteps ? { maxSteps } : {}) }),
+      resumeRun({ ...run, task: prepared }, dependencies, { ...runOptions, ...limits }),
     );
   }
 
@@ -238,6 +261,12 @@ export class Runner {
       enforcement: diskEnforcementChoice(this.environment),
       signal: options.signal ?? new AbortController().signal,
     });
+  }
+
+  /** A budget needs prices: ConfigError naming `field` when the task's model has none (a cost the runner cannot know cannot stop it). */
+  private checkBudgetPriced(task: Task, field: string): void {
+    const pricing = pricingOf(task.model, configuredModelId(task.model, this.environment));
+    if (!pricing.prices) throw new ConfigError(`${field}: a budget needs the model's prices, and ${pricing.unpriced}`);
   }
 
   /** Cancels every run this runner started that is still going and waits until each has ended. */
@@ -364,6 +393,17 @@ function withModelText(
       },
     };
   };
+}
+
+/** The limits `resume` raises, checked like start options. */
+function checkResumeLimits(options: { maxSteps?: number; maxCostUsd?: number; timeoutSec?: number }): void {
+  const { maxSteps, maxCostUsd, timeoutSec } = options;
+  if (maxSteps !== undefined && !(Number.isInteger(maxSteps) && maxSteps > 0))
+    throw new ConfigError(`maxSteps: expected a positive whole number, got ${maxSteps}`);
+  if (maxCostUsd !== undefined && !(typeof maxCostUsd === "number" && maxCostUsd > 0 && Number.isFinite(maxCostUsd)))
+    throw new ConfigError(`maxCostUsd: expected a positive number of USD, got ${maxCostUsd}`);
+  if (timeoutSec !== undefined && !(typeof timeoutSec === "number" && timeoutSec > 0 && timeoutSec <= 7 * 24 * 3600))
+    throw new ConfigError(`timeoutSec: expected seconds from 1 to 604800, got ${timeoutSec}`);
 }
 
 /** Start options as a caller may get them wrong: each checked, ConfigError naming it. */

@@ -1,7 +1,7 @@
 // Ad-hoc mode's flags: what task they build (load-task's validation, the
 // flag named in each problem), and two real runs through the CLI (real Docker,
 // the test's own scripted server as the OpenAI-compatible endpoint): the flags
-// reach the run and the model's requests; --timeout stops a run.
+// reach the run and the model's requests; --timeout (timeout_sec) ends a run failed/timed_out.
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadTask, parseDuration } from "../../src/cli/exec-command.js";
@@ -106,7 +106,7 @@ describe("ad-hoc flags", () => {
     });
   });
 
-  it("--timeout stops a run that is still going: cancelled with the reason, exit 1 (a limit, not an interrupt)", async () => {
+  it("--timeout stops a run that is still going: failed/timed_out with the reason, exit 1 (a limit, not an interrupt)", async () => {
     await requireDocker();
     await using home = temporaryDirectory();
     await using repository = createGitRepository({ "README.md": "x\n" });
@@ -118,10 +118,13 @@ describe("ad-hoc flags", () => {
       OPENAI_BASE_URL: baseUrl,
     });
     expect(result.code, result.stdout + result.stderr).toBe(1);
-    expect(result.stdout).toContain("status: cancelled (interrupted)\nerror: cancelled: the time limit was reached (--timeout 2s)");
-    expect(readJson(join(onlyRunDirectory(home.path)!, "report.json"))).toMatchObject({
-      status: "cancelled",
-      error: "cancelled: the time limit was reached (--timeout 2s)",
+    expect(result.stdout).toContain("status: failed (timed_out)\nerror: the run's time limit was reached (timeout_sec 2)");
+    const runDirectory = onlyRunDirectory(home.path)!;
+    expect(readJson(join(runDirectory, "report.json"))).toMatchObject({
+      status: "failed",
+      reason: "timed_out",
+      error: "the run's time limit was reached (timeout_sec 2)",
     });
+    expect(readJson(join(runDirectory, "task.json"))).toMatchObject({ timeout_sec: 2 });
   });
 });

@@ -142,7 +142,7 @@ describe("runner completion", () => {
     );
     expect(top).toEqual(["batch", "completion", "exec", "image", "init", "policy", "resume", "runs", "show"]);
     expect(ex).toEqual(["exec"]);
-    expect(execOptions).toEqual(["--max-steps", "--merge", "--model"]);
+    expect(execOptions).toEqual(["--max-cost", "--max-steps", "--merge", "--model"]);
     expect(workspace).toEqual(["repo"]);
     expect(shortWorkspace).toEqual(["repo"]);
     expect(taskFile).toEqual(["task.yaml"]);

@@ -30,7 +30,7 @@ function finished(
   task: string,
   status: "succeeded" | "failed" | "error",
   reason: string,
-  extra: { attempt?: number; try?: number; error?: string | null; duration?: number } = {},
+  extra: { attempt?: number; try?: number; error?: string | null; duration?: number; cost?: number | null } = {},
 ): JournalLine[] {
   const at = () => new Date((clock += 1000)).toISOString();
   const runId = `run-${task.length}-${clock}`;
@@ -47,6 +47,7 @@ function finished(
       error: extra.error ?? null,
       steps: 3,
       tokens: { prompt: 1000, completion: 100, cached: 400 },
+      ...(extra.cost === undefined ? {} : { cost_usd: extra.cost }),
       duration_ms: extra.duration ?? 2000,
       patch: "patch.diff",
     },
@@ -150,6 +151,25 @@ describe("batch-report.json totals", () => {
     expect(report.totals.duration_ms).toEqual({ p50: 5000, p90: 9000, max: 10_000 });
     expect(report.totals).toMatchObject({ pass_rate: 0.8, pass_rate_without_errors: 1, errored_attempts: 2 });
     expect(nearestRank([5], 0.9)).toBe(5);
+  });
+
+  it("cost: the runs' costs summed where tokens are, null when a run was not priced; the summary line shows it", () => {
+    const priced = [...finished("a", "succeeded", "verified", { cost: 0.1 }), ...finished("b", "failed", "budget_exceeded", { cost: 0.2 })];
+    const report = buildBatchReport(plan(["a", "b"]), priced, "/home", ended);
+    expect(report.totals.cost_usd).toBe(0.3);
+    expect(report.tasks.map((task) => task.attempts[0]!.cost_usd)).toEqual([0.1, 0.2]);
+    expect(markdownSummary(report, "/r.json")).toContain("2 runs, 2200 tokens (800 cached), cost $0.3");
+    // A run without a price (or a line of an older runner, without cost_usd) makes the total unknown, not smaller.
+    for (const cost of [null, undefined]) {
+      const partly = buildBatchReport(
+        plan(["a", "b"]),
+        [...finished("a", "succeeded", "verified", { cost: 0.1 }), ...finished("b", "succeeded", "verified", { cost })],
+        "/home",
+        ended,
+      );
+      expect(partly.totals.cost_usd).toBeNull();
+      expect(markdownSummary(partly, "/r.json")).toContain("cost unknown (a run was not priced)");
+    }
   });
 
   it("an empty shard (a CI matrix wider than the batch) passes", () => {

@@ -151,7 +151,7 @@ describe("event catalogue", () => {
     expect(readEnvelopes(path)).toHaveLength(5);
     const events = readRunEvents(path);
     expect(events.map((event) => event.type === "model_call.started" && event.data.step)).toEqual([0, 2]);
-    const report = { context: { requests: 0, max_request_tokens: 0 }, prefix_stable_ratio: null } as unknown as RunReport;
+    const report = { context: { requests: 0, max_request_tokens: 0 }, prefix_stable_ratio: null, pricing: { prices: null } } as unknown as RunReport;
     const counter = reportCounter(report);
     for (const event of events) counter.emit(event);
     expect(report.context).toMatchObject({ requests: 2, max_request_tokens: 3000 });

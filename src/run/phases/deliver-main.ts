@@ -16,7 +16,7 @@ import type { RunWorkspace } from "./open-workspace.js";
  * patch.diff, verification on a clean checkout, and, for a verified success
  * with `on_success: merge`, the fast-forward of the user's branch. Sets the
  * report's outcome: `failed` for a commit past its time limit, the step
- * limit or a failed verification; `succeeded` otherwise. Throws
+ * limit, the spent budget or a failed verification; `succeeded` otherwise. Throws
  * CancelledError when the run was cancelled meanwhile.
  */
 export async function deliverMainAgent(
@@ -59,7 +59,7 @@ export async function deliverMainAgent(
   if (delivered.committed.timedOut) {
     setOutcome(report, "failed", "commit_timed_out");
   } else if (outcome.reason !== "final_answer") {
-    // max_steps, refusal, output_limit: the agent did not finish; its partial work is committed, not merged.
+    // max_steps, refusal, output_limit, a spent budget: the agent did not finish; its partial work is committed, not merged, and `runner resume` continues it.
     setOutcome(report, "failed", outcome.reason);
   } else if (!verified) {
     setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");

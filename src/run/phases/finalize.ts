@@ -6,7 +6,8 @@ import { setOutcome } from "./deliver-main.js";
 
 /**
  * The report's outcome for a run that ended by an exception: `failed` when a
- * monitored disk limit stopped it (the agent's doing), `cancelled` when the
+ * monitored disk limit stopped it (the agent's doing) or its `timeout_sec`
+ * passed (`timed_out`: a limit the user set, like max_steps), `cancelled` when the
  * caller cancelled it (the reason given to `RunHandle.cancel` kept), `error`
  * otherwise, named by the error (`rate_limited`, `SandboxError`, ...).
  */
@@ -14,6 +15,9 @@ export function recordFailure(scope: RunScope, error: unknown): void {
   const { report } = scope;
   if (scope.diskStop.signal.aborted && !scope.callerSignal.aborted) {
     setOutcome(report, "failed", "disk_limit_exceeded");
+  } else if (scope.timeStop.signal.aborted && !scope.callerSignal.aborted) {
+    setOutcome(report, "failed", "timed_out");
+    report.error = `the run's time limit was reached (timeout_sec ${scope.task.timeout_sec})`;
   } else if (error instanceof CancelledError || scope.callerSignal.aborted) {
     setOutcome(report, "cancelled", "interrupted");
     // The caller's reason is kept: cancel(reason), or the reason given to the start signal's abort().
@@ -45,6 +49,7 @@ export function recordFailure(scope: RunScope, error: unknown): void {
  */
 export async function finalizeRun(scope: RunScope): Promise<RunReport> {
   const { report, events, store } = scope;
+  scope.cancelTimeLimit();
   await scope.cleanup.run(events, scope.logger);
   scope.journal.close();
   // The conversation as the journal holds it (already redacted), for readers that want one JSON document.

@@ -6,7 +6,8 @@ import { readToolResultTool, ToolResultStore } from "../../agent/tool-result-sto
 import { agentTool, type SubagentHost, type SubagentMode } from "../../agents/subagents.js";
 import { TaskManager, taskTools } from "../../agents/task-manager.js";
 import { describeRule } from "../../sandbox/network-allow-list.js";
-import type { ChatMessage } from "../../model/messages.js";
+import type { ChatMessage, Usage } from "../../model/messages.js";
+import { costOf } from "../../model/pricing.js";
 import type { SandboxProvider } from "../../sandbox/sandbox.js";
 import { loadSkillTool, skillCatalogText } from "../../skills/index.js";
 import type { Tool } from "../../tools/define-tool.js";
@@ -54,6 +55,9 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
     };
   } else {
     const allowedHosts = task.sandbox.network.allow.map(describeRule);
+    const prices = scope.pricing.prices;
+    const pricedCost = prices ? (usage: Usage) => costOf(usage, prices) : undefined;
+    if (!prices) events.emit({ type: "model.unpriced", data: { model: scope.pricing.model, detail: scope.pricing.unpriced ?? "not priced" } });
     const gate = new Mutex();
     let conversation: readonly ChatMessage[] = [];
     const { explore: explorePolicy, worker: workerPolicy } = scope.policies;
@@ -84,6 +88,8 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       maxStepsFor: (mode) =>
         Math.min(task.subagents.max_steps, (mode === "explore" ? explorePolicy : workerPolicy).limits.max_steps ?? Number.POSITIVE_INFINITY),
       reports: report.agents,
+      ...(pricedCost ? { costOf: pricedCost } : {}),
+      budget: scope.budget,
       parentGit: new Mutex(),
       firstAgentNumber: await nextSubagentNumber(worktree, scope.runId, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
     };
@@ -116,6 +122,8 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
         wait: () => tasks.waitForBackground(),
       },
       toolGate: gate,
+      ...(pricedCost ? { costOf: pricedCost } : {}),
+      budget: scope.budget,
       onConversation: (current) => {
         conversation = current;
       },
