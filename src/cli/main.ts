@@ -146,9 +146,11 @@ async function main(argv: string[]): Promise<number> {
     .command("show")
     .description("print a run's report and a readable transcript")
     .argument("<run-id>", "run id, or a unique prefix of it")
-    .action(async (id: string) => {
+    .option("--full", "tool results whole (the transcript cuts each to its first 12 lines)")
+    .option("--json", "one JSON object: {run_id, directory, report, agents: {<id>: {messages}}}")
+    .action(async (id: string, options: { full?: boolean; json?: boolean }) => {
       const { showCommand } = await import("./runs-command.js");
-      exitCode = showCommand(runnerHome(), id);
+      exitCode = showCommand(runnerHome(), id, options);
     });
 
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
