@@ -24,10 +24,12 @@ function packageVersion(): string {
 async function main(argv: string[]): Promise<number> {
   const controller = new AbortController();
   let interrupts = 0;
+  // What the first Ctrl-C does, as the command that runs says it.
+  let onInterrupt = "stopping the run and cleaning up (press Ctrl-C again to quit at once)";
   const onSignal = (name: NodeJS.Signals) => {
     interrupts += 1;
     if (interrupts === 1) {
-      process.stderr.write(`\n${name}: stopping the run and cleaning up (press Ctrl-C again to quit at once)\n`);
+      process.stderr.write(`\n${name}: ${onInterrupt}\n`);
       controller.abort();
     } else {
       // The container stops by itself when our attach connection drops, and the next start sweeps it.
@@ -151,6 +153,27 @@ async function main(argv: string[]): Promise<number> {
     .action(async (id: string, options: { full?: boolean; json?: boolean }) => {
       const { showCommand } = await import("./runs-command.js");
       exitCode = showCommand(runnerHome(), id, options);
+    });
+
+  program
+    .command("logs")
+    .description("print a run's events as runner exec shows them; with -f follow a running run until it ends")
+    .argument("<run-id>", "run id, or a unique prefix of it")
+    .option("-f, --follow", "keep printing events as the run writes them; exit with the run's exit code when it ends")
+    .option("--json", "the events.jsonl lines (CloudEvents JSON) as they are")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner logs -f 20260101-120000-ab12cd        follow a run started in another terminal",
+        "  runner logs --json 2026 | jq .type           a finished run's events, by unique id prefix",
+      ].join("\n"),
+    )
+    .action(async (id: string, options: { follow?: boolean; json?: boolean }) => {
+      onInterrupt = "stopped following; the run goes on";
+      const { logsCommand } = await import("./logs-command.js");
+      exitCode = await logsCommand(runnerHome(), id, options, controller.signal);
     });
 
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));

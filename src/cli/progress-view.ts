@@ -15,10 +15,21 @@ import { oneLine, terminalSafe } from "../terminal-text.js";
  * own colours.
  */
 export class ProgressView implements EventSink {
-  private readonly started = Date.now();
+  private started = Date.now();
+  /** With `clock: "event"`, the time of the envelope being shown (ms since the epoch). */
+  private shownAt: number | null = null;
   private readonly colours: ReturnType<typeof pc.createColors>;
 
-  constructor(private readonly stream: NodeJS.WriteStream = process.stderr) {
+  /**
+   * `clock`: what the elapsed time of each line counts: `now` (default) from
+   * the view's creation to the moment it shows a line (a run followed live);
+   * `event` from the first envelope's `time` to the shown envelope's (a
+   * recorded run read back: `runner logs`).
+   */
+  constructor(
+    private readonly stream: NodeJS.WriteStream = process.stderr,
+    private readonly clock: "now" | "event" = "now",
+  ) {
     this.colours = pc.createColors(Boolean(stream.isTTY));
   }
 
@@ -32,6 +43,13 @@ export class ProgressView implements EventSink {
    * schema) is shown as such instead of being guessed at.
    */
   show(envelope: RunEnvelope): void {
+    if (this.clock === "event") {
+      const time = Date.parse(String(envelope.time));
+      if (Number.isFinite(time)) {
+        if (this.shownAt === null) this.started = time;
+        this.shownAt = time;
+      }
+    }
     const read = readEvent(envelope);
     if (read.kind === "event") this.emit(read.event);
     else this.writeLine(this.colours.dim(`event ${terminalSafe(read.type ?? "?")} not shown (${read.kind}): ${oneLine(terminalSafe(read.reason), 160)}`));
@@ -42,7 +60,7 @@ export class ProgressView implements EventSink {
   }
 
   private elapsed(): string {
-    return `[${((Date.now() - this.started) / 1000).toFixed(1).padStart(6)}s]`;
+    return `[${(((this.shownAt ?? Date.now()) - this.started) / 1000).toFixed(1).padStart(6)}s]`;
   }
 
   private describe(event: RunEvent): string | null {

@@ -52,6 +52,16 @@ export interface RunRecord {
 
 /** Reads run `idOrPrefix` (a unique prefix of a run id will do). Throws ConfigError when none or several runs match. */
 export function readRunRecord(home: string, idOrPrefix: string): RunRecord {
+  const id = findRunId(home, idOrPrefix);
+  const store = new RunStore(join(home, "runs", id));
+  const session = store.readJson("session") as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
+  const agents =
+    session?.agents ?? Object.fromEntries([...restoreSession(store.path("journal"))].map(([agentId, agent]) => [agentId, { messages: agent.messages }]));
+  return { id, directory: store.directory, report: store.readJson("report"), agents };
+}
+
+/** The id of the one run in `<home>/runs` that is `idOrPrefix` or starts with it. Throws ConfigError when none or several match. */
+export function findRunId(home: string, idOrPrefix: string): string {
   const matches = listRuns(home).filter((run) => run.id.startsWith(idOrPrefix));
   if (matches.length !== 1) {
     throw new ConfigError(
@@ -63,12 +73,7 @@ export function readRunRecord(home: string, idOrPrefix: string): RunRecord {
             .join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
     );
   }
-  const id = matches[0]!.id;
-  const store = new RunStore(join(home, "runs", id));
-  const session = store.readJson("session") as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
-  const agents =
-    session?.agents ?? Object.fromEntries([...restoreSession(store.path("journal"))].map(([agentId, agent]) => [agentId, { messages: agent.messages }]));
-  return { id, directory: store.directory, report: store.readJson("report"), agents };
+  return matches[0]!.id;
 }
 
 /**

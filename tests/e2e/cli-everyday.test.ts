@@ -140,7 +140,7 @@ describe("runner completion", () => {
       cwd.path,
       home.path,
     );
-    expect(top).toEqual(["batch", "completion", "exec", "image", "init", "policy", "resume", "runs", "show"]);
+    expect(top).toEqual(["batch", "completion", "config", "exec", "image", "init", "logs", "policy", "resume", "runs", "show"]);
     expect(ex).toEqual(["exec"]);
     expect(execOptions).toEqual(["--max-steps", "--merge", "--model"]);
     expect(workspace).toEqual(["repo"]);

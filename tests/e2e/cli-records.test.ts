@@ -1,7 +1,8 @@
 // Reading runs from the command line (the built dist/cli/main.js, no Docker, no model):
 // `runner show --full | --json` and `runner logs [-f]`, on run directories written
 // with the runner's own record writers (CloudEventLog, SessionJournal, RunStore).
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { SessionJournal } from "../../src/agent/session-journal.js";
@@ -96,5 +97,56 @@ describe("runner show", () => {
     const whole = await runCli(["show", "20260101-000000-show02", "--json", "--full"], { RUNNER_HOME: home.path });
     const wholeRecord = JSON.parse(whole.stdout) as typeof record;
     expect(wholeRecord.agents.main!.messages.filter((message) => message.role === "tool").map((message) => message.content)).toEqual([WHOLE_RESULT, SHORT_RESULT]);
+  });
+});
+
+describe("runner logs", () => {
+  it("prints a finished run's events as exec shows them, or with --json the events.jsonl lines as they are", async () => {
+    await using home = temporaryDirectory();
+    const { store } = recordRun(home.path, "20260101-000000-logs01");
+    const human = await runCli(["logs", "20260101-000000-logs01"], { RUNNER_HOME: home.path });
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).toMatch(/^\[ +0\.0s\] run 20260101-000000-logs01 {2}task records {2}branch runner\/20260101-000000-logs01$/m);
+    expect(human.stdout).toMatch(/^\[ +0\.0s\] step 1 run_shell \{"command":"seq 30"\}$/m);
+    const json = await runCli(["logs", "--json", "2026"], { RUNNER_HOME: home.path });
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stdout).toBe(readFileSync(store.path("events"), "utf8"));
+  });
+
+  it("-f follows a running run from another process: prints lines as they are written, ends with the run and its exit code", async () => {
+    await using home = temporaryDirectory();
+    const { emit, finish } = recordRun(home.path, "20260101-000000-logs02", { finished: false });
+    const following = startCli(["logs", "-f", "20260101-000000-logs02"], { RUNNER_HOME: home.path });
+    await waitFor("the recorded lines", () => following.output().stdout.includes('step 1 run_shell {"command":"seq 30"}'), { process: following });
+    emit({ type: "tool_call.started", data: { agent_id: "main", step: 1, tool_call_id: "call_3", name: "read_file", arguments: '{"path":"later.txt"}' } });
+    await waitFor("a line written after logs -f started", () => following.output().stdout.includes('step 2 read_file {"path":"later.txt"}'), {
+      process: following,
+    });
+    expect(following.exited).toBeNull();
+    finish();
+    const result = await following.result;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout.trimEnd().split("\n").at(-1)).toBe("status: succeeded (finished_unverified); runner show 20260101-000000-logs02");
+
+    // A finished run: -f prints it all and returns at once.
+    const again = await runCli(["logs", "-f", "--json", "20260101-000000-logs02"], { RUNNER_HOME: home.path });
+    expect(again.code).toBe(0);
+    expect(again.stdout.trimEnd().split("\n").map((line) => (JSON.parse(line) as { type: string }).type)).toEqual([
+      "dev.agent-runner.run.started.v1",
+      "dev.agent-runner.tool_call.started.v1",
+      "dev.agent-runner.tool_call.started.v1",
+      "dev.agent-runner.run.finished.v1",
+    ]);
+  });
+
+  it("-f on a run whose runner died without a report says so and exits 3", async () => {
+    await using home = temporaryDirectory();
+    const { store } = recordRun(home.path, "20260101-000000-logs03", { finished: false });
+    // An owner label of this host whose process start time cannot match: a runner that is gone.
+    store.writeJson("lock", { run_id: "20260101-000000-logs03", owner: `${hostname()}:${process.pid}:0`, branch: "runner/x" });
+    const result = await runCli(["logs", "-f", "20260101-000000-logs03"], { RUNNER_HOME: home.path });
+    expect(result.code).toBe(3);
+    expect(result.stdout).toContain("step 1 run_shell");
+    expect(result.stderr).toContain("run 20260101-000000-logs03 has no runner any more and no report (it died); `runner resume 20260101-000000-logs03` continues it");
   });
 });
