@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
+import { RUN_FILES } from "../run/run-store.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner, type ApprovalBroker, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
@@ -113,8 +114,26 @@ async function follow(run: RunHandle, task: Task, options: { json?: boolean; out
   await shown;
   // For scripts: the agent's final answer alone (empty when it gave none), whatever the outcome.
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
-  if (!options.json) printOutcome(task, { report, runDirectory: run.directory });
+  if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(resultLine(report, run.directory))}\n`));
+  else printOutcome(task, { report, runDirectory: run.directory });
   return exitCodeFor(report.status);
+}
+
+/**
+ * The last line of `--json` (README "Command line"): not an event (no
+ * `specversion`, not in events.jsonl), so the lines before it are
+ * events.jsonl's exactly and a reader stops at `type: "runner.result"`.
+ * `report` is the absolute path of report.json. (No exit code: the
+ * command's is its own, e.g. 1 where `--timeout` cancelled the run.)
+ */
+function resultLine(report: RunReport, runDirectory: string) {
+  return {
+    type: "runner.result",
+    run_id: report.run_id,
+    status: report.status,
+    reason: report.reason,
+    report: join(runDirectory, RUN_FILES.report),
+  };
 }
 
 /** How long an approval question waits for an answer; no answer is a no. */
