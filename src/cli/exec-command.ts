@@ -1,5 +1,6 @@
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { applyDefaults, defaultTimeout, loadDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
@@ -41,8 +42,15 @@ const AD_HOC_FLAGS = [
 
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
-  const task = loadTask(taskFile, options);
-  const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout");
+  let defaults: TaskDefaults | null = null;
+  const task = loadTask(taskFile, options, (workspace) => {
+    defaults = loadDefaults({ home: runnerHome(), cwd: process.cwd(), workspace });
+    for (const note of defaults.notes) process.stderr.write(`note: ${terminalSafe(note)}\n`);
+    return defaults;
+  });
+  // --timeout, else the defaults file's `timeout`.
+  const timeout = options.timeout !== undefined ? { value: options.timeout, source: "--timeout" } : defaults && defaultTimeout(defaults);
+  const timeoutMs = timeout ? parseDuration(timeout.value, timeout.source === "--timeout" ? "--timeout" : `timeout (${timeout.source})`) : undefined;
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
   const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals() });
@@ -53,7 +61,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
       ? null
       : setTimeout(() => {
           timedOut = true;
-          void run.cancel(`the time limit was reached (--timeout ${options.timeout})`);
+          void run.cancel(`the time limit was reached (${timeout!.source === "--timeout" ? "--timeout" : "timeout"} ${timeout!.value})`);
         }, timeoutMs);
   try {
     const code = await follow(run, task, options);
@@ -220,7 +228,7 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
  * relative to the current directory). Throws ConfigError / TaskValidationError
  * naming the flag or field.
  */
-export function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
+export function loadTask(taskFile: string | undefined, options: ExecOptions, defaults?: (workspacePath: string) => TaskDefaults): Task {
   if (taskFile && (options.instruction || options.workspace)) {
     throw new ConfigError("give either a task file or --instruction/--workspace (-C), not both");
   }
@@ -231,7 +239,7 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
         `${adHoc.map(([, flag]) => flag).join(", ")}: ad-hoc task flags (with --instruction); with a task file, set the field in ${taskFile}`,
       );
     }
-    const task = loadTaskFile(taskFile);
+    const task = loadTaskFile(taskFile, { defaults });
     return options.maxSteps ? { ...task, max_steps: positiveInteger(options.maxSteps, "--max-steps") } : task;
   }
   if (!options.instruction) {
@@ -247,14 +255,14 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
   };
   if (options.maxSteps) raw.max_steps = positiveInteger(options.maxSteps, "--max-steps");
   if (options.verify) raw.verify = { command: options.verify };
-  if (options.model) raw.model = { provider: "openai", name: options.model };
+  if (options.model) raw.model = { name: options.model };
   if (options.policy) raw.policy = options.policy;
   const sandbox: Record<string, unknown> = {};
   if (options.image) sandbox.image = options.image;
   if (options.allowHost?.length) sandbox.network = { allow: options.allowHost };
   if (Object.keys(sandbox).length) raw.sandbox = sandbox;
   try {
-    return validateTask(raw, null, process.cwd());
+    return validateTask(defaults ? applyDefaults(raw, defaults(resolve(options.workspace))) : raw, null, process.cwd());
   } catch (error) {
     // The problems name task fields; say which flag set each.
     if (error instanceof TaskValidationError)

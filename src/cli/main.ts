@@ -188,6 +188,16 @@ async function main(argv: string[]): Promise<number> {
       exitCode = policyCheckCommand(file);
     });
 
+  const config = program.command("config").description('the defaults runs start from: $RUNNER_HOME/config.yaml, ./.runner.yaml (README "Defaults file")');
+  config
+    .command("show", { isDefault: true })
+    .description("print each default, its value and the file and line it came from")
+    .option("-C, --workspace <dir>", "the repository the runs are on (decides whether ./.runner.yaml is read; default: the current directory)")
+    .action(async (options: { workspace?: string }) => {
+      const { configShowCommand } = await import("./config-command.js");
+      exitCode = configShowCommand(runnerHome(), options);
+    });
+
   const image = program.command("image").description("manage the sandbox image");
   image
     .command("build")

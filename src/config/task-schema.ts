@@ -36,7 +36,7 @@ const DEFAULT_LIMITS = { cpus: 1, memory: 1024 ** 3, pids: 256, file_size: 1024 
 
 const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
 
-const modelSchema = z.strictObject({
+export const modelSchema = z.strictObject({
   /**
    * Which API the model is reached through: `openai` (chat completions, any
    * OpenAI-compatible server), `anthropic` (Messages API), `openai-responses`
@@ -83,14 +83,32 @@ export const contextSchema = z
 
 const DEFAULT_WORKDIR = WORKSPACE_ROOT;
 
+/** A Docker image reference (`sandbox.image`, and `image` of the defaults file). */
+export const imageReference = z
+  .string()
+  .regex(
+    /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$/,
+    'expected a Docker image reference like "agent-runner/sandbox:bookworm" (lower-case repository, optional :tag)',
+  );
+
+/** `sandbox.limits` (and `limits` of the defaults file): what a task's sandboxes may use. */
+export const limitsSchema = z.strictObject({
+  cpus: z.number().positive().max(64).default(1),
+  memory: memory.default(1024 ** 3),
+  pids: z.number().int().min(16).max(32768).default(256),
+  /** Largest file a sandbox process may write (RLIMIT_FSIZE). */
+  file_size: memory.default(1024 ** 3),
+  /**
+   * Bytes the task may occupy on disk: its worktrees and every sandbox's writable directories
+   * (/tmp, /var/tmp, /run/lock; the image is read-only, so `pip install` lands in $HOME=/tmp/.local),
+   * allocated blocks counted (README "Security model").
+   * The minimum leaves room for a small checkout next to the filesystem's own metadata.
+   */
+  disk: sizeOfAtLeast("64m").default(DEFAULT_DISK_BYTES),
+});
+
 const sandboxSchema = z.strictObject({
-  image: z
-    .string()
-    .regex(
-      /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$/,
-      'expected a Docker image reference like "agent-runner/sandbox:bookworm" (lower-case repository, optional :tag)',
-    )
-    .default(DEFAULT_SANDBOX_IMAGE),
+  image: imageReference.default(DEFAULT_SANDBOX_IMAGE),
   /**
    * An image the runner builds before the run (README "Task images"): `context` and
    * `dockerfile` are relative to the task file (default `<context>/Dockerfile`), `args`
@@ -133,22 +151,7 @@ const sandboxSchema = z.strictObject({
       allow_cidrs: z.array(z.string().refine((cidr) => checkCidr(cidr) === null, { message: 'expected a CIDR range like "172.28.0.0/16"' })).default([]),
     })
     .default({ allow: [], allow_cidrs: [] }),
-  limits: z
-    .strictObject({
-      cpus: z.number().positive().max(64).default(1),
-      memory: memory.default(1024 ** 3),
-      pids: z.number().int().min(16).max(32768).default(256),
-      /** Largest file a sandbox process may write (RLIMIT_FSIZE). */
-      file_size: memory.default(1024 ** 3),
-      /**
-       * Bytes the task may occupy on disk: its worktrees and every sandbox's writable directories
-       * (/tmp, /var/tmp, /run/lock; the image is read-only, so `pip install` lands in $HOME=/tmp/.local),
-       * allocated blocks counted (README "Security model").
-       * The minimum leaves room for a small checkout next to the filesystem's own metadata.
-       */
-      disk: sizeOfAtLeast("64m").default(DEFAULT_DISK_BYTES),
-    })
-    .default(DEFAULT_LIMITS),
+  limits: limitsSchema.default(DEFAULT_LIMITS),
   /** Literal variables set in the container. */
   env: z.record(environmentName, z.string()).default({}),
   /** Host variables passed through by name (the only way host environment reaches the container). */

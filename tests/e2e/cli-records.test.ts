@@ -43,10 +43,20 @@ function recordRun(home: string, id: string, options: { finished?: boolean } = {
     { role: "tool" as const, tool_call_id: "call_2", content: SHORT_RESULT },
     { role: "assistant" as const, content: "Counted to thirty." },
   ];
-  for (const message of messages.slice(0, 3)) journal.append({ type: "message", agent_id: "main", message, step: message.role === "assistant" ? 0 : undefined });
+  for (const message of messages.slice(0, 3))
+    journal.append({ type: "message", agent_id: "main", message, step: message.role === "assistant" ? 0 : undefined });
   mkdirSync(join(store.path("toolResults"), "main"), { recursive: true });
   writeFileSync(join(store.path("toolResults"), "main", "0-call_1.txt"), WHOLE_RESULT);
-  journal.append({ type: "tool_result", agent_id: "main", step: 0, key: "main/0/call_1", tool_call_id: "call_1", content: CUT_RESULT, is_error: false, full_output: "tool-results/main/0-call_1.txt" });
+  journal.append({
+    type: "tool_result",
+    agent_id: "main",
+    step: 0,
+    key: "main/0/call_1",
+    tool_call_id: "call_1",
+    content: CUT_RESULT,
+    is_error: false,
+    full_output: "tool-results/main/0-call_1.txt",
+  });
   journal.append({ type: "tool_result", agent_id: "main", step: 0, key: "main/0/call_2", tool_call_id: "call_2", content: SHORT_RESULT, is_error: false });
   emit({ type: "tool_call.started", data: { agent_id: "main", step: 0, tool_call_id: "call_1", name: "run_shell", arguments: '{"command":"seq 30"}' } });
   const finish = () => {
@@ -78,8 +88,16 @@ describe("runner show", () => {
 
     const full = await runCli(["show", "2026", "--full"], { RUNNER_HOME: home.path });
     expect(full.code, full.stderr).toBe(0);
-    expect(full.stdout).toContain(WHOLE_RESULT.split("\n").map((line) => `    ${line}`).join("\n"));
-    expect(full.stdout).toContain(SHORT_RESULT.split("\n").map((line) => `    ${line}`).join("\n"));
+    expect(full.stdout).toContain(
+      WHOLE_RESULT.split("\n")
+        .map((line) => `    ${line}`)
+        .join("\n"),
+    );
+    expect(full.stdout).toContain(
+      SHORT_RESULT.split("\n")
+        .map((line) => `    ${line}`)
+        .join("\n"),
+    );
     expect(full.stdout).not.toContain("[cut:");
     expect(full.stdout).not.toContain("more lines");
   });
@@ -96,7 +114,10 @@ describe("runner show", () => {
 
     const whole = await runCli(["show", "20260101-000000-show02", "--json", "--full"], { RUNNER_HOME: home.path });
     const wholeRecord = JSON.parse(whole.stdout) as typeof record;
-    expect(wholeRecord.agents.main!.messages.filter((message) => message.role === "tool").map((message) => message.content)).toEqual([WHOLE_RESULT, SHORT_RESULT]);
+    expect(wholeRecord.agents.main!.messages.filter((message) => message.role === "tool").map((message) => message.content)).toEqual([
+      WHOLE_RESULT,
+      SHORT_RESULT,
+    ]);
   });
 });
 
@@ -131,7 +152,12 @@ describe("runner logs", () => {
     // A finished run: -f prints it all and returns at once.
     const again = await runCli(["logs", "-f", "--json", "20260101-000000-logs02"], { RUNNER_HOME: home.path });
     expect(again.code).toBe(0);
-    expect(again.stdout.trimEnd().split("\n").map((line) => (JSON.parse(line) as { type: string }).type)).toEqual([
+    expect(
+      again.stdout
+        .trimEnd()
+        .split("\n")
+        .map((line) => (JSON.parse(line) as { type: string }).type),
+    ).toEqual([
       "dev.agent-runner.run.started.v1",
       "dev.agent-runner.tool_call.started.v1",
       "dev.agent-runner.tool_call.started.v1",
@@ -147,6 +173,8 @@ describe("runner logs", () => {
     const result = await runCli(["logs", "-f", "20260101-000000-logs03"], { RUNNER_HOME: home.path });
     expect(result.code).toBe(3);
     expect(result.stdout).toContain("step 1 run_shell");
-    expect(result.stderr).toContain("run 20260101-000000-logs03 has no runner any more and no report (it died); `runner resume 20260101-000000-logs03` continues it");
+    expect(result.stderr).toContain(
+      "run 20260101-000000-logs03 has no runner any more and no report (it died); `runner resume 20260101-000000-logs03` continues it",
+    );
   });
 });
