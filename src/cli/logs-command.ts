@@ -50,7 +50,8 @@ export async function logsCommand(home: string, idOrPrefix: string, options: { f
     for (;;) {
       const report = store.readJson("report") as { status?: RunStatus; reason?: string } | null;
       printNew();
-      if (report?.status && lastType === RUN_FINISHED) {
+      // A report without run.finished after it: written by the sweep of a dead run, or by a runner that died right after it.
+      if (report?.status && (lastType === RUN_FINISHED || !runnerAlive(store))) {
         if (view) process.stdout.write(`${terminalSafe(`status: ${report.status} (${report.reason ?? "?"}); runner show ${id}`)}\n`);
         return exitCodeFor(report.status);
       }

@@ -176,5 +176,10 @@ describe("runner logs", () => {
     expect(result.stderr).toContain(
       "run 20260101-000000-logs03 has no runner any more and no report (it died); `runner resume 20260101-000000-logs03` continues it",
     );
+    // The next start's sweep writes a report (no run.finished event): -f ends on it, with the report's exit code.
+    store.writeJson("report", { run_id: "20260101-000000-logs03", status: "error", reason: "runner_died" });
+    const swept = await runCli(["logs", "-f", "20260101-000000-logs03"], { RUNNER_HOME: home.path });
+    expect(swept.code).toBe(3);
+    expect(swept.stdout.trimEnd().split("\n").at(-1)).toBe("status: error (runner_died); runner show 20260101-000000-logs03");
   });
 });
