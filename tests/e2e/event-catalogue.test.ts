@@ -16,7 +16,7 @@ import { temporaryDirectory } from "../helpers/git-repository.js";
 import { readEvents, runCli, toolCall, writeScriptedTask } from "../helpers/runner-cli.js";
 
 describe("event catalogue (real CLI, scripted model, real Docker)", () => {
-  it("every line of a run's events.jsonl reads strictly against the catalogue, and --json prints exactly those lines", async () => {
+  it("every line of a run's events.jsonl reads strictly against the catalogue, and --json prints exactly those lines, then the outcome line", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
