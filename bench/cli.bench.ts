@@ -12,7 +12,7 @@
  * GNU time), which load moves much less.
  *
  * Goal: each command <= 150 ms p50. Needs `npm run build` first (it times
- * dist/cli/main.js, as a user's `runner` runs it). `runs` and `show` read a
+ * dist/cli/main.js, as a user's `runner` runs it). `runs`, `show` and `logs` read a
  * RUNNER_HOME of this script's own holding one recorded run (a report.json and
  * an events.jsonl, no container); nothing touches Docker or the network.
  */
@@ -81,6 +81,7 @@ try {
     "runner --help": [node, CLI, "--help"],
     "runner runs": [node, CLI, "runs"],
     [`runner show <id>`]: [node, CLI, "show", id],
+    [`runner logs <id>`]: [node, CLI, "logs", id],
     "runner policy check worker": [node, CLI, "policy", "check", "worker"],
     ...(process.argv.includes("--no-completion") ? {} : { "runner completion bash": [node, CLI, "completion", "bash"] }),
   };

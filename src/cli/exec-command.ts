@@ -1,9 +1,11 @@
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { applyDefaults, defaultTimeout, loadDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { formatUsd } from "../model/pricing.js";
 import { exitCodeFor, type RunReport } from "../run/run-report.js";
+import { RUN_FILES } from "../run/run-store.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner, type ApprovalBroker, type ModelText, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
@@ -43,7 +45,15 @@ const AD_HOC_FLAGS = [
 
 /** `runner exec`: validate everything, sweep leftovers, run, print the outcome; returns the exit code. */
 export async function execCommand(taskFile: string | undefined, options: ExecOptions, signal: AbortSignal): Promise<number> {
-  const task = loadTask(taskFile, options);
+  let defaults: TaskDefaults | null = null;
+  let task = loadTask(taskFile, options, (workspace) => {
+    defaults = loadDefaults({ home: runnerHome(), cwd: process.cwd(), workspace });
+    for (const note of defaults.notes) process.stderr.write(`note: ${terminalSafe(note)}\n`);
+    return defaults;
+  });
+  // The defaults file's `timeout` where neither the task (timeout_sec) nor --timeout sets one.
+  const timeout = defaults && task.timeout_sec === undefined ? defaultTimeout(defaults) : null;
+  if (timeout) task = { ...task, timeout_sec: parseDuration(timeout.value, `timeout (${timeout.source})`) / 1000 };
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
   const view = options.json ? null : new ProgressView();
@@ -128,13 +138,31 @@ async function follow(
   view?.endStreamedText();
   // For scripts: the agent's final answer alone (empty when it gave none), whatever the outcome.
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
-  if (!options.json) printOutcome(task, { report, runDirectory: run.directory });
+  if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(resultLine(report, run.directory))}\n`));
+  else printOutcome(task, { report, runDirectory: run.directory });
   return exitCodeFor(report.status);
 }
 
 /** The main agent's reply shown as it streams, when the progress view is on a terminal (live only: not in events.jsonl). */
 function streamedText(view: ProgressView | null): { onModelText?: (text: ModelText) => void } {
   return view?.showsStreamedText ? { onModelText: (text) => view.showModelText(text) } : {};
+}
+
+/**
+ * The last line of `--json` (README "Command line"): not an event (no
+ * `specversion`, not in events.jsonl), so the lines before it are
+ * events.jsonl's exactly and a reader stops at `type: "runner.result"`.
+ * `report` is the absolute path of report.json. (No exit code: the
+ * command's is its own, e.g. 1 where `--timeout` cancelled the run.)
+ */
+function resultLine(report: RunReport, runDirectory: string) {
+  return {
+    type: "runner.result",
+    run_id: report.run_id,
+    status: report.status,
+    reason: report.reason,
+    report: join(runDirectory, RUN_FILES.report),
+  };
 }
 
 /** How long an approval question waits for an answer; no answer is a no. */
@@ -237,7 +265,7 @@ function continueHint(report: RunReport): string {
  * relative to the current directory). Throws ConfigError / TaskValidationError
  * naming the flag or field.
  */
-export function loadTask(taskFile: string | undefined, options: ExecOptions): Task {
+export function loadTask(taskFile: string | undefined, options: ExecOptions, defaults?: (workspacePath: string) => TaskDefaults): Task {
   if (taskFile && (options.instruction || options.workspace)) {
     throw new ConfigError("give either a task file or --instruction/--workspace (-C), not both");
   }
@@ -248,7 +276,7 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
         `${adHoc.map(([, flag]) => flag).join(", ")}: ad-hoc task flags (with --instruction); with a task file, set the field in ${taskFile}`,
       );
     }
-    return withLimitFlags(loadTaskFile(taskFile), options);
+    return withLimitFlags(loadTaskFile(taskFile, { defaults }), options);
   }
   if (!options.instruction) {
     throw new ConfigError('missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction "..." --workspace DIR`');
@@ -270,7 +298,7 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions): Ta
   if (options.allowHost?.length) sandbox.network = { allow: options.allowHost };
   if (Object.keys(sandbox).length) raw.sandbox = sandbox;
   try {
-    return withLimitFlags(validateTask(raw, null, process.cwd()), options);
+    return withLimitFlags(validateTask(defaults ? applyDefaults(raw, defaults(resolve(options.workspace))) : raw, null, process.cwd()), options);
   } catch (error) {
     // The problems name task fields; say which flag set each.
     if (error instanceof TaskValidationError)

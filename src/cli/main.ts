@@ -24,10 +24,12 @@ function packageVersion(): string {
 async function main(argv: string[]): Promise<number> {
   const controller = new AbortController();
   let interrupts = 0;
+  // What the first Ctrl-C does, as the command that runs says it.
+  let onInterrupt = "stopping the run and cleaning up (press Ctrl-C again to quit at once)";
   const onSignal = (name: NodeJS.Signals) => {
     interrupts += 1;
     if (interrupts === 1) {
-      process.stderr.write(`\n${name}: stopping the run and cleaning up (press Ctrl-C again to quit at once)\n`);
+      process.stderr.write(`\n${name}: ${onInterrupt}\n`);
       controller.abort();
     } else {
       // The container stops by itself when our attach connection drops, and the next start sweeps it.
@@ -156,9 +158,32 @@ async function main(argv: string[]): Promise<number> {
     .command("show")
     .description("print a run's report and a readable transcript")
     .argument("<run-id>", "run id, or a unique prefix of it")
-    .action(async (id: string) => {
+    .option("--full", "tool results whole (the transcript cuts each to its first 12 lines)")
+    .option("--json", "one JSON object: {run_id, directory, report, agents: {<id>: {messages}}}")
+    .action(async (id: string, options: { full?: boolean; json?: boolean }) => {
       const { showCommand } = await import("./runs-command.js");
-      exitCode = showCommand(runnerHome(), id);
+      exitCode = showCommand(runnerHome(), id, options);
+    });
+
+  program
+    .command("logs")
+    .description("print a run's events as runner exec shows them; with -f follow a running run until it ends")
+    .argument("<run-id>", "run id, or a unique prefix of it")
+    .option("-f, --follow", "keep printing events as the run writes them; exit with the run's exit code when it ends")
+    .option("--json", "the events.jsonl lines (CloudEvents JSON) as they are")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner logs -f 20260101-120000-ab12cd        follow a run started in another terminal",
+        "  runner logs --json 2026 | jq .type           a finished run's events, by unique id prefix",
+      ].join("\n"),
+    )
+    .action(async (id: string, options: { follow?: boolean; json?: boolean }) => {
+      onInterrupt = "stopped following; the run goes on";
+      const { logsCommand } = await import("./logs-command.js");
+      exitCode = await logsCommand(runnerHome(), id, options, controller.signal);
     });
 
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
@@ -171,6 +196,16 @@ async function main(argv: string[]): Promise<number> {
     .action(async (file: string) => {
       const { policyCheckCommand } = await import("./policy-command.js");
       exitCode = policyCheckCommand(file);
+    });
+
+  const config = program.command("config").description('the defaults runs start from: $RUNNER_HOME/config.yaml, ./.runner.yaml (README "Defaults file")');
+  config
+    .command("show", { isDefault: true })
+    .description("print each default, its value and the file and line it came from")
+    .option("-C, --workspace <dir>", "the repository the runs are on (decides whether ./.runner.yaml is read; default: the current directory)")
+    .action(async (options: { workspace?: string }) => {
+      const { configShowCommand } = await import("./config-command.js");
+      exitCode = configShowCommand(runnerHome(), options);
     });
 
   const image = program.command("image").description("manage the sandbox image");

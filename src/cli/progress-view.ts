@@ -21,14 +21,25 @@ const ERASE_LINE = "\r\x1b[2K";
  * main agent's reply as it streams ({@link ProgressView.showModelText}).
  */
 export class ProgressView implements EventSink {
-  private readonly started = Date.now();
+  private started = Date.now();
+  /** With `clock: "event"`, the time of the envelope being shown (ms since the epoch). */
+  private shownAt: number | null = null;
   private readonly colours: ReturnType<typeof pc.createColors>;
   /** The main agent's reply as it streams: shown dim on a status line of its own until `model_call.finished` prints it whole. */
   private streaming: { step: number; attempt: number; text: string } | null = null;
   /** Whether the status line is on the screen (the cursor is at its end). */
   private statusShown = false;
 
-  constructor(private readonly stream: NodeJS.WriteStream = process.stderr) {
+  /**
+   * `clock`: what the elapsed time of each line counts: `now` (default) from
+   * the view's creation to the moment it shows a line (a run followed live);
+   * `event` from the first envelope's `time` to the shown envelope's (a
+   * recorded run read back: `runner logs`).
+   */
+  constructor(
+    private readonly stream: NodeJS.WriteStream = process.stderr,
+    private readonly clock: "now" | "event" = "now",
+  ) {
     this.colours = pc.createColors(Boolean(stream.isTTY));
   }
 
@@ -82,6 +93,13 @@ export class ProgressView implements EventSink {
    * schema) is shown as such instead of being guessed at.
    */
   show(envelope: RunEnvelope): void {
+    if (this.clock === "event") {
+      const time = Date.parse(String(envelope.time));
+      if (Number.isFinite(time)) {
+        if (this.shownAt === null) this.started = time;
+        this.shownAt = time;
+      }
+    }
     const read = readEvent(envelope);
     if (read.kind === "event") this.emit(read.event);
     else this.writeLine(this.colours.dim(`event ${terminalSafe(read.type ?? "?")} not shown (${read.kind}): ${oneLine(terminalSafe(read.reason), 160)}`));
@@ -101,7 +119,7 @@ export class ProgressView implements EventSink {
   }
 
   private elapsed(): string {
-    return `[${((Date.now() - this.started) / 1000).toFixed(1).padStart(6)}s]`;
+    return `[${(((this.shownAt ?? Date.now()) - this.started) / 1000).toFixed(1).padStart(6)}s]`;
   }
 
   private describe(event: RunEvent): string | null {

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { ChatMessage } from "../model/messages.js";
-import { listRuns, readRunRecord } from "../runner/run-records.js";
+import { listRuns, readRunRecord, wholeToolResults } from "../runner/run-records.js";
 import { oneLine, terminalSafe, terminalSafeJson } from "../terminal-text.js";
 
 /** `runner runs`: a table (or JSON lines) of the runs in RUNNER_HOME. */
@@ -29,22 +29,45 @@ export function runsCommand(home: string, options: { json?: boolean }): number {
   return 0;
 }
 
-/** `runner show <run-id>`: the report and a readable transcript. Accepts a unique prefix of the id. */
-export function showCommand(home: string, idOrPrefix: string): number {
+/**
+ * `runner show <run-id>`: the report and a readable transcript, tool results
+ * cut to their first {@link RESULT_PREVIEW_LINES} lines; with `full`, tool
+ * results whole (see {@link wholeToolResults}). With `json`, one JSON object:
+ * `{run_id, directory, report, agents: {<agent id>: {messages}}}`, the
+ * messages as the model got them (with `full`, tool messages' content whole).
+ * Accepts a unique prefix of the id; throws ConfigError when none or several match.
+ */
+export function showCommand(home: string, idOrPrefix: string, options: { full?: boolean; json?: boolean } = {}): number {
   const run = readRunRecord(home, idOrPrefix);
+  const whole = options.full ? wholeToolResults(run.directory) : null;
+  const agents = Object.fromEntries(
+    Object.entries(run.agents).map(([agent, { messages }]) => [
+      agent,
+      {
+        messages: messages.map((message) =>
+          message.role === "tool" && whole ? { ...message, content: whole.get(agent)?.get(message.tool_call_id) ?? message.content } : message,
+        ),
+      },
+    ]),
+  );
+  if (options.json) {
+    process.stdout.write(`${terminalSafeJson(JSON.stringify({ run_id: run.id, directory: run.directory, report: run.report, agents }))}\n`);
+    return 0;
+  }
   const out: string[] = [`run ${run.id}  (${run.directory})`, ""];
   out.push(run.report ? JSON.stringify(run.report, null, 2) : "(no report.json: the run has not finished)", "");
-  for (const [agent, { messages }] of Object.entries(run.agents)) {
+  for (const [agent, { messages }] of Object.entries(agents)) {
     out.push(`== transcript (${agent})`);
-    for (const message of messages) out.push(...describeMessage(message));
+    for (const message of messages) out.push(...describeMessage(message, options.full ? Infinity : RESULT_PREVIEW_LINES));
   }
   process.stdout.write(`${out.map(terminalSafe).join("\n")}\n`);
   return 0;
 }
 
+/** Lines of a tool result `runner show` prints without `--full`. */
 const RESULT_PREVIEW_LINES = 12;
 
-function describeMessage(message: ChatMessage): string[] {
+function describeMessage(message: ChatMessage, resultLines: number): string[] {
   switch (message.role) {
     case "system":
       return [`[system] ${oneLine(message.content, 120)}`];
@@ -57,8 +80,8 @@ function describeMessage(message: ChatMessage): string[] {
       ];
     case "tool": {
       const lines = message.content.split("\n");
-      const shown = lines.slice(0, RESULT_PREVIEW_LINES).map((line) => `    ${line}`);
-      if (lines.length > RESULT_PREVIEW_LINES) shown.push(`    [... ${lines.length - RESULT_PREVIEW_LINES} more lines]`);
+      const shown = lines.slice(0, resultLines).map((line) => `    ${line}`);
+      if (lines.length > resultLines) shown.push(`    [... ${lines.length - resultLines} more lines: runner show --full]`);
       return shown;
     }
   }

@@ -5,6 +5,7 @@ import { parseDocument } from "yaml";
 import { ConfigError } from "../errors.js";
 import { describeIssue, describeYamlError } from "../describe-issue.js";
 import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy/load-policy.js";
+import { applyDefaults, type TaskDefaults } from "./defaults-file.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
 import type { ImageBuild } from "../sandbox/task-image.js";
 
@@ -42,9 +43,11 @@ export class TaskValidationError extends ConfigError {
 /**
  * Reads, parses and validates a task file. Throws {@link TaskValidationError}
  * listing every problem (YAML syntax, schema, and cross-field checks such as
- * a missing workspace or script) with its field path.
+ * a missing workspace or script) with its field path. `defaults`, given the
+ * task's absolute workspace path, returns the defaults that go under the
+ * file's fields (src/config/defaults-file.ts; README "Defaults file").
  */
-export function loadTaskFile(file: string): Task {
+export function loadTaskFile(file: string, options: { defaults?: (workspacePath: string) => TaskDefaults } = {}): Task {
   const absolute = resolve(file);
   if (!existsSync(absolute)) throw new TaskValidationError(absolute, [{ path: "", message: "file not found" }]);
   if (!statSync(absolute).isFile()) throw new TaskValidationError(absolute, [{ path: "", message: "not a file; give the path of a task.yaml" }]);
@@ -56,7 +59,13 @@ export function loadTaskFile(file: string): Task {
       document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })),
     );
   }
-  return validateTask(document.toJS() ?? {}, absolute, dirname(absolute));
+  const raw: unknown = document.toJS() ?? {};
+  if (options.defaults && typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
+    const workspace = (raw as { workspace?: unknown }).workspace;
+    const workspacePath = resolve(dirname(absolute), typeof workspace === "string" && workspace ? workspace : ".");
+    return validateTask(applyDefaults(raw as Record<string, unknown>, options.defaults(workspacePath)), absolute, dirname(absolute));
+  }
+  return validateTask(raw, absolute, dirname(absolute));
 }
 
 /** Validates an already-parsed task object; paths resolve against `baseDirectory`. */

@@ -59,71 +59,72 @@ const pricesSchema = z
 
 const environmentName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name like API_TOKEN");
 
-const modelSchema = z
-  .strictObject({
-    /**
-     * Which API the model is reached through: `openai` (chat completions, any
-     * OpenAI-compatible server), `anthropic` (Messages API), `openai-responses`
-     * (Responses API), `scripted` (the offline scripted model).
-     */
-    provider: z.enum(["openai", "anthropic", "openai-responses", "scripted"]).default("openai"),
-    /** Scripted only: path of the script, relative to task.yaml. */
-    script: z.string().min(1).optional(),
-    /** Scripted only: which provider's wire format the scripted model speaks, with that provider's client. */
-    wire: z.enum(["openai-chat", "anthropic", "openai-responses"]).default("openai-chat"),
-    /**
-     * Stream replies (server-sent events). Then `request_timeout_sec` is the
-     * longest silence (no bytes) before an attempt is given up, not its total time.
-     */
-    stream: z.boolean().default(true),
-    /** OpenAI-compatible model name. */
-    name: z.string().min(1).optional(),
-    /** Overrides OPENAI_BASE_URL. */
-    base_url: z.url().optional(),
-    temperature: z.number().min(0).max(2).optional(),
-    /** Per-attempt timeout, seconds: with `stream`, the longest time without a byte; without, the whole attempt. */
-    request_timeout_sec: z.number().int().positive().max(3600).default(300),
-    /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
-    max_retries: z.number().int().min(0).max(20).default(4),
-    /** The model's context window, tokens: every request is kept under it (see `context`). */
-    context_window: z.number().int().min(2048).max(10_000_000).default(128_000),
-    /**
-     * Most tokens the model may write in one reply. Anthropic requires it
-     * (`max_tokens`; default 8192 there); other providers get it only when set.
-     */
-    max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
-    /**
-     * Anthropic only: turns on extended thinking with this `budget_tokens`
-     * (at least 1024, docs.anthropic.com "Extended thinking"), which must be
-     * below `max_output_tokens`.
-     */
-    thinking_budget_tokens: z.number().int().min(1024).max(1_000_000).optional(),
-    /** USD per million tokens (input, cached_input, cache_write, output), overriding the price table. */
-    prices: pricesSchema.optional(),
-    /**
-     * The run's budget, USD: once its model calls (subagents' and compactions' included) have cost this
-     * much, no model call starts and the run ends `failed` / `budget_exceeded`. Needs a priced model.
-     */
-    max_cost_usd: z.number().positive().max(1_000_000).optional(),
-  })
-  .superRefine((model, context) => {
-    if (model.thinking_budget_tokens === undefined) return;
-    if (model.provider !== "anthropic" && !(model.provider === "scripted" && model.wire === "anthropic")) {
-      context.addIssue({
-        code: "custom",
-        path: ["thinking_budget_tokens"],
-        message: "extended thinking is Anthropic's: set model.provider: anthropic, or remove thinking_budget_tokens",
-      });
-    }
-    const maxTokens = model.max_output_tokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS;
-    if (model.thinking_budget_tokens >= maxTokens) {
-      context.addIssue({
-        code: "custom",
-        path: ["thinking_budget_tokens"],
-        message: `must be below max_output_tokens (${maxTokens}${model.max_output_tokens === undefined ? ", the default" : ""}); raise model.max_output_tokens or lower the budget`,
-      });
-    }
-  });
+/** task.yaml `model`'s fields, before the rules that tie them together ({@link modelSchema}); the defaults file takes them too. */
+export const modelFields = z.strictObject({
+  /**
+   * Which API the model is reached through: `openai` (chat completions, any
+   * OpenAI-compatible server), `anthropic` (Messages API), `openai-responses`
+   * (Responses API), `scripted` (the offline scripted model).
+   */
+  provider: z.enum(["openai", "anthropic", "openai-responses", "scripted"]).default("openai"),
+  /** Scripted only: path of the script, relative to task.yaml. */
+  script: z.string().min(1).optional(),
+  /** Scripted only: which provider's wire format the scripted model speaks, with that provider's client. */
+  wire: z.enum(["openai-chat", "anthropic", "openai-responses"]).default("openai-chat"),
+  /**
+   * Stream replies (server-sent events). Then `request_timeout_sec` is the
+   * longest silence (no bytes) before an attempt is given up, not its total time.
+   */
+  stream: z.boolean().default(true),
+  /** OpenAI-compatible model name. */
+  name: z.string().min(1).optional(),
+  /** Overrides OPENAI_BASE_URL. */
+  base_url: z.url().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  /** Per-attempt timeout, seconds: with `stream`, the longest time without a byte; without, the whole attempt. */
+  request_timeout_sec: z.number().int().positive().max(3600).default(300),
+  /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
+  max_retries: z.number().int().min(0).max(20).default(4),
+  /** The model's context window, tokens: every request is kept under it (see `context`). */
+  context_window: z.number().int().min(2048).max(10_000_000).default(128_000),
+  /**
+   * Most tokens the model may write in one reply. Anthropic requires it
+   * (`max_tokens`; default 8192 there); other providers get it only when set.
+   */
+  max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
+  /**
+   * Anthropic only: turns on extended thinking with this `budget_tokens`
+   * (at least 1024, docs.anthropic.com "Extended thinking"), which must be
+   * below `max_output_tokens`.
+   */
+  thinking_budget_tokens: z.number().int().min(1024).max(1_000_000).optional(),
+  /** USD per million tokens (input, cached_input, cache_write, output), overriding the price table. */
+  prices: pricesSchema.optional(),
+  /**
+   * The run's budget, USD: once its model calls (subagents' and compactions' included) have cost this
+   * much, no model call starts and the run ends `failed` / `budget_exceeded`. Needs a priced model.
+   */
+  max_cost_usd: z.number().positive().max(1_000_000).optional(),
+});
+
+const modelSchema = modelFields.superRefine((model, context) => {
+  if (model.thinking_budget_tokens === undefined) return;
+  if (model.provider !== "anthropic" && !(model.provider === "scripted" && model.wire === "anthropic")) {
+    context.addIssue({
+      code: "custom",
+      path: ["thinking_budget_tokens"],
+      message: "extended thinking is Anthropic's: set model.provider: anthropic, or remove thinking_budget_tokens",
+    });
+  }
+  const maxTokens = model.max_output_tokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS;
+  if (model.thinking_budget_tokens >= maxTokens) {
+    context.addIssue({
+      code: "custom",
+      path: ["thinking_budget_tokens"],
+      message: `must be below max_output_tokens (${maxTokens}${model.max_output_tokens === undefined ? ", the default" : ""}); raise model.max_output_tokens or lower the budget`,
+    });
+  }
+});
 
 /** When and how the conversation is shrunk to stay inside `model.context_window`. */
 export const contextSchema = z
@@ -143,14 +144,32 @@ export const contextSchema = z
 
 const DEFAULT_WORKDIR = WORKSPACE_ROOT;
 
+/** A Docker image reference (`sandbox.image`, and `image` of the defaults file). */
+export const imageReference = z
+  .string()
+  .regex(
+    /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$/,
+    'expected a Docker image reference like "agent-runner/sandbox:bookworm" (lower-case repository, optional :tag)',
+  );
+
+/** `sandbox.limits` (and `limits` of the defaults file): what a task's sandboxes may use. */
+export const limitsSchema = z.strictObject({
+  cpus: z.number().positive().max(64).default(1),
+  memory: memory.default(1024 ** 3),
+  pids: z.number().int().min(16).max(32768).default(256),
+  /** Largest file a sandbox process may write (RLIMIT_FSIZE). */
+  file_size: memory.default(1024 ** 3),
+  /**
+   * Bytes the task may occupy on disk: its worktrees and every sandbox's writable directories
+   * (/tmp, /var/tmp, /run/lock; the image is read-only, so `pip install` lands in $HOME=/tmp/.local),
+   * allocated blocks counted (README "Security model").
+   * The minimum leaves room for a small checkout next to the filesystem's own metadata.
+   */
+  disk: sizeOfAtLeast("64m").default(DEFAULT_DISK_BYTES),
+});
+
 const sandboxSchema = z.strictObject({
-  image: z
-    .string()
-    .regex(
-      /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$/,
-      'expected a Docker image reference like "agent-runner/sandbox:bookworm" (lower-case repository, optional :tag)',
-    )
-    .default(DEFAULT_SANDBOX_IMAGE),
+  image: imageReference.default(DEFAULT_SANDBOX_IMAGE),
   /**
    * An image the runner builds before the run (README "Task images"): `context` and
    * `dockerfile` are relative to the task file (default `<context>/Dockerfile`), `args`
@@ -193,22 +212,7 @@ const sandboxSchema = z.strictObject({
       allow_cidrs: z.array(z.string().refine((cidr) => checkCidr(cidr) === null, { message: 'expected a CIDR range like "172.28.0.0/16"' })).default([]),
     })
     .default({ allow: [], allow_cidrs: [] }),
-  limits: z
-    .strictObject({
-      cpus: z.number().positive().max(64).default(1),
-      memory: memory.default(1024 ** 3),
-      pids: z.number().int().min(16).max(32768).default(256),
-      /** Largest file a sandbox process may write (RLIMIT_FSIZE). */
-      file_size: memory.default(1024 ** 3),
-      /**
-       * Bytes the task may occupy on disk: its worktrees and every sandbox's writable directories
-       * (/tmp, /var/tmp, /run/lock; the image is read-only, so `pip install` lands in $HOME=/tmp/.local),
-       * allocated blocks counted (README "Security model").
-       * The minimum leaves room for a small checkout next to the filesystem's own metadata.
-       */
-      disk: sizeOfAtLeast("64m").default(DEFAULT_DISK_BYTES),
-    })
-    .default(DEFAULT_LIMITS),
+  limits: limitsSchema.default(DEFAULT_LIMITS),
   /** Literal variables set in the container. */
   env: z.record(environmentName, z.string()).default({}),
   /** Host variables passed through by name (the only way host environment reaches the container). */

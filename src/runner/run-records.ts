@@ -1,5 +1,5 @@
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
 import { restoreSession } from "../agent/session-journal.js";
 import { ConfigError } from "../errors.js";
 import type { ChatMessage } from "../model/messages.js";
@@ -52,6 +52,16 @@ export interface RunRecord {
 
 /** Reads run `idOrPrefix` (a unique prefix of a run id will do). Throws ConfigError when none or several runs match. */
 export function readRunRecord(home: string, idOrPrefix: string): RunRecord {
+  const id = findRunId(home, idOrPrefix);
+  const store = new RunStore(join(home, "runs", id));
+  const session = store.readJson("session") as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
+  const agents =
+    session?.agents ?? Object.fromEntries([...restoreSession(store.path("journal"))].map(([agentId, agent]) => [agentId, { messages: agent.messages }]));
+  return { id, directory: store.directory, report: store.readJson("report"), agents };
+}
+
+/** The id of the one run in `<home>/runs` that is `idOrPrefix` or starts with it. Throws ConfigError when none or several match. */
+export function findRunId(home: string, idOrPrefix: string): string {
   const matches = listRuns(home).filter((run) => run.id.startsWith(idOrPrefix));
   if (matches.length !== 1) {
     throw new ConfigError(
@@ -63,10 +73,28 @@ export function readRunRecord(home: string, idOrPrefix: string): RunRecord {
             .join(", ")}${matches.length > 5 ? ", ..." : ""}); give more of the id`,
     );
   }
-  const id = matches[0]!.id;
-  const store = new RunStore(join(home, "runs", id));
-  const session = store.readJson("session") as { agents?: Record<string, { messages: ChatMessage[] }> } | null;
-  const agents =
-    session?.agents ?? Object.fromEntries([...restoreSession(store.path("journal"))].map(([agentId, agent]) => [agentId, { messages: agent.messages }]));
-  return { id, directory: store.directory, report: store.readJson("report"), agents };
+  return matches[0]!.id;
+}
+
+/**
+ * Every finished tool call's whole result in a run directory, per agent id
+ * and then per tool call id: the file under `tool-results/` when the result
+ * was cut to the per-result cap for the model, else the result the journal
+ * recorded (whole even when clearing later took it out of the conversation).
+ * Redacted like every record (the runner redacts before it writes).
+ */
+export function wholeToolResults(directory: string): Map<string, Map<string, string>> {
+  const store = new RunStore(directory);
+  const whole = new Map<string, Map<string, string>>();
+  for (const [agentId, agent] of restoreSession(store.path("journal"))) {
+    const results = new Map<string, string>();
+    for (const { callId, content } of agent.results.values()) results.set(callId, content);
+    for (const [callId, file] of agent.fullOutputs) {
+      const path = resolve(directory, file);
+      // The journal names a file of the run's own records; anything else is not read.
+      if (!relative(store.path("toolResults"), path).startsWith("..") && existsSync(path)) results.set(callId, readFileSync(path, "utf8"));
+    }
+    whole.set(agentId, results);
+  }
+  return whole;
 }

@@ -58,7 +58,7 @@ async function loadedPackages(args: string[], home: string, scratch: string): Pr
 }
 
 describe("a quick CLI: commands that touch no sandbox or model load none of the run machinery", () => {
-  it("--version, --help, runs, show, policy check, completion load commander (and zod/yaml to check a policy) only", async () => {
+  it("--version, --help, runs, show, logs, policy check, completion load commander (and zod/yaml to check a policy) only", async () => {
     await using home = temporaryDirectory();
     await using scratch = temporaryDirectory();
     const id = "20260101-000000-quick0";
@@ -80,7 +80,16 @@ describe("a quick CLI: commands that touch no sandbox or model load none of the 
       }),
     );
     writeFileSync(join(home.path, "runs", id, "events.jsonl"), "");
-    for (const args of [["--version"], ["--help"], ["runs"], ["show", id], ["policy", "check", "worker"], ["completion", "bash"]]) {
+    for (const args of [
+      ["--version"],
+      ["--help"],
+      ["runs"],
+      ["show", id],
+      ["show", id, "--full"],
+      ["logs", id],
+      ["policy", "check", "worker"],
+      ["completion", "bash"],
+    ]) {
       const { code, packages } = await loadedPackages(args, home.path, scratch.path);
       expect(code, args.join(" ")).toBe(0);
       expect(
@@ -140,7 +149,7 @@ describe("runner completion", () => {
       cwd.path,
       home.path,
     );
-    expect(top).toEqual(["batch", "completion", "exec", "image", "init", "policy", "resume", "runs", "show"]);
+    expect(top).toEqual(["batch", "completion", "config", "exec", "image", "init", "logs", "policy", "resume", "runs", "show"]);
     expect(ex).toEqual(["exec"]);
     expect(execOptions).toEqual(["--max-cost", "--max-steps", "--merge", "--model"]);
     expect(workspace).toEqual(["repo"]);

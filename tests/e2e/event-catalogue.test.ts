@@ -16,7 +16,7 @@ import { temporaryDirectory } from "../helpers/git-repository.js";
 import { readEvents, runCli, toolCall, writeScriptedTask } from "../helpers/runner-cli.js";
 
 describe("event catalogue (real CLI, scripted model, real Docker)", () => {
-  it("every line of a run's events.jsonl reads strictly against the catalogue, and --json prints exactly those lines", async () => {
+  it("every line of a run's events.jsonl reads strictly against the catalogue, and --json prints exactly those lines, then the outcome line", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
@@ -56,7 +56,9 @@ describe("event catalogue (real CLI, scripted model, real Docker)", () => {
     const printed = result.stdout.trimEnd().split("\n");
     const runDirectory = join(home.path, "runs", String((JSON.parse(printed[0]!) as { runid: string }).runid));
     const written = readFileSync(join(runDirectory, "events.jsonl"), "utf8").trimEnd().split("\n");
-    expect(printed).toEqual(written);
+    // Every line but the last is events.jsonl's; the last is the outcome line, not an event.
+    expect(printed.slice(0, -1)).toEqual(written);
+    expect(JSON.parse(printed.at(-1)!)).toMatchObject({ type: "runner.result", status: "succeeded", report: join(runDirectory, "report.json") });
 
     const reads = written.map((line) => readEvent(JSON.parse(line), { strict: true }));
     expect(reads.filter((read) => read.kind !== "event")).toEqual([]);

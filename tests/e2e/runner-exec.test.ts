@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { appendFileSync, cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
@@ -8,6 +8,7 @@ import { createFakeInternet } from "../helpers/fake-internet.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { execFileSync } from "node:child_process";
 import { runPaths } from "../../src/workspace/run-disk.js";
+import { onlyRunDirectory, readJson } from "../helpers/runner-cli.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const CLI = join(ROOT, "dist/cli/main.js");
@@ -290,7 +291,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(result.stderr).toMatch(/is not a git repository; run `git init/);
   });
 
-  it("--json streams the CloudEvents on stdout, one JSON object per line", async () => {
+  it("--json streams the CloudEvents on stdout, one JSON object per line, and ends with the report's path and status", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
@@ -305,6 +306,16 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(types[0]).toBe("dev.agent-runner.run.started.v1");
     expect(types).toContain("dev.agent-runner.tool_call.finished.v1");
     expect(types).toContain("dev.agent-runner.verify.finished.v1");
-    expect(types.at(-1)).toBe("dev.agent-runner.run.finished.v1");
+    expect(types.at(-2)).toBe("dev.agent-runner.run.finished.v1");
+    // The last line is not an event: the run's outcome, for scripts.
+    const runDirectory = onlyRunDirectory(home.path)!;
+    expect(lines.at(-1)).toEqual({
+      type: "runner.result",
+      run_id: basename(runDirectory),
+      status: "succeeded",
+      reason: "verified",
+      report: join(runDirectory, "report.json"),
+    });
+    expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", reason: "verified" });
   });
 });
