@@ -166,7 +166,7 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
     await rawSafeGit({ baseDirectory: repository }, ["init", "-q"]);
     await rawSafeGit({ baseDirectory: repository }, ["add", "--all"]);
     await rawSafeGit({ baseDirectory: repository }, ["commit", "-q", "--allow-empty", "-m", `${task.id}: the task's files as its Dockerfile puts them in ${workdir}`]);
-    writeTaskFile(directory, {
+    const invalid = writeTaskFile(directory, {
       name: taskName(task.id),
       instruction: task.instruction,
       workspace: "./repo",
@@ -176,6 +176,7 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
       },
       verify: { command, timeout_sec: task.verifyTimeoutSec },
     });
+    if (invalid) throw new Error(invalid);
     writeFileSync(join(directory, "instance.json"), `${JSON.stringify({ ...task.source, id: task.id }, null, 2)}\n`);
   } catch (error) {
     rmSync(directory, { recursive: true, force: true });

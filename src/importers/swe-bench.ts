@@ -7,19 +7,17 @@ import { rawSafeGit } from "../workspace/safe-git.js";
 import { hereDocument, literalPattern, MAX_VERIFY_COMMAND_BYTES, taskName, writeTaskFile, type ImportLine } from "./task-writer.js";
 
 /** A list of test ids as the official dataset stores it: a JSON-encoded string, or the list itself. */
-const testList = z.union([
-  z.array(z.string()),
-  z.string().transform((text, context) => {
+const testList = z.preprocess(
+  (value) => {
+    if (typeof value !== "string") return value;
     try {
-      const value: unknown = JSON.parse(text);
-      if (Array.isArray(value) && value.every((item) => typeof item === "string")) return value as string[];
+      return JSON.parse(value) as unknown;
     } catch {
-      // reported below
+      return value;
     }
-    context.addIssue({ code: "custom", message: 'expected a list of test ids, or its JSON string like "[\\"tests/test_a.py::test_x\\"]"' });
-    return z.NEVER;
-  }),
-]);
+  },
+  z.array(z.string(), { error: 'expected a list of test ids, or its JSON string like "[\\"tests/test_a.py::test_x\\"]"' }),
+);
 
 const instanceSchema = z.object({
   instance_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "expected an id like astropy__astropy-12907 (letters, digits, . _ -)"),
@@ -80,7 +78,7 @@ export interface SweBenchImportOptions {
   /** Directory of local clones: `<repos>/<owner>__<name>` or `<repos>/<owner>/<name>`. */
   repos: string;
   out: string;
-  /** Image for every task; `{instance_id}` is replaced by the lower-cased instance id. Default: the runner's default image. */
+  /** Image for every task; `{instance_id}` is replaced by the id as the harness's Docker Hub images spell it (see dockerHubId). Default: the runner's default image. */
   image?: string;
   /** Copy only the base commit, not its history. */
   shallow?: boolean;
@@ -191,14 +189,18 @@ async function importInstance(instance: SweBenchInstance, options: SweBenchImpor
     rmSync(directory, { recursive: true, force: true });
     return refuse(`base_commit ${instance.base_commit} could not be had from ${clone}: ${errorMessage(error).split("\n")[0]}`);
   }
-  const image = options.image?.replaceAll("{instance_id}", id.toLowerCase());
-  writeTaskFile(directory, {
+  const image = options.image?.replaceAll("{instance_id}", dockerHubId(id));
+  const invalid = writeTaskFile(directory, {
     name: taskName(id),
     instruction: instance.problem_statement,
     workspace: "./repo",
     sandbox: { image: image ?? DEFAULT_SANDBOX_IMAGE, workdir: WORKDIR },
     verify: { command, timeout_sec: 1800, protect: testFiles.map(literalPattern) },
   });
+  if (invalid) {
+    rmSync(directory, { recursive: true, force: true });
+    return refuse(invalid);
+  }
   writeFileSync(
     join(directory, "instance.json"),
     `${JSON.stringify({ source: "swe-bench", instance_id: id, repo: instance.repo, base_commit: instance.base_commit, version: instance.version }, null, 2)}\n`,
@@ -225,6 +227,15 @@ function verifyCommand(testPatch: string, spec: string, grader: Buffer): string 
     "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate && conda activate testbed; fi",
     'python3 -I "$d/grade.py" "$d"',
   ].join("\n");
+}
+
+/**
+ * The instance id as the harness names its images on Docker Hub
+ * (`swebench/sweb.eval.x86_64.<id>`): lower case, `__` written `_1776_`
+ * (an image name cannot hold `__` here).
+ */
+function dockerHubId(id: string): string {
+  return id.toLowerCase().replaceAll("__", "_1776_");
 }
 
 /** A new repository at `target` whose HEAD (branch `swe-bench-base`) is `commit`, fetched from `clone`. */

@@ -2,6 +2,8 @@ import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { loadTaskFile } from "../config/load-task.js";
+import { errorMessage } from "../errors.js";
 
 /**
  * Linux's limit on one argument string (MAX_ARG_STRLEN, 32 pages of 4 KiB,
@@ -44,12 +46,21 @@ export function hereDocument(target: string, content: Buffer): string {
   return `${binary ? "base64 -d" : "cat"} > ${target} <<'${delimiter}'\n${body}\n${delimiter}`;
 }
 
-/** Writes `task.yaml` (block scalars for long text) into `directory`. */
-export function writeTaskFile(directory: string, task: Record<string, unknown>): string {
+/**
+ * Writes `task.yaml` (block scalars for long text) into `directory` and loads
+ * it as `runner batch run` will; returns the loader's message when the task
+ * is not valid (e.g. an `--image` that is no image reference), else null.
+ */
+export function writeTaskFile(directory: string, task: Record<string, unknown>): string | null {
   mkdirSync(directory, { recursive: true });
   const file = join(directory, "task.yaml");
   writeFileSync(file, stringify(task, { lineWidth: 0, blockQuote: "literal" }));
-  return file;
+  try {
+    loadTaskFile(file);
+    return null;
+  } catch (error) {
+    return errorMessage(error).replace(/\s*\n\s*/g, " ");
+  }
 }
 
 /** A git pathspec glob matching exactly `path` (verify.protect entries are globs). */
