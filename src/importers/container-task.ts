@@ -13,7 +13,7 @@ import { hereDocument, MAX_VERIFY_COMMAND_BYTES, taskName, writeTaskFile, type I
  * wrote can be there: the agent's container is gone and the checkout is
  * mounted elsewhere.
  */
-export const VERIFIER_ROOT = "/tmp/runner-verifier";
+const VERIFIER_ROOT = "/tmp/runner-verifier";
 const TESTS = `${VERIFIER_ROOT}/tests`;
 const LOGS = `${VERIFIER_ROOT}/logs/verifier`;
 
@@ -66,7 +66,7 @@ export function relocateVerifierPaths(text: string): string {
 }
 
 /** The Dockerfile's last WORKDIR and the sources it COPY/ADDs into it (instructions after the first FROM of the last stage). */
-export function readDockerfile(text: string): { workdir: string | null; copies: { sources: string[]; destination: string }[]; runAfterWorkdir: boolean; from: string[] } {
+function readDockerfile(text: string): { workdir: string | null; copies: { sources: string[]; destination: string }[]; runAfterWorkdir: boolean; from: string[] } {
   const instructions = text
     .replace(/\\\r?\n/g, " ")
     .split(/\r?\n/)

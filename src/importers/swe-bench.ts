@@ -113,7 +113,7 @@ export function readSweBenchInstances(file: string): SweBenchInstance[] {
 }
 
 /** Paths a unified diff changes (`diff --git a/X b/X` headers, the b side), as the harness reads them. */
-export function patchedFiles(patch: string): string[] {
+function patchedFiles(patch: string): string[] {
   return [...patch.matchAll(/^diff --git a\/.* b\/(.*)$/gm)].map((match) => match[1]!);
 }
 
