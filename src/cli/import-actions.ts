@@ -4,7 +4,9 @@ import { formatImportLine, type ImportLine } from "../importers/task-writer.js";
 import { terminalSafe } from "../terminal-text.js";
 
 export async function importSweBenchAction(instances: string, flags: { repos: string; out: string; image?: string; shallow?: boolean }): Promise<number> {
-  return report(await importSweBench(instances, { repos: flags.repos, out: flags.out, ...(flags.image ? { image: flags.image } : {}), shallow: flags.shallow ?? false }));
+  return report(
+    await importSweBench(instances, { repos: flags.repos, out: flags.out, ...(flags.image ? { image: flags.image } : {}), shallow: flags.shallow ?? false }),
+  );
 }
 
 export async function importDirectoriesAction(kind: "harbor" | "tb1", input: string, flags: { out: string }): Promise<number> {

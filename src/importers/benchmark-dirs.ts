@@ -71,7 +71,8 @@ export async function importHarbor(input: string, out: string): Promise<ImportLi
       refuse("no instruction.md (the agent's instruction)");
       continue;
     }
-    const compose = composeProblem(join(directory, "environment", "docker-compose.yaml")) ?? composeProblem(join(directory, "environment", "docker-compose.yml"));
+    const compose =
+      composeProblem(join(directory, "environment", "docker-compose.yaml")) ?? composeProblem(join(directory, "environment", "docker-compose.yml"));
     if (compose) {
       refuse(compose);
       continue;
@@ -101,7 +102,7 @@ export async function importHarbor(input: string, out: string): Promise<ImportLi
  */
 const TB1_VERDICT = [
   "if grep -Eq '^(FAILED|ERROR) ' \"$out\"; then echo '[tb1] a test failed: not passed'; exit 1; fi",
-  "if grep -Eq '^PASSED ' \"$out\"; then echo \"[tb1] every test passed (run-tests.sh exited $status)\"; exit 0; fi",
+  'if grep -Eq \'^PASSED \' "$out"; then echo "[tb1] every test passed (run-tests.sh exited $status)"; exit 0; fi',
   "echo '[tb1] no PASSED line in the output (pytest -rA summary): not passed'; exit 1",
 ].join("\n");
 
@@ -123,7 +124,9 @@ export async function importTerminalBench1(input: string, out: string): Promise<
       continue;
     }
     const instruction =
-      typeof config.instruction === "string" ? config.instruction : (config.descriptions?.find((entry) => entry.key === "base") ?? config.descriptions?.[0])?.description;
+      typeof config.instruction === "string"
+        ? config.instruction
+        : (config.descriptions?.find((entry) => entry.key === "base") ?? config.descriptions?.[0])?.description;
     if (!instruction?.trim()) {
       refuse("task.yaml has no instruction");
       continue;

@@ -66,7 +66,12 @@ export function relocateVerifierPaths(text: string): string {
 }
 
 /** The Dockerfile's last WORKDIR and the sources it COPY/ADDs into it (instructions after the first FROM of the last stage). */
-function readDockerfile(text: string): { workdir: string | null; copies: { sources: string[]; destination: string }[]; runAfterWorkdir: boolean; from: string[] } {
+function readDockerfile(text: string): {
+  workdir: string | null;
+  copies: { sources: string[]; destination: string }[];
+  runAfterWorkdir: boolean;
+  from: string[];
+} {
   const instructions = text
     .replace(/\\\r?\n/g, " ")
     .split(/\r?\n/)
@@ -110,10 +115,17 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
   if (!existsSync(task.dockerfile)) return refuse(`no Dockerfile at ${task.dockerfile} (an image the runner can build is needed)`);
   if (!existsSync(task.testScript)) return refuse(`no test script at ${task.testScript}`);
   const scriptText = readFileSync(task.testScript, "utf8");
-  const network = NETWORK_COMMANDS.exec(scriptText.split("\n").filter((line) => !line.trim().startsWith("#")).join("\n"));
+  const network = NETWORK_COMMANDS.exec(
+    scriptText
+      .split("\n")
+      .filter((line) => !line.trim().startsWith("#"))
+      .join("\n"),
+  );
   if (network) {
     const line = scriptText.split("\n").findIndex((text) => text.includes(network[2]!)) + 1;
-    return refuse(`${relative(dirname(task.buildContext), task.testScript) || task.testScript} line ${line} runs \`${network[2]}\`: verify needs network, and verification has none`);
+    return refuse(
+      `${relative(dirname(task.buildContext), task.testScript) || task.testScript} line ${line} runs \`${network[2]}\`: verify needs network, and verification has none`,
+    );
   }
   const dockerfile = readDockerfile(readFileSync(task.dockerfile, "utf8"));
   const workdir = dockerfile.workdir ?? task.defaultWorkdir;
@@ -139,7 +151,8 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
   );
   const command = lines.join("\n");
   const bytes = Buffer.byteLength(command);
-  if (bytes > MAX_VERIFY_COMMAND_BYTES) return refuse(`its tests make a verify command of ${bytes} bytes, over the ${MAX_VERIFY_COMMAND_BYTES} one command may have (Linux MAX_ARG_STRLEN)`);
+  if (bytes > MAX_VERIFY_COMMAND_BYTES)
+    return refuse(`its tests make a verify command of ${bytes} bytes, over the ${MAX_VERIFY_COMMAND_BYTES} one command may have (Linux MAX_ARG_STRLEN)`);
 
   const directory = join(out, task.id);
   if (existsSync(directory)) return refuse(`${directory} exists (remove it to import again)`);
@@ -159,13 +172,23 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
         if (!existsSync(from) || relative(environment, from).startsWith("..")) continue;
         // Docker's rules: a directory's contents land in the destination; a file lands in it when it is a directory.
         const intoDirectory = statSync(from).isDirectory() || copy.destination.endsWith("/") || copy.sources.length > 1 || inside === "";
-        const target = statSync(from).isDirectory() ? join(repository, inside) : intoDirectory ? join(repository, inside, posix.basename(source)) : join(repository, inside);
+        const target = statSync(from).isDirectory()
+          ? join(repository, inside)
+          : intoDirectory
+            ? join(repository, inside, posix.basename(source))
+            : join(repository, inside);
         cpSync(from, target, { recursive: true });
       }
     }
     await rawSafeGit({ baseDirectory: repository }, ["init", "-q"]);
     await rawSafeGit({ baseDirectory: repository }, ["add", "--all"]);
-    await rawSafeGit({ baseDirectory: repository }, ["commit", "-q", "--allow-empty", "-m", `${task.id}: the task's files as its Dockerfile puts them in ${workdir}`]);
+    await rawSafeGit({ baseDirectory: repository }, [
+      "commit",
+      "-q",
+      "--allow-empty",
+      "-m",
+      `${task.id}: the task's files as its Dockerfile puts them in ${workdir}`,
+    ]);
     const invalid = writeTaskFile(directory, {
       name: taskName(task.id),
       instruction: task.instruction,

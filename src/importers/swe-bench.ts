@@ -107,7 +107,8 @@ export function readSweBenchInstances(file: string): SweBenchInstance[] {
       if (parsed.success) instances.push(parsed.data);
       else problems.push(...parsed.error.issues.map((issue) => `line ${index + 1}: ${issue.path.join(".") || "(line)"}: ${issue.message}`));
     });
-  if (problems.length) throw new ConfigError(`${file}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+  if (problems.length)
+    throw new ConfigError(`${file}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
   if (instances.length === 0) throw new ConfigError(`${file}: no instances (expected one JSON object per line)`);
   return instances;
 }

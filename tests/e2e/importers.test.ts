@@ -56,12 +56,20 @@ const SEARCH = toolCall("run_shell", {
     "grep -rIl hidden_f2p_marker /testbed /tmp /run /home /opt /srv /root /var 2>/dev/null; find / -path /proc -prune -o \\( -name test_calc.py -o -name test.sh -o -name test_outputs.py \\) -print 2>/dev/null; git log --all --format=%s; echo searched",
 });
 // git log ran (its output precedes the marker), so the search was real; it lists no later commit.
-const FOUND_NOTHING = { tool_result_matches: "(base|Dockerfile puts them in /app)\\s+searched", tool_result_not_matches: "hidden_f2p_marker|test_calc\\.py|test\\.sh|test_outputs|upstream fix" };
+const FOUND_NOTHING = {
+  tool_result_matches: "(base|Dockerfile puts them in /app)\\s+searched",
+  tool_result_not_matches: "hidden_f2p_marker|test_calc\\.py|test\\.sh|test_outputs|upstream fix",
+};
 
 const fixWith = (replacement: string) => ({
   turns: [
     { tool_calls: [SEARCH] },
-    { expect: FOUND_NOTHING, tool_calls: [toolCall("edit_file", { path: "calc.py", old_string: "def add(a, b):\n    return a - b", new_string: `def add(a, b):\n    ${replacement}` })] },
+    {
+      expect: FOUND_NOTHING,
+      tool_calls: [
+        toolCall("edit_file", { path: "calc.py", old_string: "def add(a, b):\n    return a - b", new_string: `def add(a, b):\n    ${replacement}` }),
+      ],
+    },
     { content: "Fixed add()." },
   ],
 });
@@ -104,7 +112,10 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
     useScript(join(tasks, "swe", "acme__calc-2"), fixWith("return a * b"));
 
     // Harbor: the verifier's reward decides; one task forges a reward file in its workspace; one needs the network.
-    const harborTask = (name: string, testSh = "#!/bin/bash\nif grep -qx hello /app/greeting.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n") =>
+    const harborTask = (
+      name: string,
+      testSh = "#!/bin/bash\nif grep -qx hello /app/greeting.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
+    ) =>
       writeFiles(join(root, "harbor", name), {
         "task.toml": 'version = "1.0"\n[verifier]\ntimeout_sec = 120.0\n',
         "instruction.md": "Write hello into greeting.txt.\n",
@@ -121,7 +132,11 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
     expect(harbor.stdout).toMatch(/^2 of 3 converted$/m);
     const readme = toolCall("read_file", { path: "README.md" });
     useScript(join(tasks, "harbor", "greet"), {
-      turns: [{ tool_calls: [SEARCH, readme] }, { expect: FOUND_NOTHING, tool_calls: [toolCall("write_file", { path: "greeting.txt", content: "hello\n" })] }, { content: "Done." }],
+      turns: [
+        { tool_calls: [SEARCH, readme] },
+        { expect: FOUND_NOTHING, tool_calls: [toolCall("write_file", { path: "greeting.txt", content: "hello\n" })] },
+        { content: "Done." },
+      ],
     });
     useScript(join(tasks, "harbor", "greet-forged"), {
       turns: [
@@ -147,17 +162,26 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
     const tb1 = await runCli(["import", "tb1", join(root, "tb1"), "--out", join(tasks, "tb1")], environment);
     expect(tb1.code, tb1.stdout + tb1.stderr).toBe(0);
     useScript(join(tasks, "tb1", "hello-file"), {
-      turns: [{ tool_calls: [SEARCH] }, { expect: FOUND_NOTHING, tool_calls: [toolCall("write_file", { path: "hello.txt", content: "hello\n" })] }, { content: "Done." }],
+      turns: [
+        { tool_calls: [SEARCH] },
+        { expect: FOUND_NOTHING, tool_calls: [toolCall("write_file", { path: "hello.txt", content: "hello\n" })] },
+        { content: "Done." },
+      ],
     });
 
     const result = await runCli(["batch", "run", tasks, "-j", "2", "--min-pass-rate", "0.5", "--json"], environment);
     const last = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as { batch_id: string; report: string };
     const report = readJson<BatchReport>(last.report);
     const outcome = (name: string) => report.tasks.find((task) => task.name === name)!;
-    const verifyOutput = (name: string) => readJson<{ verify: { output_tail: string } }>(join(outcome(name).attempts[0]!.run_dir!, "report.json")).verify.output_tail;
+    const verifyOutput = (name: string) =>
+      readJson<{ verify: { output_tail: string } }>(join(outcome(name).attempts[0]!.run_dir!, "report.json")).verify.output_tail;
     // The harness's reading of real pytest -rA output, both ways.
-    expect(verifyOutput("swe/acme__calc-1/task.yaml")).toMatch(/PASSED tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*FAIL_TO_PASS: 1\/1 passed[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*\[swe-bench\] resolved/);
-    expect(verifyOutput("swe/acme__calc-2/task.yaml")).toMatch(/FAIL_TO_PASS: 0\/1 passed[\s\S]*not passed: tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*not resolved/);
+    expect(verifyOutput("swe/acme__calc-1/task.yaml")).toMatch(
+      /PASSED tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*FAIL_TO_PASS: 1\/1 passed[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*\[swe-bench\] resolved/,
+    );
+    expect(verifyOutput("swe/acme__calc-2/task.yaml")).toMatch(
+      /FAIL_TO_PASS: 0\/1 passed[\s\S]*not passed: tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*not resolved/,
+    );
     // The forged reward files sit in the workspace; the verifier's own directory held its real verdict.
     expect(verifyOutput("harbor/greet-forged/task.yaml")).toMatch(/\[harbor\] reward: 0 /);
     expect(verifyOutput("harbor/greet/task.yaml")).toMatch(/\[harbor\] reward: 1 /);
@@ -184,7 +208,7 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
       ["acme__calc-1", "scripted-test"],
       ["acme__calc-2", "scripted-test"],
     ]);
-    expect(predictions[0]!.model_patch).toMatch(/^diff --git a\/calc.py b\/calc.py[\s\S]*\+    return a \+ b/);
+    expect(predictions[0]!.model_patch).toMatch(/^diff --git a\/calc.py b\/calc.py[\s\S]*\+ {4}return a \+ b/);
     expect(predictions[1]!.model_patch).toContain("+    return a * b");
     // It applies to the base commit as the harness applies it.
     const check = join(root, "check");

@@ -105,7 +105,11 @@ describe("runner import swe-bench (offline, real git)", () => {
     expect(() => git(repo, "cat-file", "-e", fix)).toThrow();
     expect(git(repo, "log", "--all", "--format=%s")).toBe("base");
     expect(existsSync(join(repo, "tests"))).toBe(false);
-    expect(JSON.parse(readFileSync(join(directory, "instance.json"), "utf8"))).toMatchObject({ source: "swe-bench", instance_id: "acme__calc-1", base_commit: base });
+    expect(JSON.parse(readFileSync(join(directory, "instance.json"), "utf8"))).toMatchObject({
+      source: "swe-bench",
+      instance_id: "acme__calc-1",
+      base_commit: base,
+    });
   });
 
   it("--image names each task's image ({instance_id} as the harness's Docker Hub images spell it); --shallow copies the base commit alone", async () => {
@@ -131,7 +135,10 @@ describe("runner import swe-bench (offline, real git)", () => {
     await using temporary = temporaryDirectory();
     const root = temporary.path;
     const file = join(root, "bad.jsonl");
-    writeFileSync(file, `${instance({ instance_id: "a__b-1", base_commit: "f".repeat(40), FAIL_TO_PASS: "not json" })}\n{oops\n${instance({ base_commit: "x" })}\n`);
+    writeFileSync(
+      file,
+      `${instance({ instance_id: "a__b-1", base_commit: "f".repeat(40), FAIL_TO_PASS: "not json" })}\n{oops\n${instance({ base_commit: "x" })}\n`,
+    );
     let error: unknown;
     try {
       readSweBenchInstances(file);
@@ -253,7 +260,11 @@ describe("runner batch export-predictions", () => {
     const report = {
       batch_id: "b1",
       tasks: [
-        { name: "a", task_file: task("a", "swe-bench"), attempts: [attempt(1, 1, join(root, "first.diff")), attempt(1, 2, join(root, "retry.diff")), attempt(2, 1, join(root, "second-attempt.diff"))] },
+        {
+          name: "a",
+          task_file: task("a", "swe-bench"),
+          attempts: [attempt(1, 1, join(root, "first.diff")), attempt(1, 2, join(root, "retry.diff")), attempt(2, 1, join(root, "second-attempt.diff"))],
+        },
         { name: "b", task_file: task("b", "swe-bench"), attempts: [attempt(1, 1, null)] },
         { name: "c", task_file: task("c", "harbor"), attempts: [attempt(1, 1, join(root, "first.diff"))] },
         { name: "d", task_file: task("d", null), attempts: [] },

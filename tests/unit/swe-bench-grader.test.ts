@@ -113,9 +113,9 @@ describe("SWE-bench grader: resolved iff every FAIL_TO_PASS and PASS_TO_PASS tes
   it("resolved when all listed tests passed (XFAIL counts as passed; a skipped PASS_TO_PASS test is kept)", () => {
     const report = grade(results, 1, ["tests/test_calc.py::test_add", "tests/test_calc.py::test_known_bug"], ["tests/test_calc.py::test_sub"]);
     expect(report.resolved).toBe(true);
-    expect(grade({ ...results, "tests/test_calc.py::test_sub": "SKIPPED" }, 1, ["tests/test_calc.py::test_add"], ["tests/test_calc.py::test_sub"]).resolved).toBe(
-      true,
-    );
+    expect(
+      grade({ ...results, "tests/test_calc.py::test_sub": "SKIPPED" }, 1, ["tests/test_calc.py::test_add"], ["tests/test_calc.py::test_sub"]).resolved,
+    ).toBe(true);
   });
 
   it("not resolved: a FAIL_TO_PASS test that failed, errored, was skipped, or is absent from the output", () => {
