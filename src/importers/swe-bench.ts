@@ -39,6 +39,10 @@ export type SweBenchInstance = z.infer<typeof instanceSchema>;
  * per repository; where the harness varies them by version, the common one.
  * A repository not listed is run with pytest -rA and read by the pytest parser.
  */
+/** Django's runner, and for version 1.9 without `--parallel` (SPECS_DJANGO of the harness). */
+const DJANGO = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1";
+const DJANGO_1_9 = "./tests/runtests.py --verbosity 2";
+
 const PYTEST = "pytest --no-header -rA --tb=no -p no:cacheprovider";
 const REPOSITORIES: Record<string, { test_command: string; parser: string }> = {
   "astropy/astropy": { test_command: "pytest -rA -vv -o console_output_style=classic --tb=no", parser: "pytest_v2" },
@@ -57,12 +61,8 @@ const REPOSITORIES: Record<string, { test_command: string; parser: string }> = {
   "scikit-learn/scikit-learn": { test_command: PYTEST, parser: "pytest_v2" },
   "sqlfluff/sqlfluff": { test_command: PYTEST, parser: "pytest" },
   "sphinx-doc/sphinx": { test_command: "tox --current-env -epy39 -v --", parser: "pytest_v2" },
+  "django/django": { test_command: DJANGO, parser: "django" },
   "sympy/sympy": { test_command: "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose", parser: "sympy" },
-};
-
-/** Repositories whose test runner's output the grader cannot read yet. */
-const UNSUPPORTED: Record<string, string> = {
-  "django/django": "django's tests/runtests.py output needs the harness's Django log parser, which is not built yet",
 };
 
 /** File endings the harness drops from the test files it runs (NON_TEST_EXTS, swebench/harness/constants). */
@@ -118,6 +118,17 @@ function patchedFiles(patch: string): string[] {
   return [...patch.matchAll(/^diff --git a\/.* b\/(.*)$/gm)].map((match) => match[1]!);
 }
 
+/**
+ * What the test command is given (get_test_directives of the harness): the
+ * test patch's files without data files; for Django, as module names
+ * (`tests/` and `.py` dropped, slashes as dots).
+ */
+function testDirectives(files: string[], django: boolean): string[] {
+  const tests = files.filter((path) => !NON_TEST_EXTENSIONS.some((ending) => path.endsWith(ending)));
+  if (!django) return tests;
+  return tests.map((path) => (path.endsWith(".py") ? path.slice(0, -3) : path).replace(/^tests\//, "").replaceAll("/", "."));
+}
+
 /** The clone of `repo` under `repos`, or null. */
 function findClone(repos: string, repo: string): string | null {
   const [owner, name] = repo.split("/") as [string, string];
@@ -157,7 +168,6 @@ export async function importSweBench(file: string, options: SweBenchImportOption
 async function importInstance(instance: SweBenchInstance, options: SweBenchImportOptions, grader: Buffer): Promise<ImportLine> {
   const id = instance.instance_id;
   const refuse = (reason: string): ImportLine => ({ id, converted: false, reason });
-  if (UNSUPPORTED[instance.repo]) return refuse(UNSUPPORTED[instance.repo]!);
   const clone = findClone(resolve(options.repos), instance.repo);
   if (!clone) {
     const [owner, name] = instance.repo.split("/");
@@ -166,14 +176,16 @@ async function importInstance(instance: SweBenchInstance, options: SweBenchImpor
   const directory = join(resolve(options.out), id);
   if (existsSync(directory)) return refuse(`${directory} exists (remove it to import again)`);
   const known = REPOSITORIES[instance.repo];
-  const runner = known ?? { test_command: PYTEST, parser: "pytest" };
+  const runner = { ...(known ?? { test_command: PYTEST, parser: "pytest" }) };
+  const django = instance.repo === "django/django";
+  if (django && instance.version === "1.9") runner.test_command = DJANGO_1_9;
   const testFiles = patchedFiles(instance.test_patch);
   if (testFiles.length === 0) return refuse("test_patch changes no file (no `diff --git a/... b/...` header)");
   const spec = {
     instance_id: id,
     parser: runner.parser,
     test_command: runner.test_command,
-    directives: testFiles.filter((path) => !NON_TEST_EXTENSIONS.some((ending) => path.endsWith(ending))),
+    directives: testDirectives(testFiles, django),
     fail_to_pass: instance.FAIL_TO_PASS,
     pass_to_pass: instance.PASS_TO_PASS,
   };

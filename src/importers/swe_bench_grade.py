@@ -98,6 +98,46 @@ def parse_seaborn(log):
     return results
 
 
+def parse_django(log):
+    results = {}
+    previous = None
+    for line in log.split("\n"):
+        line = line.strip()
+        if "--version is equivalent to version" in line:
+            results["--version is equivalent to version"] = "PASSED"
+        if " ... " in line:
+            previous = line.split(" ... ")[0]
+        for suffix in (" ... ok", " ... OK", " ...  OK"):
+            if line.endswith(suffix):
+                # django__django-7188 prints a migration line in front of its test name.
+                if line.strip().startswith("Applying sites.0002_alter_domain_unique...test_no_migrations"):
+                    line = line.split("...", 1)[-1].strip()
+                results[line.rsplit(suffix, 1)[0]] = "PASSED"
+                break
+        if " ... skipped" in line:
+            results[line.split(" ... skipped")[0]] = "SKIPPED"
+        if line.endswith(" ... FAIL"):
+            results[line.split(" ... FAIL")[0]] = "FAILED"
+        if line.startswith("FAIL:"):
+            results[line.split()[1].strip()] = "FAILED"
+        if line.endswith(" ... ERROR"):
+            results[line.split(" ... ERROR")[0]] = "ERROR"
+        if line.startswith("ERROR:"):
+            results[line.split()[1].strip()] = "ERROR"
+        # Output between " ... " and its "ok" puts the verdict on a line of its own.
+        if line.lstrip().startswith("ok") and previous is not None:
+            results[previous] = "PASSED"
+    # Long log lines that interrupt a test's line before its "ok".
+    for pattern in (
+        r"^(.*?)\s\.\.\.\sTesting\ against\ Django\ installed\ in\ ((?s:.*?))\ silenced\)\.\nok$",
+        r"^(.*?)\s\.\.\.\sInternal\ Server\ Error:\ \/(.*)\/\nok$",
+        r"^(.*?)\s\.\.\.\sSystem check identified no issues \(0 silenced\)\nok$",
+    ):
+        for match in re.finditer(pattern, log, re.MULTILINE):
+            results[match.group(1)] = "PASSED"
+    return results
+
+
 def parse_sympy(log):
     results = {}
     for match in re.findall(r"(_*) (.*)\.py:(.*) (_*)", log):
@@ -121,6 +161,7 @@ PARSERS = {
     "matplotlib": parse_matplotlib,
     "seaborn": parse_seaborn,
     "sympy": parse_sympy,
+    "django": parse_django,
 }
 
 

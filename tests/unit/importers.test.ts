@@ -78,7 +78,7 @@ describe("runner import swe-bench (offline, real git)", () => {
       [
         instance({ instance_id: "acme__calc-1", base_commit: base }),
         instance({ instance_id: "acme__calc-2", base_commit: base, FAIL_TO_PASS: ["tests/test_calc.py::test_add_hidden_marker"] }),
-        instance({ instance_id: "django__django-1", repo: "django/django", base_commit: base }),
+        instance({ instance_id: "acme__calc-4", base_commit: base, test_patch: "not a diff\n" }),
         instance({ instance_id: "other__lib-1", repo: "other/lib", base_commit: base }),
         instance({ instance_id: "acme__calc-3", base_commit: "0".repeat(40) }),
       ].join("\n"),
@@ -87,7 +87,7 @@ describe("runner import swe-bench (offline, real git)", () => {
     expect(lines["acme__calc-1"]).toMatchObject({ converted: true });
     expect(lines["acme__calc-2"]).toMatchObject({ converted: true });
     expect(formatImportLine(lines["acme__calc-1"]!)).toMatch(/needs PyPI; give --image/);
-    expect(formatImportLine(lines["django__django-1"]!)).toMatch(/^django__django-1: cannot convert: django's tests\/runtests.py output/);
+    expect(formatImportLine(lines["acme__calc-4"]!)).toBe("acme__calc-4: cannot convert: test_patch changes no file (no `diff --git a/... b/...` header)");
     expect(formatImportLine(lines["other__lib-1"]!)).toMatch(/cannot convert: no clone of other\/lib .*other__lib\/ or other\/lib\//);
     expect(formatImportLine(lines["acme__calc-3"]!)).toMatch(/cannot convert: base_commit 0{40} could not be had/);
     expect(existsSync(join(root, "tasks", "acme__calc-3"))).toBe(false);
@@ -129,6 +129,34 @@ describe("runner import swe-bench (offline, real git)", () => {
     const task = loadTaskFile(join(root, "tasks", "acme__calc-9", "task.yaml"));
     expect(task.sandbox.image).toBe("example/sweb.eval.acme_1776_calc-9:v1");
     expect(git(join(root, "tasks", "acme__calc-9", "repo"), "log", "--format=%s")).toBe("second");
+  });
+
+  it("django: runtests.py over the test files as module names (the harness's directives); version 1.9 without --parallel", async () => {
+    await using temporary = temporaryDirectory();
+    const root = temporary.path;
+    const repos = join(root, "repos");
+    const { base } = makeClone(repos);
+    execFileSync("mv", [join(repos, "acme__calc"), join(repos, "django__django")]);
+    const patch =
+      TEST_PATCH.replaceAll("tests/test_calc.py", "tests/queries/tests.py") + TEST_PATCH.replaceAll("tests/test_calc.py", "tests/queries/fixtures/data.json");
+    writeFileSync(
+      join(root, "i.jsonl"),
+      [
+        instance({ instance_id: "django__django-1", repo: "django/django", base_commit: base, test_patch: patch, version: "3.0" }),
+        instance({ instance_id: "django__django-2", repo: "django/django", base_commit: base, test_patch: patch, version: "1.9" }),
+      ].join("\n"),
+    );
+    await importSweBench(join(root, "i.jsonl"), { repos, out: join(root, "tasks"), image: "example/django:{instance_id}" });
+    const spec = (id: string) => {
+      const command = loadTaskFile(join(root, "tasks", id, "task.yaml")).verify!.command;
+      return JSON.parse(/<<'RUNNER_EOF_\w+'\n(\{"instance_id".*)\n/.exec(command)![1]!) as { parser: string; test_command: string; directives: string[] };
+    };
+    expect(spec("django__django-1")).toMatchObject({
+      parser: "django",
+      test_command: "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+      directives: ["queries.tests"],
+    });
+    expect(spec("django__django-2").test_command).toBe("./tests/runtests.py --verbosity 2");
   });
 
   it("bad lines are bad input naming line and field; FAIL_TO_PASS may be a list or its JSON string", async () => {

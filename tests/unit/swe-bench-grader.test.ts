@@ -71,7 +71,42 @@ NameError: name 'x' is not defined
 ========== tests finished: 3 passed, 1 failed, 1 exceptions, in 1.21 seconds ===
 `;
 
+const DJANGO_RUNTESTS = `Testing against Django installed in '/testbed/django' with up to 1 processes
+Importing application queries
+Creating test database for alias 'default'...
+System check identified no issues (1 silenced).
+test_ticket_24605 (queries.tests.Ticket24605Tests) ... ok
+test_in_list_limit (queries.tests.ConditionalTests) ... skipped 'Database has feature(s) supports_select_union'
+test_or_with_rhs_slice (queries.tests.QuerySetBitwiseOperationTests) ... FAIL
+test_distinct_ordered (queries.tests.Queries1Tests) ... ERROR
+test_noisy (queries.tests.NoisyTests) ... Internal Server Error: /
+ok
+
+======================================================================
+FAIL: test_or_with_rhs_slice (queries.tests.QuerySetBitwiseOperationTests)
+----------------------------------------------------------------------
+Traceback (most recent call last):
+AssertionError: 1 != 2
+
+----------------------------------------------------------------------
+Ran 5 tests in 0.101s
+
+FAILED (failures=1, errors=1, skipped=1)
+`;
+
 describe("SWE-bench grader: parsers as the official harness reads test output", () => {
+  it("django's runtests.py --verbosity 2: `name (module.Class) ... ok|FAIL|ERROR|skipped`, and an `ok` on a line of its own", () => {
+    expect(parse("django", DJANGO_RUNTESTS)).toEqual({
+      "test_ticket_24605 (queries.tests.Ticket24605Tests)": "PASSED",
+      "test_in_list_limit (queries.tests.ConditionalTests)": "SKIPPED",
+      "test_or_with_rhs_slice (queries.tests.QuerySetBitwiseOperationTests)": "FAILED",
+      "test_distinct_ordered (queries.tests.Queries1Tests)": "ERROR",
+      "test_noisy (queries.tests.NoisyTests)": "PASSED",
+      // The harness reads the `FAIL: name (...)` header's first word too.
+      test_or_with_rhs_slice: "FAILED",
+    });
+  });
+
   it("pytest -rA: the short summary's status and test id; FAILED/ERROR messages cut; pytest's SKIPPED [n] summary names no test", () => {
     expect(parse("pytest", PYTEST_RA)).toEqual({
       "tests/test_calc.py::test_add": "PASSED",
