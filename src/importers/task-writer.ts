@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
 import { loadTaskFile } from "../config/load-task.js";
 import { errorMessage } from "../errors.js";
 
@@ -46,15 +46,36 @@ export function hereDocument(target: string, content: Buffer): string {
   return `${binary ? "base64 -d" : "cat"} > ${target} <<'${delimiter}'\n${body}\n${delimiter}`;
 }
 
+/** The shipped worker policy, which imported tasks' policies start from. */
+const WORKER_POLICY = new URL("../../policies/worker.yaml", import.meta.url);
+
 /**
- * Writes `task.yaml` (block scalars for long text) into `directory` and loads
+ * The policy of imported tasks: the shipped `worker` policy without the
+ * `agent` tool. A worker subagent's work is verified with the task's verify
+ * command, and its outcome (the command, with the hidden tests in it, and
+ * the output tail) goes back to the main agent: a worker would hand the agent
+ * the tests, and a way to run them as often as it likes.
+ */
+function benchmarkPolicy(): string {
+  const policy = parse(readFileSync(WORKER_POLICY, "utf8")) as { name: string; description: string; tools: { allow: string[]; deny?: string[] } };
+  policy.name = "benchmark-worker";
+  policy.description = `${policy.description} Written by runner import: no subagents (a worker's verification would run the benchmark's hidden tests for the agent and show it their output).`;
+  policy.tools.deny = [...(policy.tools.deny ?? []), "agent"];
+  return `# Written by \`runner import\` from the shipped worker policy (docs/importers.md).
+${stringify(policy, { lineWidth: 0 })}`;
+}
+
+/**
+ * Writes `task.yaml` (block scalars for long text) and its `policy.yaml`
+ * ({@link benchmarkPolicy}) into `directory` and loads
  * it as `runner batch run` will; returns the loader's message when the task
  * is not valid (e.g. an `--image` that is no image reference), else null.
  */
 export function writeTaskFile(directory: string, task: Record<string, unknown>): string | null {
   mkdirSync(directory, { recursive: true });
+  writeFileSync(join(directory, "policy.yaml"), benchmarkPolicy());
   const file = join(directory, "task.yaml");
-  writeFileSync(file, stringify(task, { lineWidth: 0, blockQuote: "literal" }));
+  writeFileSync(file, stringify({ ...task, policy: "./policy.yaml" }, { lineWidth: 0, blockQuote: "literal" }));
   try {
     loadTaskFile(file);
     return null;

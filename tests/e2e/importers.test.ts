@@ -109,7 +109,15 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
     expect(swe.code, swe.stdout + swe.stderr).toBe(0);
     expect(swe.stdout).toMatch(/^acme__calc-1: converted -> .*needs PyPI; give --image/m);
     useScript(join(tasks, "swe", "acme__calc-1"), fixWith("return a + b"));
-    useScript(join(tasks, "swe", "acme__calc-2"), fixWith("return a * b"));
+    // A worker subagent would be verified with the task's verify command and show the agent its output: not even offered.
+    const wrong = fixWith("return a * b");
+    useScript(join(tasks, "swe", "acme__calc-2"), {
+      turns: [
+        { tool_calls: [toolCall("agent", { description: "fix add", prompt: "Fix add() in calc.py.", mode: "worker" })] },
+        { expect: { tool_result_matches: 'unknown tool "agent"' }, tool_calls: wrong.turns[0]!.tool_calls },
+        ...wrong.turns.slice(1),
+      ],
+    });
 
     // Harbor: the verifier's reward decides; one task forges a reward file in its workspace; one needs the network.
     const harborTask = (

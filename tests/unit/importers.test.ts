@@ -11,6 +11,7 @@ import { describe, expect, it } from "vitest";
 import type { BatchReport } from "../../src/batch/batch-report.js";
 import { loadTaskFile } from "../../src/config/load-task.js";
 import { ConfigError } from "../../src/errors.js";
+import { loadPolicyFile } from "../../src/policy/load-policy.js";
 import { importHarbor, importTerminalBench1 } from "../../src/importers/benchmark-dirs.js";
 import { relocateVerifierPaths } from "../../src/importers/container-task.js";
 import { sweBenchPredictions } from "../../src/importers/export-predictions.js";
@@ -99,6 +100,12 @@ describe("runner import swe-bench (offline, real git)", () => {
     expect(task.sandbox.workdir).toBe("/testbed");
     expect(task.verify!.protect).toEqual(["tests/test_calc.py"]);
     expect(task.verify!.command).toContain(TEST_PATCH.trimEnd());
+    // No subagents: a worker's verification would run the hidden tests for the agent.
+    expect(task.policy).toBe(join(directory, "policy.yaml"));
+    const policy = loadPolicyFile(task.policy);
+    expect(policy.name).toBe("benchmark-worker");
+    expect(policy.tools.deny).toEqual(["agent"]);
+    expect(policy.tools.allow).toContain("run_shell");
     // The workspace is the base commit and its ancestors: the later fix is not in its object store.
     const repo = join(directory, "repo");
     expect(git(repo, "rev-parse", "HEAD")).toBe(base);
