@@ -1,5 +1,6 @@
 // tsc compiles .ts only; the script that runs inside a container (the egress
-// proxy) ships as plain CommonJS next to its .js siblings. The sandbox helper
+// proxy) ships as plain CommonJS next to its .js siblings, and the SWE-bench grader
+// (run in verification sandboxes) as Python. The sandbox helper
 // is a Go binary: scripts/build-helper.sh.
 import { chmodSync, cpSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -8,7 +9,7 @@ function copyScripts(directory) {
   for (const entry of readdirSync(directory, { withFileTypes: true })) {
     const path = join(directory, entry.name);
     if (entry.isDirectory()) copyScripts(path);
-    else if (entry.name.endsWith(".cjs")) cpSync(path, join("dist", relative("src", path)));
+    else if (entry.name.endsWith(".cjs") || entry.name.endsWith(".py")) cpSync(path, join("dist", relative("src", path)));
   }
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { buildBatchReport, mergeBatchReports, type BatchReport } from "../batch/batch-report.js";
 import { BatchDirectory, type BatchOptions, type BatchPlan } from "../batch/batch-state.js";
@@ -11,6 +11,7 @@ import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider
 import { formatBatchTable } from "../batch/summary.js";
 import { writeBatchReports } from "../batch/write-reports.js";
 import { ConfigError, errorMessage } from "../errors.js";
+import { sweBenchPredictions } from "../importers/export-predictions.js";
 import { newRunId } from "../run/run-id.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner } from "../runner/runner.js";
@@ -185,6 +186,27 @@ export function batchShow(batchId: string, flags: { json?: boolean }): number {
     : buildBatchReport(directory.readPlan(), directory.readJournal(), home, { ended: false, interrupted: false, skipReason: "not_run" });
   if (flags.json) process.stdout.write(existsSync(file) ? readFileSync(file, "utf8") : `${JSON.stringify(report, null, 2)}\n`);
   else process.stdout.write(`${terminalSafe(formatBatchTable(report))}\n`);
+  return 0;
+}
+
+export function batchExportPredictions(batchId: string, flags: { modelName: string; attempt: string; out?: string }): number {
+  const home = runnerHome();
+  const directory = existingBatch(home, batchId);
+  const file = directory.file("batch-report.json");
+  const report: BatchReport = existsSync(file)
+    ? (JSON.parse(readFileSync(file, "utf8")) as BatchReport)
+    : buildBatchReport(directory.readPlan(), directory.readJournal(), home, { ended: false, interrupted: false, skipReason: "not_run" });
+  const text = sweBenchPredictions(report, flags.modelName, integer(flags.attempt, "--attempt", 1))
+    .map((prediction) => JSON.stringify(prediction))
+    .join("\n");
+  if (!flags.out) {
+    process.stdout.write(`${text}\n`);
+    return 0;
+  }
+  // A temporary file renamed into place: a reader never sees half a file.
+  const target = resolve(flags.out);
+  writeFileSync(`${target}.tmp`, `${text}\n`);
+  renameSync(`${target}.tmp`, target);
   return 0;
 }
 

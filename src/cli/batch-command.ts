@@ -5,7 +5,7 @@ import type { PrepareFlags, RunFlags } from "./batch-actions.js";
 // so `runner --help` and the other quick commands do not load them (src/cli/main.ts).
 
 /**
- * `runner batch run | prepare | verify | resume | merge | show` (docs/batch.md). `signal` is the CLI's
+ * `runner batch run | prepare | verify | resume | merge | show | export-predictions` (docs/batch.md, docs/importers.md). `signal` is the CLI's
  * interrupt (SIGINT/SIGTERM); `exit` receives the exit code.
  */
 export function batchCommand(signal: AbortSignal, exit: (code: number) => void): Command {
@@ -94,6 +94,17 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .option("--json", "print batch-report.json")
     .action(async (batchId: string, flags: { json?: boolean }) => {
       exit((await import("./batch-actions.js")).batchShow(batchId, flags));
+    });
+  batch
+    .command("export-predictions")
+    .exitOverride()
+    .description("SWE-bench predictions JSONL (instance_id, model_name_or_path, model_patch) of the tasks `runner import swe-bench` made")
+    .argument("<batch-id>", "the batch id")
+    .option("--model-name <name>", "model_name_or_path of every line", "agent-runner")
+    .option("--attempt <k>", "whose patch, with --attempts K: attempt k's last try (never chosen by its verdict)", "1")
+    .option("--out <file>", "write there instead of stdout")
+    .action(async (batchId: string, flags: { modelName: string; attempt: string; out?: string }) => {
+      exit((await import("./batch-actions.js")).batchExportPredictions(batchId, flags));
     });
   return batch;
 }

@@ -7,6 +7,7 @@ import { COMPLETION_SHELLS, completionScript, type CompletionShell } from "./com
 import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
 import { batchCommand } from "./batch-command.js";
+import { importCommand } from "./import-command.js";
 import { runnerHome } from "../runner/runner-home.js";
 
 // Only what every command needs is imported here. Each command imports its own modules when it runs
@@ -187,6 +188,7 @@ async function main(argv: string[]): Promise<number> {
     });
 
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
+  program.addCommand(importCommand((code) => (exitCode = code)));
 
   const policy = program.command("policy").description('validate and explain permission policies (README "Policies")');
   policy
