@@ -242,5 +242,9 @@ function formatSeconds(ms: number): string {
  * removed. Five replacements do not need a dependency.
  */
 function escapeHtml(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, "").replace(/[&<>"']/g, (character) => `&#${character.charCodeAt(0)};`);
+  return text.replace(SPECIAL, (character) => (character in REFERENCES ? REFERENCES[character]! : ""));
 }
+
+// eslint-disable-next-line no-control-regex -- the control characters are what it removes
+const SPECIAL = /[&<>"'\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g;
+const REFERENCES: Record<string, string> = { "&": "&#38;", "<": "&#60;", ">": "&#62;", '"': "&#34;", "'": "&#39;" };

@@ -1,6 +1,6 @@
 import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
-import { parseEnvelopeLine, readEvent, type RunEvent } from "../events/event-catalogue.js";
+import { cloudEventType, readEvent, type RunEvent, type RunEventName } from "../events/event-catalogue.js";
 import { RUN_FILES } from "../run/run-store.js";
 
 /** What one entry of a run's timeline is about (the CSS class and the badge of report.html). */
@@ -117,6 +117,38 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** The CloudEvents types {@link timelineOf} turns into entries. */
+const TIMELINE_TYPES = new Set(
+  (
+    [
+      "run.started",
+      "run.resumed",
+      "run.finished",
+      "sandbox.created",
+      "subagent.started",
+      "subagent.finished",
+      "agent.finished",
+      "tool_call.started",
+      "tool_call.finished",
+      "tool_call.replayed",
+      "tool_call.interrupted",
+      "tool_call.denied",
+      "network.denied",
+      "hook.finished",
+      "hook.failed",
+      "approval.resolved",
+      "model_call.retrying",
+      "verify.started",
+      "verify.finished",
+      "workspace.committed",
+      "workspace.merged",
+      "disk.limit_reached",
+      "mcp_server.failed",
+      "cleanup.failed",
+    ] satisfies RunEventName[]
+  ).map(cloudEventType),
+);
+
 /**
  * The timeline of events.jsonl's text: agents starting and finishing, each
  * tool call (its start and end as one entry), denials (policy, network,
@@ -132,8 +164,14 @@ function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: str
   let finalMessage: string | null = null;
   let start: number | null = null;
   for (const line of text.split("\n")) {
-    const envelope = line ? parseEnvelopeLine(line) : null;
-    if (!envelope) continue;
+    let envelope: { type?: unknown; time?: unknown } | null = null;
+    try {
+      envelope = line ? (JSON.parse(line) as { type?: unknown; time?: unknown }) : null;
+    } catch {
+      // A line a crash cut short.
+    }
+    // Only the events the timeline shows are checked against the catalogue (readEvent checks the envelope too): most of a long run's lines are model calls.
+    if (!envelope || typeof envelope !== "object" || !TIMELINE_TYPES.has(envelope.type as string)) continue;
     const read = readEvent(envelope);
     if (read.kind !== "event") continue;
     const time = typeof envelope.time === "string" ? Date.parse(envelope.time) : Number.NaN;
