@@ -179,7 +179,12 @@ function runSection(details: RunDetails): string {
   if (details.timeline.length) {
     const head = details.timelineOmitted ? Math.floor(details.timeline.length * 0.75) : details.timeline.length;
     const items = details.timeline.map(timelineItem);
-    if (details.timelineOmitted) items.splice(head, 0, `<li class="note">${details.timelineOmitted} entries left out here (this page keeps ${details.timeline.length} per run; events.jsonl has all).</li>`);
+    if (details.timelineOmitted)
+      items.splice(
+        head,
+        0,
+        `<li class="note">${details.timelineOmitted} entries left out here (this page keeps ${details.timeline.length} per run; events.jsonl has all).</li>`,
+      );
     parts.push(`<h4>Timeline</h4>`);
     if (details.eventsCut) parts.push(`<p class="note">events.jsonl is large: only its start and its end were read.</p>`);
     parts.push(`<ol class="timeline">${items.join("")}</ol>`);
@@ -245,6 +250,5 @@ function escapeHtml(text: string): string {
   return text.replace(SPECIAL, (character) => (character in REFERENCES ? REFERENCES[character]! : ""));
 }
 
-// eslint-disable-next-line no-control-regex -- the control characters are what it removes
 const SPECIAL = /[&<>"'\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g;
 const REFERENCES: Record<string, string> = { "&": "&#38;", "<": "&#60;", ">": "&#62;", '"': "&#34;", "'": "&#39;" };

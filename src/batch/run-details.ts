@@ -238,8 +238,7 @@ function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: str
         break;
       case "tool_call.finished": {
         const entry =
-          openTools.get(event.data.tool_call_id) ??
-          add({ kind: "tool", agent: event.data.agent_id, title: event.data.name, detail: "", outcome: "neutral" });
+          openTools.get(event.data.tool_call_id) ?? add({ kind: "tool", agent: event.data.agent_id, title: event.data.name, detail: "", outcome: "neutral" });
         openTools.delete(event.data.tool_call_id);
         entry.title = `${event.data.name} (${event.data.duration_ms} ms)${event.data.is_error ? ": error" : ""}`;
         entry.detail = clip(`${entry.detail}${entry.detail ? "\n→ " : ""}${event.data.result_preview}`);
@@ -273,7 +272,13 @@ function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: str
       case "hook.finished":
       case "hook.failed":
         if (event.data.outcome === "blocked")
-          add({ kind: "denied", agent: null, title: `${event.data.tool_name} blocked by a ${event.data.phase} hook`, detail: event.data.command, outcome: "bad" });
+          add({
+            kind: "denied",
+            agent: null,
+            title: `${event.data.tool_name} blocked by a ${event.data.phase} hook`,
+            detail: event.data.command,
+            outcome: "bad",
+          });
         break;
       case "approval.resolved":
         if (event.data.answer === "no")
@@ -299,7 +304,8 @@ function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: str
         break;
       case "verify.finished": {
         const verdict = event.data.timed_out ? "timed out" : event.data.passed ? "passed" : `failed (exit ${event.data.exit_code ?? "none"})`;
-        const entry = verifyEntry ?? add({ kind: "verify", agent: event.data.agent_id ?? null, title: "verify", detail: event.data.command, outcome: "neutral" });
+        const entry =
+          verifyEntry ?? add({ kind: "verify", agent: event.data.agent_id ?? null, title: "verify", detail: event.data.command, outcome: "neutral" });
         entry.title = `verify ${verdict} in ${seconds(event.data.duration_ms)}${event.data.sandbox_lost ? `: sandbox lost (${event.data.sandbox_lost})` : ""}`;
         entry.detail = clip(`$ ${event.data.command}\n${event.data.output_tail}`);
         entry.outcome = event.data.passed ? "ok" : "bad";

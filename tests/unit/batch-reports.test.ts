@@ -228,7 +228,6 @@ describe("runner batch merge", () => {
   });
 });
 
-
 /** What an attacker can put in a task id, a tool argument or a diff. */
 const SCRIPT = `<script>window.__injected = "script"</script>`;
 const IMG = `"><img src=x onerror="window.__injected='img'">`;
@@ -237,7 +236,10 @@ const IMG = `"><img src=x onerror="window.__injected='img'">`;
 function runEvents(runId: string, extra: RunEvent[] = []): RunEvent[] {
   return [
     { type: "run.started", data: { run_id: runId, task: "t", workspace: "/w", branch: `agent/${runId}`, base_commit: "0123456789abcdef" } },
-    { type: "tool_call.started", data: { agent_id: "main", step: 1, tool_call_id: "c1", name: "write_file", arguments: JSON.stringify({ path: IMG, content: SCRIPT }) } },
+    {
+      type: "tool_call.started",
+      data: { agent_id: "main", step: 1, tool_call_id: "c1", name: "write_file", arguments: JSON.stringify({ path: IMG, content: SCRIPT }) },
+    },
     {
       type: "tool_call.finished",
       data: { agent_id: "main", step: 1, tool_call_id: "c1", name: "write_file", is_error: false, duration_ms: 12, result_preview: `wrote ${IMG}` },
@@ -247,9 +249,21 @@ function runEvents(runId: string, extra: RunEvent[] = []): RunEvent[] {
     { type: "verify.started", data: { agent_id: "main", command: "npm test" } },
     {
       type: "verify.finished",
-      data: { agent_id: "main", command: "npm test", exit_code: 1, passed: false, timed_out: false, duration_ms: 1500, output_tail: `FAIL ${SCRIPT}`, sandbox_lost: null },
+      data: {
+        agent_id: "main",
+        command: "npm test",
+        exit_code: 1,
+        passed: false,
+        timed_out: false,
+        duration_ms: 1500,
+        output_tail: `FAIL ${SCRIPT}`,
+        sandbox_lost: null,
+      },
     },
-    { type: "workspace.committed", data: { branch: `agent/${runId}`, commit: "fedcba9876543210", changed: true, left_out: [], left_out_count: 0, timed_out: false } },
+    {
+      type: "workspace.committed",
+      data: { branch: `agent/${runId}`, commit: "fedcba9876543210", changed: true, left_out: [], left_out_count: 0, timed_out: false },
+    },
     { type: "workspace.merged", data: { merged: false, branch: null, detail: "verify failed: not merged" } },
     { type: "run.finished", data: { status: "failed", exit_code: 1, duration_ms: 9000 } },
   ];
@@ -268,9 +282,14 @@ type Node = Element | string;
 /** The page as XML (report.html is well-formed XML), text and children in document order. */
 function parseHtml(html: string): Element {
   expect(XMLValidator.validate(html)).toBe(true);
-  const raw = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", htmlEntities: true, preserveOrder: true, parseTagValue: false, trimValues: false }).parse(
-    html,
-  ) as unknown[];
+  const raw = new XMLParser({
+    ignoreAttributes: false,
+    attributeNamePrefix: "",
+    htmlEntities: true,
+    preserveOrder: true,
+    parseTagValue: false,
+    trimValues: false,
+  }).parse(html) as unknown[];
   const convert = (entry: Record<string, unknown>): Node => {
     if ("#text" in entry) return String(entry["#text"]);
     const tag = Object.keys(entry).find((key) => key !== ":@")!;
@@ -307,7 +326,15 @@ describe("report.html", () => {
       const sections = findAll(page, "details");
       expect(sections.map((section) => section.attributes["data-status"])).toEqual(["failed", "succeeded"]);
       const items = findAll(sections[0], "li").filter((item) => item.attributes.class?.includes(" "));
-      expect(items.map((item) => item.attributes.class)).toEqual(["run neutral", "tool ok", "denied bad", "verify bad", "merge neutral", "merge neutral", "run bad"]);
+      expect(items.map((item) => item.attributes.class)).toEqual([
+        "run neutral",
+        "tool ok",
+        "denied bad",
+        "verify bad",
+        "merge neutral",
+        "merge neutral",
+        "run bad",
+      ]);
       expect(textOf(items[1])).toContain(`write_file (12 ms)`);
       expect(textOf(items[1])).toContain(JSON.stringify({ path: IMG, content: SCRIPT }));
       expect(textOf(items[2])).toBe(`+3.0 sdeniedmainrun_shell denied (commands.deny)curl ${SCRIPT}`);
@@ -369,7 +396,12 @@ describe("report.html", () => {
 
       // 1 000 runs of 64 KiB diffs: the page stops inlining at its budget and says so for the rest.
       const ids = Array.from({ length: 1000 }, (_, index) => `t${String(index).padStart(4, "0")}`);
-      const bigBatch = buildBatchReport(plan(ids), ids.flatMap((id) => finished(id, "succeeded", "verified")), home, ended);
+      const bigBatch = buildBatchReport(
+        plan(ids),
+        ids.flatMap((id) => finished(id, "succeeded", "verified")),
+        home,
+        ended,
+      );
       const page = htmlReport(bigBatch, join(home, "batches", "b"), () => ({ ...details, timeline: [], timelineOmitted: 0 }));
       expect(page.length).toBeLessThan(INLINE_BUDGET_BYTES + 2 * 1024 * 1024);
       expect(page).toContain("Timeline and diff not shown: this page already holds");
@@ -401,7 +433,9 @@ describe("junit.xml size", () => {
     expect(suite).toMatchObject({ tests: "2000", failures: "2000" });
     const share = Math.floor(JUNIT_MAX_BYTES / 2000 / 4);
     // Plain includes: a failing toContain would print 30 MB.
-    expect(xml.includes(`junit.xml is kept under ${JUNIT_MAX_BYTES} bytes: each testcase's system-out and failure text are cut to ${share} characters`)).toBe(true);
+    expect(xml.includes(`junit.xml is kept under ${JUNIT_MAX_BYTES} bytes: each testcase's system-out and failure text are cut to ${share} characters`)).toBe(
+      true,
+    );
     expect(xml.includes(`verify output (tail):\n${"v".repeat(share - 300)}`)).toBe(true);
     expect(/v\n\[\.\.\. cut: \d+ more characters in the run directory\]<\/system-out>/.test(xml)).toBe(true);
     expect(suite.testcase[0]!.failure!.message).toBe("verify_failed");
@@ -418,7 +452,10 @@ describe("junit.xml size", () => {
 
 describe("summary.md size", () => {
   it("20 000 flaky tasks: the totals line names 20 of them and counts the rest; the summary stays under 1 MiB", () => {
-    const ids = Array.from({ length: 20_000 }, (_, index) => `suite/a-flaky-task-with-a-name-long-enough-to-matter-${String(index).padStart(5, "0")}/task.yaml`);
+    const ids = Array.from(
+      { length: 20_000 },
+      (_, index) => `suite/a-flaky-task-with-a-name-long-enough-to-matter-${String(index).padStart(5, "0")}/task.yaml`,
+    );
     const journal = ids.flatMap((id) => [...finished(id, "succeeded", "verified", { attempt: 1 }), ...finished(id, "failed", "verify_failed", { attempt: 2 })]);
     const report = buildBatchReport(plan(ids, 2), journal, "/home", ended);
     expect(report.flaky).toHaveLength(20_000);
