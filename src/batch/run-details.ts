@@ -37,11 +37,11 @@ export interface RunDetails {
 }
 
 /** Bytes of events.jsonl read per run: head and tail halves when larger (a long run's events can run to hundreds of MB; the start and the end are where verify and merge are). */
-export const MAX_EVENTS_BYTES = 4 * 1024 * 1024;
+const MAX_EVENTS_BYTES = 4 * 1024 * 1024;
 /** Timeline entries kept per run: the first 3/4 and the last 1/4 of them, with a note of how many were left out. */
 export const MAX_TIMELINE_ENTRIES = 400;
 /** Characters of one entry's detail (a write_file's content, a command's output). */
-export const MAX_DETAIL_CHARACTERS = 1500;
+const MAX_DETAIL_CHARACTERS = 1500;
 /** Bytes of patch.diff shown per run. */
 export const MAX_DIFF_BYTES = 64 * 1024;
 

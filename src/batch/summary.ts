@@ -27,7 +27,7 @@ export function formatBatchTable(report: BatchReport): string {
 }
 
 /** One line of counts, pass rates and tokens, and the flaky tasks (at most `flakyShown` of their ids, then how many more). */
-export function totalsLine(report: BatchReport, flakyShown = Number.POSITIVE_INFINITY): string {
+function totalsLine(report: BatchReport, flakyShown = Number.POSITIVE_INFINITY): string {
   const { totals } = report;
   const flaky = report.flaky.slice(0, flakyShown).join(", ") + (report.flaky.length > flakyShown ? ` and ${report.flaky.length - flakyShown} more` : "");
   return (

@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { chromium, type Browser } from "playwright-core";
 import { PNG } from "pngjs";
 
-export const CHROMIUM = process.env.RUNNER_TEST_CHROMIUM ?? "/usr/bin/chromium";
+const CHROMIUM = process.env.RUNNER_TEST_CHROMIUM ?? "/usr/bin/chromium";
 
 /** Launches headless Chromium (no sandbox of its own: the tests run as root in CI, where Chromium refuses its sandbox). */
 export async function launchChromium(): Promise<Browser> {
