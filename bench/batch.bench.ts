@@ -18,7 +18,7 @@
  * Real Docker, in this process through runBatch and createRunner.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -28,6 +28,7 @@ import { BatchDirectory, type BatchPlan, type JournalLine } from "../src/batch/b
 import { discoverTasks } from "../src/batch/discover-tasks.js";
 import { runBatch } from "../src/batch/run-batch.js";
 import { writeBatchReports } from "../src/batch/write-reports.js";
+import { cloudEventType, type RunEvent } from "../src/events/event-catalogue.js";
 import { createRunner } from "../src/runner/runner.js";
 import { option, positiveOption } from "./lib/options.js";
 import { fmt, median, p90, printTable } from "./lib/stats.js";
@@ -58,8 +59,87 @@ function makeTask(root: string, name: string, latency = 0): void {
   );
 }
 
-/** batch-report.json, junit.xml, summary.md and report.html for `count` synthetic finished tasks; ms. */
-function reportWriteTime(count: number): number {
+/**
+ * A finished run's directory as report.html and junit.xml read it: an
+ * events.jsonl of `toolCalls` tool calls (started and finished, 200-character
+ * arguments and results), verify, the commit and the merge, and a patch.diff
+ * of `diffLines` changed lines.
+ */
+function writeSyntheticRun(runDirectory: string, runId: string, toolCalls: number, diffLines: number): void {
+  mkdirSync(runDirectory, { recursive: true });
+  const start = Date.now();
+  const events: RunEvent[] = [
+    { type: "run.started", data: { run_id: runId, task: "t", workspace: "/w", branch: `agent/${runId}`, base_commit: "0".repeat(40) } },
+    { type: "sandbox.created", data: { sandbox_id: "s", image: "agent-runner/sandbox:bookworm", ready_ms: 400, uid: 1000 } },
+  ];
+  for (let call = 0; call < toolCalls; call += 1) {
+    const id = `call-${call}`;
+    events.push(
+      {
+        type: "tool_call.started",
+        data: { agent_id: "main", step: call, tool_call_id: id, name: "run_shell", arguments: JSON.stringify({ command: "x".repeat(200) }) },
+      },
+      {
+        type: "tool_call.finished",
+        data: {
+          agent_id: "main",
+          step: call,
+          tool_call_id: id,
+          name: "run_shell",
+          is_error: call % 7 === 0,
+          duration_ms: 120,
+          result_preview: "y".repeat(200),
+        },
+      },
+    );
+  }
+  events.push(
+    { type: "verify.started", data: { agent_id: "main", command: "npm test" } },
+    {
+      type: "verify.finished",
+      data: {
+        agent_id: "main",
+        command: "npm test",
+        exit_code: 0,
+        passed: true,
+        timed_out: false,
+        duration_ms: 900,
+        output_tail: "ok\n".repeat(50),
+        sandbox_lost: null,
+      },
+    },
+    {
+      type: "workspace.committed",
+      data: { branch: `agent/${runId}`, commit: "f".repeat(40), changed: true, left_out: [], left_out_count: 0, timed_out: false },
+    },
+    { type: "run.finished", data: { status: "succeeded", exit_code: 0, duration_ms: 4000 } },
+  );
+  const lines = events.map((event, index) =>
+    JSON.stringify({
+      specversion: "1.0",
+      id: `${runId}-${index}`,
+      source: "/bench",
+      type: cloudEventType(event.type),
+      time: new Date(start + index * 100).toISOString(),
+      data: event.data,
+    }),
+  );
+  writeFileSync(join(runDirectory, "events.jsonl"), `${lines.join("\n")}\n`);
+  const hunk = Array.from({ length: diffLines }, (_, line) => (line % 2 ? `+added line ${line} ${"z".repeat(50)}` : `-removed line ${line} ${"z".repeat(50)}`));
+  writeFileSync(
+    join(runDirectory, "patch.diff"),
+    `diff --git a/f.ts b/f.ts\nindex 1..2 100644\n--- a/f.ts\n+++ b/f.ts\n@@ -1,${diffLines} +1,${diffLines} @@\n${hunk.join("\n")}\n`,
+  );
+}
+
+/**
+ * Every report (batch-report.json, junit.xml, summary.md, report.html with
+ * its timelines and diffs) for `count` synthetic finished tasks whose run
+ * directories are real files here (30 tool calls and a 200-line diff each);
+ * wall ms and CPU ms (user + system) per write, the run directories written once before.
+ */
+function reportWriteTimes(count: number, rounds: number): { ms: number[]; cpuMs: number[]; htmlBytes: number; junitBytes: number } {
+  const home = join(scratch, "synthetic-home");
   const ids = Array.from({ length: count }, (_, index) => `suite/task-${String(index).padStart(4, "0")}/task.yaml`);
   const plan: BatchPlan = {
     batch_id: "bench",
@@ -88,11 +168,28 @@ function reportWriteTime(count: number): number {
       patch: "patch.diff",
     },
   ]);
+  for (let index = 0; index < count; index += 1) writeSyntheticRun(join(home, "runs", `run-${index}`), `run-${index}`, 30, 200);
   const directory = new BatchDirectory(join(scratch, "synthetic"));
   directory.make();
-  const started = performance.now();
-  writeBatchReports(directory, buildBatchReport(plan, journal, "/home", { ended: true, interrupted: false, skipReason: "not_run" }));
-  return performance.now() - started;
+  const ms: number[] = [];
+  const cpuMs: number[] = [];
+  for (let round = 0; round < rounds; round += 1) {
+    const started = performance.now();
+    const cpu = process.cpuUsage();
+    writeBatchReports(directory, buildBatchReport(plan, journal, home, { ended: true, interrupted: false, skipReason: "not_run" }));
+    ms.push(performance.now() - started);
+    const used = process.cpuUsage(cpu);
+    cpuMs.push((used.user + used.system) / 1000);
+  }
+  return { ms, cpuMs, htmlBytes: statSync(directory.file("report.html")).size, junitBytes: statSync(directory.file("junit.xml")).size };
+}
+
+function printReportWrites(): void {
+  const writes = reportWriteTimes(1000, 3);
+  console.log(
+    `writing every report for 1000 synthetic results (30 tool calls and a 200-line diff each): median ${fmt(median(writes.ms))} ms ` +
+      `(rounds ${writes.ms.map(fmt).join(", ")}), CPU time median ${fmt(median(writes.cpuMs))} ms (wall time over CPU time is the machine's load); report.html ${fmt(writes.htmlBytes / 1024 / 1024)} MiB, junit.xml ${fmt(writes.junitBytes / 1024)} KiB`,
+  );
 }
 
 /** Runs every task under `tasks` as one batch at `-j jobsAt` on a fresh Runner; the report and the wall time, ms. */
@@ -148,10 +245,7 @@ async function main(): Promise<void> {
       console.log(`-j ${jobsAt}: wall ${fmt(wall)} ms, ${perMinute.toFixed(1)} tasks/min, ${(baseline / wall).toFixed(2)}x -j 1`);
     }
   }
-  if (parts.has("reports")) {
-    const writes = [reportWriteTime(1000), reportWriteTime(1000), reportWriteTime(1000)];
-    console.log(`\nwriting every report for 1000 synthetic results: median ${fmt(median(writes))} ms`);
-  }
+  if (parts.has("reports")) printReportWrites();
 }
 
 try {

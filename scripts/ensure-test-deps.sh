@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
 # Host packages the tests need beyond `make setup`: Debian's busybox-static,
 # whose static /bin/busybox the any-image tests copy into a `FROM scratch`
-# image (tests/helpers/test-images.ts). As root with apt-get, installs it when
-# missing; otherwise says what to install. Idempotent.
+# image (tests/helpers/test-images.ts), and Debian's chromium, the headless
+# browser the report.html test drives through playwright-core
+# (tests/helpers/chromium.ts; never a browser download). As root with
+# apt-get, installs what is missing; otherwise says what to install. Idempotent.
 set -euo pipefail
 
 log() { printf 'ensure-test-deps: %s\n' "$*" >&2; }
 
+missing=()
 # A dynamically linked binary names its ELF interpreter (ld-linux, ld-musl).
-if [ -x /bin/busybox ] && ! LC_ALL=C grep -aq -e '/ld-linux' -e '/ld-musl' /bin/busybox; then
+if ! { [ -x /bin/busybox ] && ! LC_ALL=C grep -aq -e '/ld-linux' -e '/ld-musl' /bin/busybox; }; then
+  missing+=(busybox-static)
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  missing+=(chromium)
+fi
+if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  log "installing busybox-static (a static /bin/busybox for the FROM scratch test image)"
+  log "installing ${missing[*]} (a static /bin/busybox for the FROM scratch test image; chromium for the report.html test)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >&2
-  apt-get install -y -q --no-install-recommends busybox-static >&2
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
   exit 0
 fi
-log "ERROR: the tests need a static /bin/busybox: install Debian's busybox-static (sudo apt-get install busybox-static)"
+log "ERROR: the tests need Debian's ${missing[*]}: sudo apt-get install ${missing[*]}"
 exit 1

@@ -1,8 +1,27 @@
 import { create } from "xmlbuilder2";
 import type { BatchAttempt, BatchReport, BatchTaskReport } from "./batch-report.js";
+import type { RunDetailsOf } from "./html-report.js";
 
-/** Longest text kept per failure or error element, characters: a batch of 1 000 tasks stays far below CI tools' upload limits (GitLab reads up to 30 MB). */
+/** Longest text kept per failure or error element, characters. */
 const MAX_DETAIL_CHARACTERS = 16 * 1024;
+
+/** Longest `<system-out>` per testcase at first, characters (the verify output tail and the agent's last message are in it). */
+const MAX_SYSTEM_OUT_CHARACTERS = 64 * 1024;
+
+/**
+ * Largest junit.xml, bytes (30 MB, decimal): issue 15's limit, so CI tools'
+ * report parsers (GitLab's among them, which refuses larger test reports)
+ * take the file whole.
+ */
+export const JUNIT_MAX_BYTES = 30 * 1000 * 1000;
+
+/** How much of each testcase's text a rendering keeps, from everything down to names and messages alone. */
+interface Detail {
+  /** Characters of each `<system-out>`; 0: none. */
+  systemOut: number;
+  /** Characters of each failure's or error's text; 0: none. */
+  failureText: number;
+}
 
 /**
  * The batch as JUnit XML (the de-facto schema Jenkins, GitLab and GitHub
@@ -11,38 +30,87 @@ const MAX_DETAIL_CHARACTERS = 16 * 1024;
  * by the task id, with `[attempt a, try t]` when the task had more than one
  * run, so names are unique. `<failure>` is the agent's failure, `<error>`
  * an infrastructure error, `<skipped>` a task or try that did not finish;
- * `message` is the reason. Escaping is xmlbuilder2's; characters XML 1.0
- * cannot hold (control characters other than tab and newlines, lone
- * surrogates, U+FFFE/U+FFFF) are removed first, which xmlbuilder2 does not do.
+ * `message` is the reason. `<system-out>` has the run's paths, the verify
+ * command's output tail and the agent's last message (from `detailsOf`).
+ * Escaping is xmlbuilder2's; characters XML 1.0 cannot hold (control
+ * characters other than tab and newlines, lone surrogates, U+FFFE/U+FFFF)
+ * are removed first, which xmlbuilder2 does not do.
+ *
+ * At most `maxBytes` (default {@link JUNIT_MAX_BYTES}): when the whole text
+ * is larger, each `<system-out>` (and failure text) is cut to a quarter of
+ * the share of the limit one testcase has, each with a line saying so, and
+ * the suite's `<system-out>` says why; when that is still too large,
+ * the testcases' texts are dropped (names, statuses and messages stay: every
+ * testcase is always there) and the suite's `<system-out>` says so. That
+ * last form is some 170 bytes a testcase: past ~170 000 runs it is the one
+ * case where the file can still exceed the limit.
  */
-export function junitXml(report: BatchReport): string {
+export function junitXml(report: BatchReport, detailsOf: RunDetailsOf = () => null, maxBytes = JUNIT_MAX_BYTES): string {
   const cases = report.tasks.flatMap((task): { task: BatchTaskReport; attempt: BatchAttempt | null }[] =>
     task.attempts.length ? task.attempts.map((attempt) => ({ task, attempt })) : [{ task, attempt: null }],
   );
+  const outputs = cases.map(({ task, attempt }) => systemOut(task, attempt, attempt?.run_dir ? detailsOf(attempt) : null));
+  const full = render(report, cases, outputs, { systemOut: MAX_SYSTEM_OUT_CHARACTERS, failureText: MAX_DETAIL_CHARACTERS }, null);
+  if (Buffer.byteLength(full) <= maxBytes) return full;
+  const share = Math.floor(maxBytes / Math.max(1, cases.length) / 4);
+  if (share >= 256) {
+    const cut = render(
+      report,
+      cases,
+      outputs,
+      { systemOut: share, failureText: Math.min(share, MAX_DETAIL_CHARACTERS) },
+      `junit.xml is kept under ${maxBytes} bytes: each testcase's system-out and failure text are cut to ${share} characters; batch-report.json and the run directories have all of it.`,
+    );
+    if (Buffer.byteLength(cut) <= maxBytes) return cut;
+  }
+  return render(
+    report,
+    cases,
+    outputs,
+    { systemOut: 0, failureText: 0 },
+    `junit.xml is kept under ${maxBytes} bytes: the testcases' failure texts and system-out are left out (names, statuses and messages are all here); batch-report.json and the run directories have all of it.`,
+  );
+}
+
+function render(
+  report: BatchReport,
+  cases: { task: BatchTaskReport; attempt: BatchAttempt | null }[],
+  outputs: string[],
+  detail: Detail,
+  note: string | null,
+): string {
   const count = (status: string) => cases.filter(({ task, attempt }) => (attempt?.status ?? task.status) === status).length;
   const seconds = (ms: number | null | undefined) => ((ms ?? 0) / 1000).toFixed(3);
   const totalMs = cases.reduce((sum, { attempt }) => sum + (attempt?.duration_ms ?? 0), 0);
   const counts = { tests: cases.length, failures: count("failed"), errors: count("error"), skipped: count("skipped"), time: seconds(totalMs) };
   const root = create({ version: "1.0", encoding: "UTF-8" }).ele("testsuites", { name: xmlText(`runner batch ${report.batch_id}`), ...stringify(counts) });
   const suite = root.ele("testsuite", { name: xmlText(`batch ${report.batch_id}`), timestamp: report.created_at.replace(/\.\d+Z$/, ""), ...stringify(counts) });
-  for (const { task, attempt } of cases) {
+  for (const [index, { task, attempt }] of cases.entries()) {
     const testcase = suite.ele("testcase", { classname: "runner.batch", name: xmlText(caseName(task, attempt)), time: seconds(attempt?.duration_ms) });
     const status = attempt?.status ?? task.status;
     const reason = xmlText(attempt?.reason ?? task.reason);
-    const detail = xmlText(truncate([attempt?.error ?? task.error, attempt?.run_dir ? `run: ${attempt.run_dir}` : null].filter(Boolean).join("\n")));
-    if (status === "failed") testcase.ele("failure", { message: reason, type: reason }).txt(detail);
-    else if (status === "error") testcase.ele("error", { message: reason, type: reason }).txt(detail);
+    const text = detail.failureText
+      ? xmlText(truncate([attempt?.error ?? task.error, attempt?.run_dir ? `run: ${attempt.run_dir}` : null].filter(Boolean).join("\n"), detail.failureText))
+      : "";
+    if (status === "failed") testcase.ele("failure", { message: reason, type: reason }).txt(text);
+    else if (status === "error") testcase.ele("error", { message: reason, type: reason }).txt(text);
     else if (status === "skipped") testcase.ele("skipped", { message: reason });
-    const out = [
-      attempt?.run_dir ? `run directory: ${attempt.run_dir}` : null,
-      attempt?.patch ? `patch: ${attempt.patch}` : null,
-      `task file: ${task.task_file}`,
-    ]
-      .filter(Boolean)
-      .join("\n");
-    testcase.ele("system-out").txt(xmlText(out));
+    if (detail.systemOut > 0) testcase.ele("system-out").txt(xmlText(truncate(outputs[index]!, detail.systemOut)));
   }
+  if (note) suite.ele("system-out").txt(xmlText(note));
   return `${root.end({ prettyPrint: true })}\n`;
+}
+
+function systemOut(task: BatchTaskReport, attempt: BatchAttempt | null, details: ReturnType<RunDetailsOf>): string {
+  return [
+    attempt?.run_dir ? `run directory: ${attempt.run_dir}` : null,
+    attempt?.patch ? `patch: ${attempt.patch}` : null,
+    `task file: ${task.task_file}`,
+    details?.verifyOutput ? `\nverify output (tail):\n${details.verifyOutput}` : null,
+    details?.finalMessage ? `\nthe agent's last message:\n${details.finalMessage}` : null,
+  ]
+    .filter(Boolean)
+    .join("\n");
 }
 
 function caseName(task: BatchTaskReport, attempt: BatchAttempt | null): string {
@@ -54,10 +122,8 @@ function stringify(values: Record<string, number | string>): Record<string, stri
   return Object.fromEntries(Object.entries(values).map(([key, value]) => [key, String(value)]));
 }
 
-function truncate(text: string): string {
-  return text.length <= MAX_DETAIL_CHARACTERS
-    ? text
-    : `${text.slice(0, MAX_DETAIL_CHARACTERS)}\n[... ${text.length - MAX_DETAIL_CHARACTERS} more characters in the run's report.json]`;
+function truncate(text: string, limit: number): string {
+  return text.length <= limit ? text : `${text.slice(0, limit)}\n[... cut: ${text.length - limit} more characters in the run directory]`;
 }
 
 /** `text` without the code points XML 1.0 does not allow (its "Char" production, section 2.2). */

@@ -27,14 +27,15 @@ export function formatBatchTable(report: BatchReport): string {
   ].join("\n");
 }
 
-/** One line of counts, pass rates, tokens and cost. */
-export function totalsLine(report: BatchReport): string {
+/** One line of counts, pass rates, tokens and cost, and the flaky tasks (at most `flakyShown` of their ids, then how many more). */
+function totalsLine(report: BatchReport, flakyShown = Number.POSITIVE_INFINITY): string {
   const { totals } = report;
+  const flaky = report.flaky.slice(0, flakyShown).join(", ") + (report.flaky.length > flakyShown ? ` and ${report.flaky.length - flakyShown} more` : "");
   return (
     `${totals.tasks} tasks: ${totals.succeeded} succeeded, ${totals.failed} failed, ${totals.error} error, ${totals.skipped} skipped; ` +
     `pass rate ${formatRate(totals.pass_rate)} (${formatRate(totals.pass_rate_without_errors)} without infrastructure errors); ` +
     `${totals.runs} runs, ${totals.tokens.total} tokens (${totals.tokens.cached} cached), cost ${totals.cost_usd === null ? "unknown (a run was not priced)" : formatUsd(totals.cost_usd)}` +
-    (report.flaky.length ? `; flaky: ${report.flaky.join(", ")}` : "")
+    (report.flaky.length ? `; flaky: ${flaky}` : "")
   );
 }
 
@@ -44,6 +45,9 @@ function oneLine(text: string): string {
 
 /** `$GITHUB_STEP_SUMMARY` takes at most 1 MiB per step (GitHub Actions docs, "Adding a job summary"). */
 const SUMMARY_MAX_BYTES = 1024 * 1024;
+
+/** Flaky task ids the summary's totals line names (the rest are counted): the line stays short however many there are. */
+const SUMMARY_FLAKY_SHOWN = 20;
 
 /** Rows the summary lists first: what needs a look (infrastructure errors, failures, skips), then the successes. */
 const ROW_ORDER: Record<string, number> = { error: 0, failed: 1, skipped: 2, succeeded: 3 };
@@ -58,7 +62,7 @@ export function markdownSummary(report: BatchReport, reportPath: string, maxByte
   const head = [
     `## Batch ${cell(report.batch_id)}: ${report.status}`,
     "",
-    totalsLine(report),
+    cell(totalsLine(report, SUMMARY_FLAKY_SHOWN)),
     "",
     `Gate: ${report.gate.passed ? "passed" : "not passed"} (${cell(report.gate.detail)})`,
     "",

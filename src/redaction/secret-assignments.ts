@@ -73,6 +73,8 @@ const ASSIGNMENT = new RegExp(
 
 /** Qualifiers before key/token that make a data-structure key or a tokenizer token, not a credential. */
 const NOT_SECRET_QUALIFIERS = new Set([
+  // SWE-bench's FAIL_TO_PASS and PASS_TO_PASS test lists
+  "to",
   // keys of data structures, caches, UIs and i18n
   "primary",
   "foreign",

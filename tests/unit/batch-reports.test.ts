@@ -4,14 +4,21 @@
  * ids and error texts hold, a markdown summary that fits
  * $GITHUB_STEP_SUMMARY, and the totals.
  */
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
 import type { Task } from "../../src/config/load-task.js";
 import { buildBatchReport, mergeBatchReports, nearestRank, type BatchReport } from "../../src/batch/batch-report.js";
 import { shardOf } from "../../src/batch/discover-tasks.js";
-import { htmlReport } from "../../src/batch/html-report.js";
+import { htmlReport, INLINE_BUDGET_BYTES } from "../../src/batch/html-report.js";
+import { MAX_DIFF_BYTES, MAX_TIMELINE_ENTRIES, readRunDetails } from "../../src/batch/run-details.js";
+import type { RunEvent } from "../../src/events/event-catalogue.js";
+import { writeRunFiles } from "../helpers/run-event-files.js";
 import type { BatchPlan, JournalLine } from "../../src/batch/batch-state.js";
-import { junitXml } from "../../src/batch/junit.js";
+import { JUNIT_MAX_BYTES, junitXml } from "../../src/batch/junit.js";
 import { markdownSummary } from "../../src/batch/summary.js";
 
 function plan(ids: string[], attempts = 1, taskFile = (id: string, index: number) => `/in/tasks.jsonl:${index + 1}`): BatchPlan {
@@ -241,33 +248,241 @@ describe("runner batch merge", () => {
   });
 });
 
+/** What an attacker can put in a task id, a tool argument or a diff. */
+const SCRIPT = `<script>window.__injected = "script"</script>`;
+const IMG = `"><img src=x onerror="window.__injected='img'">`;
+
+/** A run's events: a tool call (arguments carrying markup), a denial, verify, the commit and the merge. */
+function runEvents(runId: string, extra: RunEvent[] = []): RunEvent[] {
+  return [
+    { type: "run.started", data: { run_id: runId, task: "t", workspace: "/w", branch: `agent/${runId}`, base_commit: "0123456789abcdef" } },
+    {
+      type: "tool_call.started",
+      data: { agent_id: "main", step: 1, tool_call_id: "c1", name: "write_file", arguments: JSON.stringify({ path: IMG, content: SCRIPT }) },
+    },
+    {
+      type: "tool_call.finished",
+      data: { agent_id: "main", step: 1, tool_call_id: "c1", name: "write_file", is_error: false, duration_ms: 12, result_preview: `wrote ${IMG}` },
+    },
+    { type: "tool_call.denied", data: { agent_id: "main", tool_call_id: "c2", name: "run_shell", rule: "commands.deny", reason: `curl ${SCRIPT}` } },
+    ...extra,
+    { type: "verify.started", data: { agent_id: "main", command: "npm test" } },
+    {
+      type: "verify.finished",
+      data: {
+        agent_id: "main",
+        command: "npm test",
+        exit_code: 1,
+        passed: false,
+        timed_out: false,
+        duration_ms: 1500,
+        output_tail: `FAIL ${SCRIPT}`,
+        sandbox_lost: null,
+      },
+    },
+    {
+      type: "workspace.committed",
+      data: { branch: `agent/${runId}`, commit: "fedcba9876543210", changed: true, left_out: [], left_out_count: 0, timed_out: false },
+    },
+    { type: "workspace.merged", data: { merged: false, branch: null, detail: "verify failed: not merged" } },
+    { type: "run.finished", data: { status: "failed", exit_code: 1, duration_ms: 9000 } },
+  ];
+}
+
+const PATCH = `diff --git a/x.html b/x.html\nindex 1111111..2222222 100644\n--- a/x.html\n+++ b/x.html\n@@ -1,2 +1,2 @@\n context line\n-${IMG}\n+${SCRIPT}\n`;
+
+/** One element of the page as fast-xml-parser's `preserveOrder` gives it: its tag, its attributes, its children in order. */
+interface Element {
+  tag: string;
+  attributes: Record<string, string>;
+  children: Node[];
+}
+type Node = Element | string;
+
+/** The page as XML (report.html is well-formed XML), text and children in document order. */
+function parseHtml(html: string): Element {
+  expect(XMLValidator.validate(html)).toBe(true);
+  const raw = new XMLParser({
+    ignoreAttributes: false,
+    attributeNamePrefix: "",
+    htmlEntities: true,
+    preserveOrder: true,
+    parseTagValue: false,
+    trimValues: false,
+  }).parse(html) as unknown[];
+  const convert = (entry: Record<string, unknown>): Node => {
+    if ("#text" in entry) return String(entry["#text"]);
+    const tag = Object.keys(entry).find((key) => key !== ":@")!;
+    return { tag, attributes: (entry[":@"] as Record<string, string>) ?? {}, children: (entry[tag] as Record<string, unknown>[]).map(convert) };
+  };
+  return { tag: "#document", attributes: {}, children: (raw as Record<string, unknown>[]).map(convert) };
+}
+
+/** Elements named `tag` anywhere below `node`, in document order. */
+function findAll(node: Node | undefined, tag: string): Element[] {
+  if (!node || typeof node === "string") return [];
+  return node.children.flatMap((child) => [...(typeof child !== "string" && child.tag === tag ? [child] : []), ...findAll(child, tag)]);
+}
+
+function textOf(node: Node | undefined): string {
+  if (!node) return "";
+  return typeof node === "string" ? node : node.children.map(textOf).join("");
+}
+
 describe("report.html", () => {
-  it("a table of every task with links (relative to the batch directory) to each run and its patch; text escaped", () => {
-    const ids = [`<script>alert("x")</script> & 'q'/task.yaml`, "plain/task.yaml"];
-    const report = buildBatchReport(
-      plan(ids),
-      [...finished(ids[0]!, "failed", "verify_failed"), ...finished(ids[1]!, "succeeded", "verified")],
-      "/home",
-      ended,
+  function batchWithRuns(home: string, names: string[]) {
+    const journal = names.flatMap((name, index) => finished(name, index === 0 ? "failed" : "succeeded", index === 0 ? "verify_failed" : "verified"));
+    const report = buildBatchReport(plan(names), journal, home, ended);
+    for (const task of report.tasks) for (const attempt of task.attempts) writeRunFiles(attempt.run_dir!, runEvents(attempt.run_id!), PATCH);
+    return report;
+  }
+
+  it("per task an expandable section: a timeline of tool calls, denials, verify and merge from events.jsonl, and the diff coloured by line", () => {
+    const home = mkdtempSync(join(tmpdir(), "agent-runner-html-"));
+    try {
+      const report = batchWithRuns(home, [`${SCRIPT}/task.yaml`, "plain/task.yaml"]);
+      const html = htmlReport(report, join(home, "batches", "b1"), (attempt) => readRunDetails(attempt.run_dir!, attempt.patch));
+      const page = parseHtml(html);
+      const sections = findAll(page, "details");
+      expect(sections.map((section) => section.attributes["data-status"])).toEqual(["failed", "succeeded"]);
+      const items = findAll(sections[0], "li").filter((item) => item.attributes.class?.includes(" "));
+      expect(items.map((item) => item.attributes.class)).toEqual([
+        "run neutral",
+        "tool ok",
+        "denied bad",
+        "verify bad",
+        "merge neutral",
+        "merge neutral",
+        "run bad",
+      ]);
+      expect(textOf(items[1])).toContain(`write_file (12 ms)`);
+      expect(textOf(items[1])).toContain(JSON.stringify({ path: IMG, content: SCRIPT }));
+      expect(textOf(items[2])).toBe(`+3.0 sdeniedmainrun_shell denied (commands.deny)curl ${SCRIPT}`);
+      expect(textOf(items[3])).toMatch(/^\+4\.0 sverifymainverify failed \(exit 1\) in 1\.5 s\$ npm test\nFAIL <script>/);
+      expect(textOf(items[4])).toContain("committed fedcba987654 on agent/");
+      const diff = findAll(sections[0], "pre").find((pre) => pre.attributes.class === "diff")!;
+      const lines = findAll(diff, "span").map((span) => [span.attributes.class, textOf(span)]);
+      expect(lines).toEqual([
+        ["d-meta", "diff --git a/x.html b/x.html"],
+        ["d-meta", "index 1111111..2222222 100644"],
+        ["d-meta", "--- a/x.html"],
+        ["d-meta", "+++ b/x.html"],
+        ["d-hunk", "@@ -1,2 +1,2 @@"],
+        ["d-ctx", " context line"],
+        ["d-del", `-${IMG}`],
+        ["d-add", `+${SCRIPT}`],
+      ]);
+      // The attacker's markup is text: one script element (the filter's), no img, and a CSP that lets only that script run.
+      expect(findAll(page, "script")).toHaveLength(1);
+      expect(findAll(page, "img")).toHaveLength(0);
+      expect(html.match(/<script/g)).toHaveLength(1);
+      expect(html).not.toMatch(/<img/);
+      const script = textOf(findAll(page, "script")[0]);
+      const csp = findAll(page, "meta").find((meta) => meta.attributes["http-equiv"] === "Content-Security-Policy")!.attributes.content!;
+      expect(csp).toContain(`script-src 'sha256-${createHash("sha256").update(script).digest("base64")}'`);
+      expect(csp).toMatch(/^default-src 'none';/);
+      // The table links each task to its section, and each run to its directory and patch (relative to the batch directory).
+      const rows = findAll(findAll(page, "tbody")[0], "tr");
+      expect(rows.map((row) => textOf(findAll(row, "td")[0]))).toEqual([`${SCRIPT}/task.yaml`, "plain/task.yaml"]);
+      const runId = report.tasks[1]!.attempts[0]!.run_id!;
+      expect(findAll(rows[1], "a").map((anchor) => anchor.attributes.href)).toEqual(["#task-1", `../../runs/${runId}`, `../../runs/${runId}/patch.diff`]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it("bounded: a diff cut at 64 KiB, a timeline of 400 entries, the page's inline budget; each with a note", () => {
+    const home = mkdtempSync(join(tmpdir(), "agent-runner-html-"));
+    try {
+      const runDirectory = join(home, "runs", "r1");
+      const many: RunEvent[] = Array.from({ length: 1000 }, (_, index) => ({
+        type: "tool_call.started",
+        data: { agent_id: "main", step: index, tool_call_id: `c${index}`, name: "run_shell", arguments: "x".repeat(2000) },
+      }));
+      const bigPatch = `diff --git a/a b/a\n${Array.from({ length: 4000 }, (_, index) => `+line ${index} ${"y".repeat(40)}`).join("\n")}\n`;
+      writeRunFiles(runDirectory, runEvents("r1", many), bigPatch);
+      const details = readRunDetails(runDirectory, join(runDirectory, "patch.diff"));
+      expect(details.timeline).toHaveLength(MAX_TIMELINE_ENTRIES);
+      expect(details.timelineOmitted).toBe(1007 - MAX_TIMELINE_ENTRIES);
+      expect(details.timeline.at(-1)!.title).toMatch(/^run finished/);
+      expect(details.timeline[3]!.detail).toMatch(/^x{1500}\n\[\.\.\. 500 more characters\]$/);
+      expect(details.diff!.shownBytes).toBeLessThanOrEqual(MAX_DIFF_BYTES);
+      expect(details.diff!.text.endsWith("\n")).toBe(true);
+      expect(details.diff!.totalBytes).toBe(Buffer.byteLength(bigPatch));
+      const report = buildBatchReport(plan(["t"]), finished("t", "succeeded", "verified"), home, ended);
+      const html = htmlReport(report, join(home, "batches", "b"), () => details);
+      expect(html).toContain(`Diff cut: ${details.diff!.shownBytes} of ${details.diff!.totalBytes} bytes shown; patch.diff has all of it.`);
+      expect(html).toContain(`${1007 - MAX_TIMELINE_ENTRIES} entries left out here`);
+
+      // 1 000 runs of 64 KiB diffs: the page stops inlining at its budget and says so for the rest.
+      const ids = Array.from({ length: 1000 }, (_, index) => `t${String(index).padStart(4, "0")}`);
+      const bigBatch = buildBatchReport(
+        plan(ids),
+        ids.flatMap((id) => finished(id, "succeeded", "verified")),
+        home,
+        ended,
+      );
+      const page = htmlReport(bigBatch, join(home, "batches", "b"), () => ({ ...details, timeline: [], timelineOmitted: 0 }));
+      expect(page.length).toBeLessThan(INLINE_BUDGET_BYTES + 2 * 1024 * 1024);
+      expect(page).toContain("Timeline and diff not shown: this page already holds");
+      expect(page.match(/<details /g)).toHaveLength(1000);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("junit.xml size", () => {
+  it("system-out carries the verify output and the agent's last message", () => {
+    const report = buildBatchReport(plan(["a"]), finished("a", "failed", "verify_failed"), "/home", ended);
+    const details = { timeline: [], timelineOmitted: 0, eventsCut: false, diff: null, verifyOutput: "FAIL test_x", finalMessage: "I fixed it." };
+    const xml = junitXml(report, () => details);
+    expect(xml).toMatch(/<system-out>[^<]*verify output \(tail\):\nFAIL test_x\n\nthe agent's last message:\nI fixed it\.<\/system-out>/);
+  });
+
+  it("at most 30 MB: system-out cut per testcase first, then the testcases' texts dropped, with a note; every testcase stays", () => {
+    // 2 000 testcases of a 16 KiB failure text (33 MB of them alone) and 10 000 characters of verify output: 53 MB whole.
+    const ids = Array.from({ length: 2000 }, (_, index) => `suite/task-${index}/task.yaml`);
+    const journal = ids.flatMap((id) => finished(id, "failed", "verify_failed", { error: "e".repeat(20_000) }));
+    const report = buildBatchReport(plan(ids), journal, "/home", ended);
+    const verbose = { timeline: [], timelineOmitted: 0, eventsCut: false, diff: null, verifyOutput: "v".repeat(10_000), finalMessage: null };
+    const xml = junitXml(report, () => verbose);
+    expect(Buffer.byteLength(xml)).toBeLessThanOrEqual(JUNIT_MAX_BYTES);
+    const suite = parseJunit(xml);
+    expect(suite.testcase).toHaveLength(2000);
+    expect(suite).toMatchObject({ tests: "2000", failures: "2000" });
+    const share = Math.floor(JUNIT_MAX_BYTES / 2000 / 4);
+    // Plain includes: a failing toContain would print 30 MB.
+    expect(xml.includes(`junit.xml is kept under ${JUNIT_MAX_BYTES} bytes: each testcase's system-out and failure text are cut to ${share} characters`)).toBe(
+      true,
     );
-    const html = htmlReport(report, "/home/batches/b1");
-    expect(html).not.toContain("<script>");
-    expect(XMLValidator.validate(html)).toBe(true);
-    const parsed = new XMLParser({
-      ignoreAttributes: false,
-      attributeNamePrefix: "",
-      htmlEntities: true,
-      isArray: (name) => ["tr", "a", "li"].includes(name),
-    }).parse(html) as {
-      html: { body: { table: { tbody: { tr: { td: (string | { ul: { li: { a: { href: string; "#text": string }[] }[] } })[] }[] } } } };
-    };
-    const rows = parsed.html.body.table.tbody.tr;
-    expect(rows.map((row) => row.td[0])).toEqual([`<script>alert("x")</script> & 'q'/task.yaml`, "plain/task.yaml"]);
-    const links = (rows[1]!.td[3] as { ul: { li: { a: { href: string; "#text": string }[] }[] } }).ul.li[0]!.a;
-    const runId = report.tasks[1]!.attempts[0]!.run_id!;
-    expect(links.map((anchor) => [anchor.href, anchor["#text"]])).toEqual([
-      [`../../runs/${runId}`, runId],
-      [`../../runs/${runId}/patch.diff`, "patch.diff"],
-    ]);
+    expect(xml.includes(`verify output (tail):\n${"v".repeat(share - 300)}`)).toBe(true);
+    expect(/v\n\[\.\.\. cut: \d+ more characters in the run directory\]<\/system-out>/.test(xml)).toBe(true);
+    expect(suite.testcase[0]!.failure!.message).toBe("verify_failed");
+
+    const dropped = junitXml(report, () => verbose, 400_000);
+    expect(Buffer.byteLength(dropped)).toBeLessThanOrEqual(400_000);
+    const small = parseJunit(dropped);
+    expect(small.testcase).toHaveLength(2000);
+    expect(small.testcase[1999]!.failure!.message).toBe("verify_failed");
+    expect(dropped.includes("eeee")).toBe(false);
+    expect(dropped).toContain("junit.xml is kept under 400000 bytes: the testcases' failure texts and system-out are left out");
+  });
+});
+
+describe("summary.md size", () => {
+  it("20 000 flaky tasks: the totals line names 20 of them and counts the rest; the summary stays under 1 MiB", () => {
+    const ids = Array.from(
+      { length: 20_000 },
+      (_, index) => `suite/a-flaky-task-with-a-name-long-enough-to-matter-${String(index).padStart(5, "0")}/task.yaml`,
+    );
+    const journal = ids.flatMap((id) => [...finished(id, "succeeded", "verified", { attempt: 1 }), ...finished(id, "failed", "verify_failed", { attempt: 2 })]);
+    const report = buildBatchReport(plan(ids, 2), journal, "/home", ended);
+    expect(report.flaky).toHaveLength(20_000);
+    const summary = markdownSummary(report, "/r.json");
+    expect(Buffer.byteLength(summary)).toBeLessThanOrEqual(1024 * 1024);
+    expect(summary).toContain("flaky: suite/a-flaky-task-with-a-name-long-enough-to-matter-00000/task.yaml, ");
+    expect(summary).toContain(" and 19980 more");
+    expect(summary.trimEnd().split("\n").at(-1)).toMatch(/^_Truncated: \d+ more tasks not shown/);
   });
 });
