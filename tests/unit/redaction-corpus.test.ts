@@ -295,7 +295,7 @@ const ordinaryGenerated: Record<string, string> = {
     'eos_token = "</s>"',
     "max_tokens = 4096",
     "FAIL_TO_PASS: '[\"tests/test_calc.py::test_add\"]'",
-    "PASS_TO_PASS = [\"tests/test_x.py::test_keep\"]",
+    'PASS_TO_PASS = ["tests/test_x.py::test_keep"]',
     'primary_key = "id"',
     'cache_key = f"user:{user_id}"',
   ].join("\n"),
