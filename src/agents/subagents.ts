@@ -104,6 +104,16 @@ export interface SubagentHost {
   parentGit: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
 }
 
+/** The `agent` tool's arguments (also what src/runner/check-script.ts checks a script's calls against). */
+export const agentToolInput = z.strictObject({
+  description: z.string().min(1).max(200).describe("A short name for the subagent's job (3-8 words)"),
+  prompt: z.string().min(1).describe("The subagent's brief: everything it needs to know, since it does not see this conversation (unless fork)"),
+  mode: z.enum(["explore", "worker"]),
+  background: z.boolean().optional().describe("Return a task id at once; the outcome arrives as a message when it ends"),
+  verify: z.string().min(1).optional().describe("Worker only: shell command that must pass before its work is merged"),
+  fork: z.boolean().optional().describe("Start from a copy of this conversation"),
+});
+
 /**
  * The `agent` tool (DESIGN.md): starts a subagent with its own context.
  * `explore` investigates read-only (the parent's workspace mounted read-only,
@@ -127,14 +137,7 @@ export function agentTool(host: SubagentHost): Tool {
       "(merged with the files changed, verification failed with the output, or a conflict with the hunks). " +
       "background: true returns a task id at once and delivers the result as a message later. " +
       "fork: true starts it with a copy of this conversation instead of only the prompt.",
-    input: z.strictObject({
-      description: z.string().min(1).max(200).describe("A short name for the subagent's job (3-8 words)"),
-      prompt: z.string().min(1).describe("The subagent's brief: everything it needs to know, since it does not see this conversation (unless fork)"),
-      mode: z.enum(["explore", "worker"]),
-      background: z.boolean().optional().describe("Return a task id at once; the outcome arrives as a message when it ends"),
-      verify: z.string().min(1).optional().describe("Worker only: shell command that must pass before its work is merged"),
-      fork: z.boolean().optional().describe("Start from a copy of this conversation"),
-    }),
+    input: agentToolInput,
     async execute(input, context) {
       if (input.verify !== undefined && input.mode !== "worker") return toolError("verify applies to worker agents only");
       counter += 1;
