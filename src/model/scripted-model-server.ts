@@ -423,10 +423,10 @@ function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatM
   const preview = JSON.stringify(seen.slice(0, 300));
   const { tool_result_matches: matches, tool_result_not_matches: notMatches } = turn.expect;
   if (matches !== undefined && !new RegExp(matches).test(seen)) {
-    return `scripted model: turn ${callIndex} (${where}[${callIndex}]) expect.tool_result_matches /${matches}/ not met; tool results began: ${preview}`;
+    return `scripted model: step ${callIndex + 1} (${where}[${callIndex}]) expect.tool_result_matches /${matches}/ not met; tool results began: ${preview}`;
   }
   if (notMatches !== undefined && new RegExp(notMatches).test(seen)) {
-    return `scripted model: turn ${callIndex} (${where}[${callIndex}]) expect.tool_result_not_matches /${notMatches}/ matched; tool results began: ${preview}`;
+    return `scripted model: step ${callIndex + 1} (${where}[${callIndex}]) expect.tool_result_not_matches /${notMatches}/ matched; tool results began: ${preview}`;
   }
   return null;
 }
