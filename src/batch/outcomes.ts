@@ -22,7 +22,10 @@ const AGENT_CAUSED_ERROR_REASONS = new Set(["context_window_exceeded"]);
 
 /**
  * The batch outcome of one finished run (the contract in docs/batch.md
- * "Outcomes"): `succeeded` as the run says; `failed` for everything the
+ * "Outcomes"): `succeeded` as the run says, unless the task's
+ * `on_success: merge` did not happen: then `failed`, reason `not_merged`
+ * (exit 4 of `runner exec`; not retried: a new attempt redoes the agent's
+ * work, while the cause is your checkout); `failed` for everything the
  * agent's work causes (the run's own `failed`: verify failed or timed out,
  * also when the verify code killed its sandbox or ran out of memory in it,
  * `max_steps`, `commit_timed_out`, `disk_limit_exceeded`; and
@@ -33,9 +36,12 @@ const AGENT_CAUSED_ERROR_REASONS = new Set(["context_window_exceeded"]);
  * Returns null for `cancelled`: the run did not finish, and `runner batch
  * resume` continues it.
  */
-export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "error">): Outcome | null {
+export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "error"> & Partial<Pick<RunReport, "merge">>): Outcome | null {
   switch (report.status) {
     case "succeeded":
+      // As `runner exec` exits 4 for it: the merge the task asked for is part of what it asked for.
+      if (report.merge && !report.merge.merged) return { status: "failed", reason: "not_merged", error: report.merge.detail };
+      return { status: report.status, reason: report.reason, error: report.error ?? null };
     case "failed":
       return { status: report.status, reason: report.reason, error: report.error ?? null };
     case "error":

@@ -5,7 +5,7 @@ import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../c
 import { ConfigError } from "../errors.js";
 import { formatUsd } from "../model/pricing.js";
 import { verifyEnding } from "../delivery/verify-commit.js";
-import { exitCodeFor, type RunReport } from "../run/run-report.js";
+import { exitCodeFor, exitCodeOfReport, type RunReport } from "../run/run-report.js";
 import { RUN_FILES } from "../run/run-store.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner, type ApprovalBroker, type ModelText, type RunHandle } from "../runner/runner.js";
@@ -141,7 +141,7 @@ async function follow(
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
   if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(resultLine(report, run.directory))}\n`));
   else printOutcome(task, { report, runDirectory: run.directory });
-  return exitCodeFor(report.status);
+  return exitCodeOfReport(report);
 }
 
 /** The main agent's reply shown as it streams, when the progress view is on a terminal (live only: not in events.jsonl). */

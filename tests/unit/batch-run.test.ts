@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Task } from "../../src/config/load-task.js";
 import { SandboxError } from "../../src/errors.js";
-import type { RunReport } from "../../src/run/run-report.js";
+import { exitCodeOfReport, type RunReport } from "../../src/run/run-report.js";
 import type { RunHandle, StartOptions } from "../../src/runner/runner.js";
 import type { BatchReport } from "../../src/batch/batch-report.js";
 import { BatchDirectory, type BatchOptions, type JournalLine } from "../../src/batch/batch-state.js";
@@ -155,6 +155,21 @@ describe("batch outcomes: the report.json status and reason of each run decide, 
     ["error", "internal_error", "error"],
   ] as const)("run %s/%s → batch %s", (status, reason, expected) => {
     expect(outcomeOfReport({ status, reason, error: null })?.status).toBe(expected);
+  });
+
+  it("a success whose on_success: merge did not happen is failed/not_merged with the merge's reason, as runner exec exits 4 for it", () => {
+    const merge = { merged: false, branch: "refs/heads/main", detail: "refs/heads/main moved since the run started" };
+    expect(outcomeOfReport({ status: "succeeded", reason: "verified", error: null, merge })).toEqual({
+      status: "failed",
+      reason: "not_merged",
+      error: "refs/heads/main moved since the run started",
+    });
+    expect(exitCodeOfReport({ status: "succeeded", merge })).toBe(4);
+    const landed = { ...merge, merged: true, detail: "fast-forwarded refs/heads/main to runner/x" };
+    expect(outcomeOfReport({ status: "succeeded", reason: "verified", error: null, merge: landed })?.status).toBe("succeeded");
+    expect(exitCodeOfReport({ status: "succeeded", merge: landed })).toBe(0);
+    expect(exitCodeOfReport({ status: "succeeded", merge: null })).toBe(0);
+    expect(exitCodeOfReport({ status: "failed", merge: null })).toBe(1);
   });
 
   it("a cancelled run has no outcome (it is unfinished, for resume)", () => {

@@ -1,6 +1,6 @@
 import { restoreSession } from "../../agent/session-journal.js";
 import { CancelledError, ModelError, RunnerError, errorMessage } from "../../errors.js";
-import { exitCodeFor, type RunReport } from "../run-report.js";
+import { exitCodeOfReport, type RunReport } from "../run-report.js";
 import type { RunScope } from "../run-scope.js";
 import { setOutcome } from "./deliver-main.js";
 
@@ -61,7 +61,7 @@ export async function finalizeRun(scope: RunScope): Promise<RunReport> {
   store.writeJson("report", written);
   events.emit({
     type: "run.finished",
-    data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
+    data: { status: report.status, exit_code: exitCodeOfReport(report), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
   });
   scope.log.close();
   scope.releaseLogRedactor();
