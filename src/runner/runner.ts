@@ -309,10 +309,10 @@ export class Runner {
     run: (task: Task, dependencies: RunDependencies, runOptions: RunOptions) => Promise<RunResult>,
   ): Promise<RunHandle> {
     checkStartOptions(options);
-    if (this.closed) throw new RunnerError("this Runner is closed; create another one", 2);
+    if (this.closed) throw new RunnerError("this Runner is closed; create another one", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was already aborted");
     const prepared = await this.prepareOnce(task);
-    if (this.closed) throw new RunnerError("this Runner was closed while the run was starting; nothing of it was created", 2);
+    if (this.closed) throw new RunnerError("this Runner was closed while the run was starting; nothing of it was created", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was aborted");
     const controller = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;

@@ -146,7 +146,8 @@ describe("batch outcomes: the report.json status and reason of each run decide, 
     ["failed", "commit_timed_out", "failed"],
     ["failed", "disk_limit_exceeded", "failed"],
     ["error", "context_window_exceeded", "failed"],
-    ["error", "SandboxError", "error"],
+    ["error", "docker_unreachable", "error"],
+    ["error", "image_missing", "error"],
     ["error", "rate_limited", "error"],
     ["error", "server_error", "error"],
     ["error", "connection_error", "error"],
@@ -205,7 +206,7 @@ describe("runBatch", () => {
     const { home, directory } = makeBatch(["down", "passes"], { retries: 1, max_errors: 1 });
     const runner = new FakeRunner(home, (name) => (name === "down" ? { throws: new SandboxError("Docker is not answering") } : ok));
     const result = await runBatch(runner, directory, new AbortController().signal);
-    expect(task(result, "down")).toMatchObject({ status: "error", reason: "SandboxError", error: "Docker is not answering" });
+    expect(task(result, "down")).toMatchObject({ status: "error", reason: "sandbox_failed", error: "Docker is not answering" });
     expect(task(result, "down").attempts.map((attempt) => attempt.run_id)).toEqual([null, null]);
     expect(result.totals).toMatchObject({ pass_rate: 0.5, pass_rate_without_errors: 1, errored_attempts: 1 });
     expect(result).toMatchObject({ status: "passed", exit_code: 0 });
