@@ -496,7 +496,7 @@ function leftOutNote(committed: CommitOutcome): string {
 const DEFAULT_VERIFY_TIMEOUT_SEC = 600;
 
 /** Longest {@link SubagentReport.not_merged_reason}, characters: room for a long file list or git's message, not for a whole log. */
-export const NOT_MERGED_REASON_LIMIT = 4096;
+const NOT_MERGED_REASON_LIMIT = 4096;
 
 function boundedReason(reason: string): string {
   return reason.length <= NOT_MERGED_REASON_LIMIT

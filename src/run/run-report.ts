@@ -100,7 +100,7 @@ export interface CommitReport {
  * and on the run branch, not on yours (report.json `merge.detail` says why).
  * Its own code, so a script's `runner exec --merge && git push` stops there.
  */
-export const NOT_MERGED_EXIT_CODE = 4;
+const NOT_MERGED_EXIT_CODE = 4;
 
 /**
  * Exit code of `runner exec` for a finished run: {@link exitCodeFor} its
