@@ -209,7 +209,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(readReport(home.path, result.stdout)).toMatchObject({ status: "failed", reason: "max_steps", steps: 2 });
   });
 
-  it("exit 3 with the turn and what it saw when a scripted expect is not met", async () => {
+  it("exit 3 with the step, the turn and what it saw when a scripted expect is not met", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
