@@ -5,7 +5,7 @@ import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../c
 import { ConfigError } from "../errors.js";
 import { formatUsd } from "../model/pricing.js";
 import { verifyEnding } from "../delivery/verify-commit.js";
-import { exitCodeFor, exitCodeOfReport, type RunReport } from "../run/run-report.js";
+import { exitCodeOfReport, type RunReport } from "../run/run-report.js";
 import { RUN_FILES } from "../run/run-store.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner, type ApprovalBroker, type ModelText, type RunHandle } from "../runner/runner.js";

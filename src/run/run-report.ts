@@ -112,7 +112,7 @@ export function exitCodeOfReport(report: Pick<RunReport, "status" | "merge">): n
 }
 
 /** Exit code of `runner exec` for a status (DESIGN.md "Outcomes"). */
-export function exitCodeFor(status: RunStatus): number {
+function exitCodeFor(status: RunStatus): number {
   switch (status) {
     case "succeeded":
       return 0;
