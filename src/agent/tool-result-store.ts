@@ -46,6 +46,13 @@ export class ToolResultStore {
 /** Default lines per page of `read_tool_result`. */
 const DEFAULT_PAGE_LINES = 500;
 
+/** `read_tool_result`'s arguments (also what src/runner/check-script.ts checks a script's calls against). */
+export const readToolResultInput = z.strictObject({
+  tool_call_id: z.string().min(1).describe("The id of the tool call whose result to read"),
+  offset: z.number().int().min(1).optional().describe("First line to read, 1-based (default 1)"),
+  limit: z.number().int().min(1).optional().describe(`Lines to read (default ${DEFAULT_PAGE_LINES})`),
+});
+
 /**
  * `read_tool_result`: pages through a tool result kept by the runner (a
  * result cut to the per-result cap, or one cleared from the conversation).
@@ -59,11 +66,7 @@ export function readToolResultTool(store: ToolResultStore, pageCharacters: numbe
     description:
       "Read an earlier tool result again, in pages of lines: one whose output was cut (it says so and names its tool_call_id) " +
       "or one cleared from the conversation to save context.",
-    input: z.strictObject({
-      tool_call_id: z.string().min(1).describe("The id of the tool call whose result to read"),
-      offset: z.number().int().min(1).optional().describe("First line to read, 1-based (default 1)"),
-      limit: z.number().int().min(1).optional().describe(`Lines to read (default ${DEFAULT_PAGE_LINES})`),
-    }),
+    input: readToolResultInput,
     async execute(input) {
       const text = store.read(input.tool_call_id);
       if (text === null) return toolError(`no finished tool call with id "${input.tool_call_id}"`);

@@ -16,6 +16,7 @@ import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
 import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js";
 import { commitRunWorktree, createBranchWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
 import { WorkDelivery } from "../delivery/deliver.js";
+import { verifyEnding } from "../delivery/verify-commit.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
 
 /** How a report says an agent stopped without finishing, by its end reason. */
@@ -49,6 +50,13 @@ export interface SubagentReport {
   /** A worker's commit: what it left out (first 100 paths, and how many in all) and whether it ran past its time limit. */
   commit: { left_out: LeftOutPath[]; left_out_count: number; timed_out: boolean } | null;
   merge: { status: MergeOutcome["status"] | "skipped"; files: string[]; detail: string } | null;
+  /**
+   * Why a worker's work was not merged (status `not_merged`), as the terminal
+   * and the summary show it: what failed and how, e.g. ``verification `pytest -q`
+   * timed out after 600 s``; whole up to {@link NOT_MERGED_REASON_LIMIT}
+   * characters. Null otherwise.
+   */
+  not_merged_reason: string | null;
   final_message: string | null;
   error: string | null;
   duration_ms: number;
@@ -104,6 +112,16 @@ export interface SubagentHost {
   parentGit: { runExclusive<T>(callback: () => Promise<T>): Promise<T> };
 }
 
+/** The `agent` tool's arguments (also what src/runner/check-script.ts checks a script's calls against). */
+export const agentToolInput = z.strictObject({
+  description: z.string().min(1).max(200).describe("A short name for the subagent's job (3-8 words)"),
+  prompt: z.string().min(1).describe("The subagent's brief: everything it needs to know, since it does not see this conversation (unless fork)"),
+  mode: z.enum(["explore", "worker"]),
+  background: z.boolean().optional().describe("Return a task id at once; the outcome arrives as a message when it ends"),
+  verify: z.string().min(1).optional().describe("Worker only: shell command that must pass before its work is merged"),
+  fork: z.boolean().optional().describe("Start from a copy of this conversation"),
+});
+
 /**
  * The `agent` tool (DESIGN.md): starts a subagent with its own context.
  * `explore` investigates read-only (the parent's workspace mounted read-only,
@@ -127,14 +145,7 @@ export function agentTool(host: SubagentHost): Tool {
       "(merged with the files changed, verification failed with the output, or a conflict with the hunks). " +
       "background: true returns a task id at once and delivers the result as a message later. " +
       "fork: true starts it with a copy of this conversation instead of only the prompt.",
-    input: z.strictObject({
-      description: z.string().min(1).max(200).describe("A short name for the subagent's job (3-8 words)"),
-      prompt: z.string().min(1).describe("The subagent's brief: everything it needs to know, since it does not see this conversation (unless fork)"),
-      mode: z.enum(["explore", "worker"]),
-      background: z.boolean().optional().describe("Return a task id at once; the outcome arrives as a message when it ends"),
-      verify: z.string().min(1).optional().describe("Worker only: shell command that must pass before its work is merged"),
-      fork: z.boolean().optional().describe("Start from a copy of this conversation"),
-    }),
+    input: agentToolInput,
     async execute(input, context) {
       if (input.verify !== undefined && input.mode !== "worker") return toolError("verify applies to worker agents only");
       counter += 1;
@@ -157,6 +168,7 @@ export function agentTool(host: SubagentHost): Tool {
         verify: null,
         commit: null,
         merge: null,
+        not_merged_reason: null,
         final_message: null,
         error: null,
         duration_ms: 0,
@@ -357,7 +369,9 @@ async function finishWorker(
   const delivered = await work.deliver({
     message: host.redact(`agent-runner: worker ${agentId}: ${request.description}`),
     skipVerify: (committed) => (outcome.reason !== "final_answer" ? outcome.reason : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
-    verify: command ? { command, timeout_sec: host.verify?.timeout_sec ?? 600, protect: host.verify?.protect ?? [], setup: host.verify?.setup ?? [] } : null,
+    verify: command
+      ? { command, timeout_sec: host.verify?.timeout_sec ?? DEFAULT_VERIFY_TIMEOUT_SEC, protect: host.verify?.protect ?? [], setup: host.verify?.setup ?? [] }
+      : null,
     verifyContext: {
       agentId,
       provider: host.provider,
@@ -385,53 +399,58 @@ async function finishWorker(
       timed_out: verify.timed_out,
       sandbox_lost: verify.sandbox_lost,
     };
-  const notMerged = (detail: string, output: string): TaskResult => {
+  const notMerged = (detail: string, reason: string, output: string): TaskResult => {
     report.status = "not_merged";
     report.merge = { status: "skipped", files: [], detail };
+    report.not_merged_reason = boundedReason(reason);
     return finish(host, report, started, { status: "failed", output });
   };
   switch (delivered.skipped) {
-    case "commit_timed_out":
-      return notMerged(
-        "commit_timed_out",
-        `Worker ${agentId}'s work was NOT merged: committing its files ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s), so none of its last changes were committed. ${said}`,
-      );
-    case "max_steps":
-      return notMerged(
-        "max_steps",
-        `Worker ${agentId} stopped at its step limit (${host.limits.maxSteps}) without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`,
-      );
+    case "commit_timed_out": {
+      const reason = `committing its files ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s), so none of its last changes were committed`;
+      return notMerged("commit_timed_out", reason, `Worker ${agentId}'s work was NOT merged: ${reason}. ${said}`);
+    }
+    case "max_steps": {
+      const reason = `it stopped at its step limit (${host.limits.maxSteps}) without finishing`;
+      return notMerged("max_steps", reason, `Worker ${agentId} was NOT merged: ${reason}. Its branch ${worktree.branch} keeps its work.`);
+    }
     case "refusal":
-    case "output_limit":
-      return notMerged(
-        delivered.skipped,
-        `Worker ${agentId} ${UNFINISHED[delivered.skipped]} without finishing; NOT merged. Its branch ${worktree.branch} keeps its work.`,
-      );
-    case "budget_exceeded":
-      return notMerged(
-        "budget_exceeded",
-        `Worker ${agentId} stopped without finishing: the run's cost budget (model.max_cost_usd) is spent; NOT merged. Its branch ${worktree.branch} keeps its work.`,
-      );
+    case "output_limit": {
+      const reason = `it ${UNFINISHED[delivered.skipped]} without finishing`;
+      return notMerged(delivered.skipped, reason, `Worker ${agentId} was NOT merged: ${reason}. Its branch ${worktree.branch} keeps its work.`);
+    }
+    case "budget_exceeded": {
+      const reason = "it stopped without finishing: the run's cost budget (model.max_cost_usd) is spent";
+      return notMerged("budget_exceeded", reason, `Worker ${agentId} was NOT merged: ${reason}. Its branch ${worktree.branch} keeps its work.`);
+    }
     case "no_changes":
       report.status = "finished";
       report.merge = { status: "up_to_date", files: [], detail: "no changes" };
       return finish(host, report, started, { status: "completed", output: `Worker ${agentId} finished without changing any file; nothing to merge. ${said}` });
-    case "no_verify_command":
+    case "no_verify_command": {
+      const reason = "there is no verification command (give verify in the agent call, or verify.command in the task)";
       return notMerged(
         "no_verify_command",
-        `Worker ${agentId}'s work was NOT merged: there is no verification command (give verify in the agent call, or verify.command in the task). Its branch ${worktree.branch} keeps the work. ${said}`,
+        reason,
+        `Worker ${agentId}'s work was NOT merged: ${reason}. Its branch ${worktree.branch} keeps the work. ${said}`,
       );
+    }
   }
   if (!verify?.passed || merged === null) {
+    const reason = verify
+      ? `verification \`${command}\` failed (${verifyEnding(verify, host.verify?.timeout_sec ?? DEFAULT_VERIFY_TIMEOUT_SEC)})`
+      : `verification \`${command}\` did not run`;
     return notMerged(
       "verify_failed",
-      `Worker ${agentId}'s work was NOT merged: verification \`${command}\` failed (exit ${verify?.exit_code ?? null}${verify?.timed_out ? ", timed out" : ""}). ` +
+      reason,
+      `Worker ${agentId}'s work was NOT merged: ${reason}. ` +
         `Its branch ${worktree.branch} keeps the work; your files are unchanged.\nOutput tail:\n${verify?.output_tail ?? ""}\n${said}`,
     );
   }
   if (merged.status === "conflict") {
     report.status = "not_merged";
     report.merge = { status: "conflict", files: merged.files, detail: "conflict" };
+    report.not_merged_reason = boundedReason(`it passed verification but conflicts with your branch in ${merged.files.join(", ")}`);
     return finish(host, report, started, {
       status: "failed",
       output:
@@ -443,6 +462,7 @@ async function finishWorker(
   if (merged.status === "blocked") {
     report.status = "not_merged";
     report.merge = { status: "blocked", files: [], detail: merged.detail };
+    report.not_merged_reason = boundedReason(`it passed verification but files of yours that git does not track stand in the way (git: ${merged.detail})`);
     return finish(host, report, started, {
       status: "failed",
       output:
@@ -472,6 +492,18 @@ function leftOutNote(committed: CommitOutcome): string {
   return `Not committed (left out of its commit; reasons in parentheses): ${shown.join(", ")}${more > 0 ? ` and ${more} more` : ""}.\n`;
 }
 
+/** A worker's verify time limit when the task has no verify section (task.yaml's `verify.timeout_sec` default). */
+const DEFAULT_VERIFY_TIMEOUT_SEC = 600;
+
+/** Longest {@link SubagentReport.not_merged_reason}, characters: room for a long file list or git's message, not for a whole log. */
+const NOT_MERGED_REASON_LIMIT = 4096;
+
+function boundedReason(reason: string): string {
+  return reason.length <= NOT_MERGED_REASON_LIMIT
+    ? reason
+    : `${reason.slice(0, NOT_MERGED_REASON_LIMIT - 40)} [... ${reason.length - NOT_MERGED_REASON_LIMIT + 40} characters cut]`;
+}
+
 function finish(host: SubagentHost, report: SubagentReport, started: number, result: TaskResult): TaskResult {
   report.duration_ms = Date.now() - started;
   host.events.emit({
@@ -483,6 +515,7 @@ function finish(host: SubagentHost, report: SubagentReport, started: number, res
       verify_passed: report.verify?.passed ?? null,
       merge: report.merge?.status ?? null,
       files: report.merge?.files ?? [],
+      not_merged_reason: report.not_merged_reason,
       duration_ms: report.duration_ms,
     },
   });

@@ -184,9 +184,22 @@ export class TaskManager {
 const OUTPUT_PAGE_LINES = 400;
 const OUTPUT_PAGE_CHARACTERS = 40_000;
 
+const taskId = z.string().min(1).describe("The task id (t1, t2, ...)");
+
+/** The task tools' arguments, by tool name (also what src/runner/check-script.ts checks a script's calls against). */
+export const taskToolInputs = {
+  task_list: z.strictObject({}),
+  task_get: z.strictObject({ task_id: taskId }),
+  task_output: z.strictObject({
+    task_id: taskId,
+    offset: z.number().int().min(1).optional().describe("First line, 1-based (default 1)"),
+    limit: z.number().int().min(1).optional().describe(`Lines (default ${OUTPUT_PAGE_LINES})`),
+  }),
+  task_stop: z.strictObject({ task_id: taskId }),
+};
+
 /** `task_list`, `task_get`, `task_output`, `task_stop` over a run's {@link TaskManager}. */
 export function taskTools(tasks: TaskManager): Tool[] {
-  const taskId = z.string().min(1).describe("The task id (t1, t2, ...)");
   const describe = (record: TaskRecord) =>
     [
       `${record.id}  ${record.kind}  ${record.status}${record.background ? "  background" : ""}${record.agent_id ? `  agent ${record.agent_id}` : ""}`,
@@ -198,7 +211,7 @@ export function taskTools(tasks: TaskManager): Tool[] {
       name: "task_list",
       readOnly: true,
       description: "List this run's tasks (subagents and background commands) with their status.",
-      input: z.strictObject({}),
+      input: taskToolInputs.task_list,
       async execute() {
         const all = tasks.list();
         return { content: all.length ? all.map(describe).join("\n") : "no tasks yet" };
@@ -208,7 +221,7 @@ export function taskTools(tasks: TaskManager): Tool[] {
       name: "task_get",
       readOnly: true,
       description: "Show one task's state: kind, status, times, and its output size.",
-      input: z.strictObject({ task_id: taskId }),
+      input: taskToolInputs.task_get,
       async execute(input) {
         const record = tasks.get(input.task_id);
         if (!record) return toolError(`no task ${input.task_id}; task_list shows them`);
@@ -219,11 +232,7 @@ export function taskTools(tasks: TaskManager): Tool[] {
       name: "task_output",
       readOnly: true,
       description: "Read a finished task's output in pages of lines.",
-      input: z.strictObject({
-        task_id: taskId,
-        offset: z.number().int().min(1).optional().describe("First line, 1-based (default 1)"),
-        limit: z.number().int().min(1).optional().describe(`Lines (default ${OUTPUT_PAGE_LINES})`),
-      }),
+      input: taskToolInputs.task_output,
       async execute(input) {
         const record = tasks.get(input.task_id);
         if (!record) return toolError(`no task ${input.task_id}; task_list shows them`);
@@ -237,7 +246,7 @@ export function taskTools(tasks: TaskManager): Tool[] {
       name: "task_stop",
       readOnly: false,
       description: "Stop a running task: a subagent's loop and container, or a background command's whole process tree.",
-      input: z.strictObject({ task_id: taskId }),
+      input: taskToolInputs.task_stop,
       async execute(input) {
         const record = tasks.get(input.task_id);
         if (!record) return toolError(`no task ${input.task_id}; task_list shows them`);

@@ -5,8 +5,7 @@ import picomatch from "picomatch";
 import { globSync } from "tinyglobby";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError, errorMessage } from "../errors.js";
-import { checkModelSettings } from "../runner/open-model.js";
-import { loadScript } from "../model/scripted-model-server.js";
+import { checkTaskModel } from "../runner/check-script.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 
 /** The file names a task directory's task file may have, in the order they are looked for. */
@@ -65,8 +64,7 @@ export async function discoverTasks(input: string, cwd = process.cwd()): Promise
     try {
       const task = candidate.load();
       await resolveRepository(task.workspacePath);
-      if (task.model.provider !== "scripted") checkModelSettings(task, process.env);
-      else loadScript(task.scriptPath!);
+      checkTaskModel(task, process.env);
       tasks.push({ id: candidate.id, task_file: candidate.taskFile, task });
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;

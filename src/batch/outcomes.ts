@@ -7,7 +7,7 @@ export type BatchTaskStatus = "succeeded" | "failed" | "error" | "skipped";
 /** The outcome of one finished run (or refused start); `skipped` is the batch's word for what never finished. */
 export interface Outcome {
   status: Exclude<BatchTaskStatus, "skipped">;
-  /** The run's report.json reason (`verified`, `verify_failed`, `rate_limited`, `SandboxError`, ...), or the batch's (`interrupted`, `not_run`, ...). */
+  /** The run's report.json reason (`verified`, `verify_failed`, `rate_limited`, `docker_unreachable`, ...), or the batch's (`interrupted`, `not_run`, `not_merged`, ...). */
   reason: string;
   error: string | null;
 }
@@ -22,20 +22,26 @@ const AGENT_CAUSED_ERROR_REASONS = new Set(["context_window_exceeded"]);
 
 /**
  * The batch outcome of one finished run (the contract in docs/batch.md
- * "Outcomes"): `succeeded` as the run says; `failed` for everything the
+ * "Outcomes"): `succeeded` as the run says, unless the task's
+ * `on_success: merge` did not happen: then `failed`, reason `not_merged`
+ * (exit 4 of `runner exec`; not retried: a new attempt redoes the agent's
+ * work, while the cause is your checkout); `failed` for everything the
  * agent's work causes (the run's own `failed`: verify failed or timed out,
  * also when the verify code killed its sandbox or ran out of memory in it,
  * `max_steps`, `commit_timed_out`, `disk_limit_exceeded`; and
  * {@link AGENT_CAUSED_ERROR_REASONS}); `error` for the infrastructure reasons
- * a run reports with status `error` (Docker and the sandbox: `SandboxError`;
+ * a run reports with status `error` (Docker and the sandbox: `docker_unreachable`, `image_missing`, `sandbox_start_failed`, ...;
  * the model endpoint after its retries: `rate_limited`, `server_error`,
  * `timeout`, `connection_error`, ...; `runner_died`, `internal_error`).
  * Returns null for `cancelled`: the run did not finish, and `runner batch
  * resume` continues it.
  */
-export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "error">): Outcome | null {
+export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "error"> & Partial<Pick<RunReport, "merge">>): Outcome | null {
   switch (report.status) {
     case "succeeded":
+      // As `runner exec` exits 4 for it: the merge the task asked for is part of what it asked for.
+      if (report.merge && !report.merge.merged) return { status: "failed", reason: "not_merged", error: report.merge.detail };
+      return { status: report.status, reason: report.reason, error: report.error ?? null };
     case "failed":
       return { status: report.status, reason: report.reason, error: report.error ?? null };
     case "error":
@@ -47,12 +53,11 @@ export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "e
 
 /**
  * The outcome of a start that was refused before a run existed
- * (`Runner.startTask` rejected): Docker or the image unusable (SandboxError)
- * is the infrastructure's; it is named by the error's own reason (e.g.
- * `image_unavailable`, `rate_limited`), else by its class, as report.json
- * names the errors that end a run.
+ * (`Runner.startTask` rejected): Docker or the image unusable is the
+ * infrastructure's; its reason says what failed ({@link RunnerError.reason}:
+ * `image_missing`, `docker_unreachable`, ...), as report.json names the
+ * errors that end a run.
  */
 export function outcomeOfStartFailure(error: unknown): Outcome {
-  const reason = error instanceof RunnerError ? ("reason" in error && typeof error.reason === "string" ? error.reason : error.name) : "internal_error";
-  return { status: "error", reason, error: errorMessage(error) };
+  return { status: "error", reason: error instanceof RunnerError ? error.reason : "internal_error", error: errorMessage(error) };
 }

@@ -6,7 +6,9 @@ import type { Task } from "../config/load-task.js";
 
 /** A task's start refused because {@link prepareImages} found its image cannot be had (reason `image_unavailable`, an infrastructure error). */
 export class ImageUnavailableError extends SandboxError {
-  readonly reason = "image_unavailable";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, { ...options, reason: "image_unavailable" });
+  }
 }
 
 /** Images made ready at once by {@link prepareImages}: two, so a slow build does not hold every other image. */

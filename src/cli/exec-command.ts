@@ -4,7 +4,8 @@ import { applyDefaults, defaultTimeout, loadDefaults, type TaskDefaults } from "
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { formatUsd } from "../model/pricing.js";
-import { exitCodeFor, type RunReport } from "../run/run-report.js";
+import { verifyEnding } from "../delivery/verify-commit.js";
+import { exitCodeOfReport, type RunReport } from "../run/run-report.js";
 import { RUN_FILES } from "../run/run-store.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner, type ApprovalBroker, type ModelText, type RunHandle } from "../runner/runner.js";
@@ -140,7 +141,7 @@ async function follow(
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
   if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(resultLine(report, run.directory))}\n`));
   else printOutcome(task, { report, runDirectory: run.directory });
-  return exitCodeFor(report.status);
+  return exitCodeOfReport(report);
 }
 
 /** The main agent's reply shown as it streams, when the progress view is on a terminal (live only: not in events.jsonl). */
@@ -210,7 +211,7 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
     "",
     `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${report.error}` : ""}`,
     report.verify
-      ? `verify: ${report.verify.command} → ${report.verify.sandbox_lost ? "sandbox lost while it ran" : `exit ${report.verify.exit_code}`}${
+      ? `verify: ${report.verify.command} → ${verifyEnding(report.verify, task.verify?.timeout_sec ?? 0)}${
           report.verify.protected ? ` (protected: ${report.verify.protected.restored.length} restored, ${report.verify.protected.deleted.length} deleted)` : ""
         }`
       : task.verify
@@ -237,6 +238,7 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
       ? `disk: the limit (${Math.round(report.disk.limit_bytes / 1024 ** 2)} MiB) was reached; ${report.disk.enforcement === "filesystem" ? "writes past it were refused" : "the sandbox's processes were stopped"}`
       : "",
     report.agents.length ? `subagents: ${report.agents.map((agent) => `${agent.id} ${agent.status}`).join(", ")}` : "",
+    ...report.agents.filter((agent) => agent.not_merged_reason).map((agent) => `  ${agent.id} not merged: ${agent.not_merged_reason}`),
     continueHint(report),
   ];
   // The verify command, branch, error and merge detail come from the task file, the repository and the agent's work.

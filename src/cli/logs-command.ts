@@ -2,7 +2,7 @@ import { closeSync, openSync, readFileSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { cloudEventType, parseEnvelopeLine } from "../events/event-catalogue.js";
 import { isOwnerAlive } from "../process/process-owner.js";
-import { exitCodeFor, type RunStatus } from "../run/run-report.js";
+import { exitCodeOfReport, type RunReport, type RunStatus } from "../run/run-report.js";
 import { RunStore } from "../run/run-store.js";
 import { findRunId } from "../runner/run-records.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
@@ -48,12 +48,13 @@ export async function logsCommand(home: string, idOrPrefix: string, options: { f
     printNew();
     if (!options.follow) return 0;
     for (;;) {
-      const report = store.readJson("report") as { status?: RunStatus; reason?: string } | null;
+      const report = store.readJson("report") as { status?: RunStatus; reason?: string; merge?: RunReport["merge"] } | null;
       printNew();
       // A report without run.finished after it: written by the sweep of a dead run, or by a runner that died right after it.
       if (report?.status && (lastType === RUN_FINISHED || !runnerAlive(store))) {
         if (view) process.stdout.write(`${terminalSafe(`status: ${report.status} (${report.reason ?? "?"}); runner show ${id}`)}\n`);
-        return exitCodeFor(report.status);
+        // The code `runner exec` ended (or would have ended) with, 4 for a merge that did not happen included.
+        return exitCodeOfReport({ status: report.status, merge: report.merge ?? null });
       }
       if (!report && !runnerAlive(store)) {
         process.stderr.write(`runner: run ${id} has no runner any more and no report (it died); \`runner resume ${id}\` continues it\n`);

@@ -208,7 +208,7 @@ export class ProgressView implements EventSink {
       case "subagent.started":
         return `${c.bold(`${event.data.mode} ${event.data.agent_id}`)} started: ${oneLine(event.data.description, 100)}${event.data.branch ? ` on ${event.data.branch}` : ""}${event.data.background ? " (background)" : ""}`;
       case "subagent.finished":
-        return `${c.bold(event.data.agent_id)} ${event.data.status === "merged" ? c.green("merged") : event.data.status}${event.data.files.length ? ` (${event.data.files.slice(0, 6).join(", ")})` : ""} after ${event.data.steps} steps`;
+        return `${c.bold(event.data.agent_id)} ${event.data.status === "merged" ? c.green("merged") : event.data.status}${event.data.files.length ? ` (${event.data.files.slice(0, 6).join(", ")})` : ""} after ${event.data.steps} steps${event.data.not_merged_reason ? c.yellow(`: ${event.data.not_merged_reason}`) : ""}`;
       case "task.finished":
         return event.data.kind === "shell" ? `background task ${event.data.task_id} ${event.data.status}` : null;
       case "workspace.merged":

@@ -30,8 +30,8 @@ export class SetupFailedError extends RunnerError {
     super(
       `sandbox.setup command ${JSON.stringify(result.command)} ${result.timed_out ? `timed out after ${SETUP_COMMAND_TIMEOUT_MS / 1000} s` : `exited ${result.exit_code ?? "without a code (killed)"}`}; fix the command or the image. Its output:\n${result.output_tail}`,
       3,
+      { reason: "setup_failed" },
     );
-    this.name = "setup_failed";
   }
 }
 

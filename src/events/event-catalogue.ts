@@ -206,6 +206,8 @@ export const EVENT_CATALOGUE = {
     verify_passed: z.boolean().nullable(),
     merge: z.string().nullable(),
     files: z.array(z.string()),
+    // Added within v1: lines of older runners lack it, so readers take it as optional.
+    not_merged_reason: z.string().nullable().optional(),
     duration_ms: z.number(),
   }),
   // v2: `reason` gains `budget_exceeded`, `refusal` and `output_limit` (a v1 reader would not know them).

@@ -43,7 +43,7 @@ export interface McpServers {
 /** A configured MCP server could not be started, initialized or listed: the run cannot offer its tools (exit 3). */
 export class McpServerStartError extends RunnerError {
   constructor(message: string) {
-    super(message, 3);
+    super(message, 3, { reason: "mcp_server_failed" });
   }
 }
 

@@ -4,7 +4,7 @@ import { createHash } from "node:crypto";
 export const MAX_TOOL_NAME_LENGTH = 64;
 
 /** Replaces every character outside the tool-name charset `[a-zA-Z0-9_-]` by `_`. */
-function sanitizeToolNamePart(part: string): string {
+export function sanitizeToolNamePart(part: string): string {
   const sanitized = part.replace(/[^a-zA-Z0-9_-]/g, "_");
   return sanitized === "" ? "tool" : sanitized;
 }

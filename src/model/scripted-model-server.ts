@@ -423,10 +423,10 @@ function checkExpectation(turn: ScriptedTurn, callIndex: number, messages: ChatM
   const preview = JSON.stringify(seen.slice(0, 300));
   const { tool_result_matches: matches, tool_result_not_matches: notMatches } = turn.expect;
   if (matches !== undefined && !new RegExp(matches).test(seen)) {
-    return `scripted model: turn ${callIndex} (${where}[${callIndex}]) expect.tool_result_matches /${matches}/ not met; tool results began: ${preview}`;
+    return `scripted model: step ${callIndex + 1} (${where}[${callIndex}]) expect.tool_result_matches /${matches}/ not met; tool results began: ${preview}`;
   }
   if (notMatches !== undefined && new RegExp(notMatches).test(seen)) {
-    return `scripted model: turn ${callIndex} (${where}[${callIndex}]) expect.tool_result_not_matches /${notMatches}/ matched; tool results began: ${preview}`;
+    return `scripted model: step ${callIndex + 1} (${where}[${callIndex}]) expect.tool_result_not_matches /${notMatches}/ matched; tool results began: ${preview}`;
   }
   return null;
 }
@@ -446,7 +446,7 @@ function missingThinking(turns: ScriptedTurn[], messages: ChatMessage[]): string
     if (thinking === undefined) continue;
     const sent = (message.reasoning?.items ?? []) as { type?: unknown; thinking?: unknown }[];
     if (!sent.some((item) => item.type === "thinking" && item.thinking === thinking)) {
-      return `messages.${index}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`tool_use\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (scripted model: turn ${turnIndex}'s thinking was not sent back unchanged)`;
+      return `messages.${index}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`tool_use\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block (scripted model: the thinking of step ${Number(turnIndex) + 1} (turns[${turnIndex}]) was not sent back unchanged)`;
     }
   }
   return null;

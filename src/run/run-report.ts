@@ -94,8 +94,25 @@ export interface CommitReport {
   patch_timed_out: boolean;
 }
 
+/**
+ * `runner exec`'s exit code when the run succeeded but the merge it was asked
+ * for (`--merge`, `on_success: merge`) did not happen: the work is verified
+ * and on the run branch, not on yours (report.json `merge.detail` says why).
+ * Its own code, so a script's `runner exec --merge && git push` stops there.
+ */
+const NOT_MERGED_EXIT_CODE = 4;
+
+/**
+ * Exit code of `runner exec` for a finished run: {@link exitCodeFor} its
+ * status, except {@link NOT_MERGED_EXIT_CODE} for a success whose requested
+ * merge did not happen.
+ */
+export function exitCodeOfReport(report: Pick<RunReport, "status" | "merge">): number {
+  return report.status === "succeeded" && report.merge !== null && !report.merge.merged ? NOT_MERGED_EXIT_CODE : exitCodeFor(report.status);
+}
+
 /** Exit code of `runner exec` for a status (DESIGN.md "Outcomes"). */
-export function exitCodeFor(status: RunStatus): number {
+function exitCodeFor(status: RunStatus): number {
   switch (status) {
     case "succeeded":
       return 0;

@@ -15,7 +15,7 @@ import { runMainAgent } from "./phases/run-main-agent.js";
 import { startEnvironment } from "./phases/start-environment.js";
 import { claimRun, type ResumableRun } from "./resumable-run.js";
 import { newRunId } from "./run-id.js";
-import { exitCodeFor, type RunReport } from "./run-report.js";
+import { exitCodeOfReport, type RunReport } from "./run-report.js";
 import { openRunScope } from "./run-scope.js";
 import { RunStore } from "./run-store.js";
 
@@ -136,5 +136,5 @@ async function executeRun(
   }
   const report = await finalizeRun(scope);
   scope.logger.info({ status: report.status, reason: report.reason, duration_ms: report.duration_ms }, "run finished");
-  return { report, exitCode: exitCodeFor(report.status), runDirectory: run.runDirectory };
+  return { report, exitCode: exitCodeOfReport(report), runDirectory: run.runDirectory };
 }

@@ -1,7 +1,6 @@
 import type { Task } from "../config/load-task.js";
 import { createLogger, type LogSettings } from "../logging/logger.js";
-import { loadScript } from "../model/scripted-model-server.js";
-import { checkModelSettings } from "./open-model.js";
+import { checkTaskModel } from "./check-script.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
@@ -16,8 +15,7 @@ import { ensureTaskImage } from "../sandbox/task-image.js";
  * Returns the task with `sandbox.image` set to the image the run uses.
  */
 export async function prepareRun(task: Task, provider: DockerSandboxProvider, environment: NodeJS.ProcessEnv = process.env): Promise<Task> {
-  if (task.model.provider !== "scripted") checkModelSettings(task, environment);
-  else loadScript(task.scriptPath!);
+  checkTaskModel(task, environment);
   const { image } = await ensureTaskImage(provider.docker, task.sandbox);
   await provider.checkReady(image, { egress: task.sandbox.network.allow.length > 0 });
   return image === task.sandbox.image ? task : { ...task, sandbox: { ...task.sandbox, image } };

@@ -20,6 +20,7 @@ import { resolveRepository } from "../workspace/run-worktree.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import { EventReplay } from "./event-replay.js";
+import { checkTaskModel } from "./check-script.js";
 import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 import { configuredModelId, formatUsd, pricingOf, roundUsd } from "../model/pricing.js";
@@ -285,8 +286,13 @@ export class Runner {
     await this.close();
   }
 
-  /** The pre-flight ({@link prepareRun}, Docker only) and, once per Runner, the sweep; returns the task with the image its run uses. */
+  /**
+   * The pre-flight ({@link prepareRun} for Docker; the model and script check,
+   * {@link checkTaskModel}, for any other provider) and, once per Runner, the
+   * sweep; returns the task with the image its run uses.
+   */
   private async prepareOnce<T extends Task | null>(task: T): Promise<T> {
+    if (task && !(this.provider instanceof DockerSandboxProvider)) checkTaskModel(task, this.environment);
     const prepared = (task && this.provider instanceof DockerSandboxProvider ? await prepareRun(task, this.provider, this.environment) : task) as T;
     // One sweep per Runner, and every start and resume waits for it: a resume must not reopen a worktree the sweep is committing.
     this.sweep ??= sweepDeadRunLeftovers(this.provider, this.home, this.log);
@@ -303,10 +309,10 @@ export class Runner {
     run: (task: Task, dependencies: RunDependencies, runOptions: RunOptions) => Promise<RunResult>,
   ): Promise<RunHandle> {
     checkStartOptions(options);
-    if (this.closed) throw new RunnerError("this Runner is closed; create another one", 2);
+    if (this.closed) throw new RunnerError("this Runner is closed; create another one", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was already aborted");
     const prepared = await this.prepareOnce(task);
-    if (this.closed) throw new RunnerError("this Runner was closed while the run was starting; nothing of it was created", 2);
+    if (this.closed) throw new RunnerError("this Runner was closed while the run was starting; nothing of it was created", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was aborted");
     const controller = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;

@@ -155,7 +155,11 @@ export interface Sandbox {
  * every process it could, or the container was removed). The workspace on
  * the host is intact; a new sandbox on the same spec can take over.
  */
-export class SandboxGoneError extends SandboxError {}
+export class SandboxGoneError extends SandboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, { ...options, reason: "sandbox_lost" });
+  }
+}
 
 /** A path resolved (after `..` and symlinks) to somewhere outside the workspace. */
 export class PathOutsideWorkspaceError extends Error {

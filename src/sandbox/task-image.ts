@@ -29,6 +29,17 @@ export interface ImageBuild {
   args: Record<string, string>;
 }
 
+/**
+ * What to do about an absent image, for its error message: `runner image
+ * build` builds only {@link DEFAULT_SANDBOX_IMAGE}, so any other image is
+ * the user's to pull or build (or to describe with `sandbox.build`).
+ */
+export function missingImageFix(image: string): string {
+  return image === DEFAULT_SANDBOX_IMAGE
+    ? "build it with `runner image build` (or `make setup`)"
+    : `pull or build it yourself (docker pull ${image} / docker build -t ${image} ...), or give sandbox.build instead`;
+}
+
 /** What {@link ensureTaskImage} did. */
 export interface TaskImage {
   /** The reference the sandbox runs: the task's image, or the built image's hash tag. */
@@ -57,15 +68,15 @@ export async function ensureTaskImage(docker: Docker, sandbox: { image: string; 
   if (sandbox.build) return buildTaskImage(docker, sandbox.build);
   if (await imageExists(docker, sandbox.image)) return { image: sandbox.image, source: "present" };
   if (sandbox.image === DEFAULT_SANDBOX_IMAGE) {
-    throw new SandboxError(`sandbox image ${sandbox.image} is not present; build it with \`runner image build\` (or \`make setup\`)`);
+    throw new SandboxError(`sandbox image ${sandbox.image} is not present; ${missingImageFix(sandbox.image)}`, { reason: "image_missing" });
   }
   try {
     const failure = progressError(await followProgress<ProgressLine>(docker, await docker.pull(sandbox.image)));
     if (failure) throw new Error(failure);
   } catch (error) {
     throw new SandboxError(
-      `sandbox.image: ${sandbox.image} is not present locally and could not be pulled (${errorMessage(error).split("\n")[0]}); pull or build it yourself (docker pull / docker build -t ${sandbox.image} ...), or give sandbox.build instead`,
-      { cause: error },
+      `sandbox.image: ${sandbox.image} is not present locally and could not be pulled (${errorMessage(error).split("\n")[0]}); ${missingImageFix(sandbox.image)}`,
+      { cause: error, reason: "image_missing" },
     );
   }
   return { image: sandbox.image, source: "pulled" };
@@ -115,7 +126,7 @@ async function buildOnce(docker: Docker, build: ImageBuild, inputs: ReturnType<t
     });
     output = await followProgress<ProgressLine>(docker, stream);
   } catch (error) {
-    throw new SandboxError(`sandbox.build: cannot build ${build.dockerfile} (${errorMessage(error)})`, { cause: error });
+    throw new SandboxError(`sandbox.build: cannot build ${build.dockerfile} (${errorMessage(error)})`, { cause: error, reason: "image_build_failed" });
   }
   const failure = progressError(output);
   if (failure) {
@@ -123,7 +134,9 @@ async function buildOnce(docker: Docker, build: ImageBuild, inputs: ReturnType<t
       .map((line) => line.stream ?? "")
       .join("")
       .slice(-BUILD_OUTPUT_TAIL);
-    throw new SandboxError(`sandbox.build: building ${build.dockerfile} (context ${build.context}) failed: ${failure}\n${log}`);
+    throw new SandboxError(`sandbox.build: building ${build.dockerfile} (context ${build.context}) failed: ${failure}\n${log}`, {
+      reason: "image_build_failed",
+    });
   }
   return { image: tag, source: "built" };
 }
@@ -140,9 +153,9 @@ async function buildOnce(docker: Docker, build: ImageBuild, inputs: ReturnType<t
  */
 export function buildInputs(build: ImageBuild): { hash: string; entries: string[]; dockerfile: Buffer } {
   if (!existsSync(build.context) || !lstatSync(build.context).isDirectory()) {
-    throw new SandboxError(`sandbox.build.context: ${build.context} is not a directory`);
+    throw new SandboxError(`sandbox.build.context: ${build.context} is not a directory`, { reason: "image_build_failed" });
   }
-  if (!existsSync(build.dockerfile)) throw new SandboxError(`sandbox.build.dockerfile: ${build.dockerfile} does not exist`);
+  if (!existsSync(build.dockerfile)) throw new SandboxError(`sandbox.build.dockerfile: ${build.dockerfile} does not exist`, { reason: "image_build_failed" });
   const ignorePath = join(build.context, ".dockerignore");
   const ignored = dockerignore().add(existsSync(ignorePath) ? readFileSync(ignorePath, "utf8").split(/\r?\n/) : []);
   const hash = createHash("sha256").update(`${HASH_FORMAT}\n`);
@@ -181,7 +194,10 @@ async function imageExists(docker: Docker, image: string): Promise<boolean> {
     return true;
   } catch (error) {
     if ((error as { statusCode?: number }).statusCode === 404) return false;
-    throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
+    throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, {
+      cause: error,
+      reason: "docker_unreachable",
+    });
   }
 }
 

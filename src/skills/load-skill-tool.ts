@@ -14,6 +14,12 @@ const SKILL_FILE_RESULT_PREFIX = "[skill file]";
 /** Same test as git's: a NUL in the first 8000 bytes means binary. */
 const BINARY_SNIFF_BYTES = 8000;
 
+/** `load_skill`'s arguments (also what src/runner/check-script.ts checks a script's calls against). */
+export const loadSkillInput = z.strictObject({
+  name: z.string().min(1).describe("The skill's name, exactly as listed under Skills"),
+  file: z.string().min(1).optional().describe("One of the skill's other files, by the path its listing gives"),
+});
+
 /**
  * The `load_skill` tool over a run's skills. `{name}` returns
  * `[skill] <name>\n<body>` and, when the skill has other files, their list
@@ -32,10 +38,7 @@ export function loadSkillTool(skills: SkillSet): Tool {
     description:
       "Load a skill: a short playbook for a kind of work, listed by name under Skills in the system prompt. " +
       "Returns its instructions; follow them. With `file`, returns one of the other files the skill lists instead.",
-    input: z.strictObject({
-      name: z.string().min(1).describe("The skill's name, exactly as listed under Skills"),
-      file: z.string().min(1).optional().describe("One of the skill's other files, by the path its listing gives"),
-    }),
+    input: loadSkillInput,
     async execute(input, context) {
       const skill = skills.get(input.name);
       if (!skill) {

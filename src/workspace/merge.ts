@@ -41,7 +41,7 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
     const files = [...new Set(end === -1 ? rest : rest.slice(0, end))];
     return { status: "conflict", files, hunks: await conflictHunks(options, tree!.trim(), files) };
   }
-  if (trial.exitCode !== 0) throw new SandboxError(`git merge-tree failed for ${branch}: ${trial.stderr.trim()}`);
+  if (trial.exitCode !== 0) throw new SandboxError(`git merge-tree failed for ${branch}: ${trial.stderr.trim()}`, { reason: "git_failed" });
   // --no-overwrite-ignore: asked for, though merge-ort in git 2.39 does not honour it (see above).
   const merged = await safeGitResult(options, ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-overwrite-ignore", "-m", message, theirs]);
   if (merged.exitCode !== 0) {
@@ -49,7 +49,7 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
     const detail = (merged.stderr || merged.stdout).trim();
     // The trees merged cleanly, so what git refuses now is the worktree's own files in the way.
     if (/would (be overwritten|lose)|untracked working tree files/i.test(detail)) return { status: "blocked", detail: detail.slice(0, 2000) };
-    throw new SandboxError(`git merge of ${branch} failed after a clean trial merge: ${detail}`);
+    throw new SandboxError(`git merge of ${branch} failed after a clean trial merge: ${detail}`, { reason: "git_failed" });
   }
   const commit = (await rawSafeGit(options, ["rev-parse", "HEAD"])).trim();
   // Streamed, as bytes: the worker decides how many files there are and what they are called.
@@ -57,7 +57,7 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
   const listed = await streamSafeGit(options, ["diff", "--name-only", "--no-renames", "-z", head, commit], {
     records: (path) => changed.push(Buffer.from(path)),
   });
-  if (listed.exitCode !== 0) throw new SandboxError(`git diff after merging ${branch} failed: ${listed.stderr.trim()}`);
+  if (listed.exitCode !== 0) throw new SandboxError(`git diff after merging ${branch} failed: ${listed.stderr.trim()}`, { reason: "git_failed" });
   handToSandboxUser(target, changed);
   return { status: "merged", commit, files: changed.map((path) => path.toString("utf8")) };
 }

@@ -126,7 +126,7 @@ export async function mountRunDiskIfPresent(runDirectory: string): Promise<boole
   if (isMountPoint(paths.disk)) return true;
   mkdirSync(paths.disk, { recursive: true, mode: 0o700 });
   await mountImage(paths.image, paths.disk).catch((error: unknown) => {
-    throw new SandboxError(`could not mount the run's disk ${paths.image} again: ${errorMessage(error)}`, { cause: error });
+    throw new SandboxError(`could not mount the run's disk ${paths.image} again: ${errorMessage(error)}`, { cause: error, reason: "disk_failed" });
   });
   return true;
 }

@@ -208,7 +208,7 @@ async function addWorktree(
   try {
     await rawSafeGit({ baseDirectory: root, config: gitConfig }, ["worktree", "add", "--quiet", ...args]);
   } catch (error) {
-    throw new SandboxError(`could not create ${what}: ${errorMessage(error)}`, { cause: error });
+    throw new SandboxError(`could not create ${what}: ${errorMessage(error)}`, { cause: error, reason: "git_failed" });
   }
   const real = realpathSync(path);
   // Read once, now, while the `.git` file is still the one git just wrote;
@@ -306,7 +306,7 @@ export async function commitRunWorktree(worktree: RunWorktree, message: string, 
     }
     return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: false };
   } catch (error) {
-    throw new SandboxError(`could not commit the worktree on ${worktree.branch}: ${errorMessage(error)}`, { cause: error });
+    throw new SandboxError(`could not commit the worktree on ${worktree.branch}: ${errorMessage(error)}`, { cause: error, reason: "git_failed" });
   }
 }
 
@@ -355,7 +355,7 @@ export async function writeRunBranchDiff(worktree: RunWorktree, path: string, ti
     rmSync(path, { force: true });
     return false;
   }
-  if (result.exitCode !== 0) throw new SandboxError(`could not write the diff of ${worktree.branch}: ${result.stderr.trim()}`);
+  if (result.exitCode !== 0) throw new SandboxError(`could not write the diff of ${worktree.branch}: ${result.stderr.trim()}`, { reason: "git_failed" });
   return true;
 }
 

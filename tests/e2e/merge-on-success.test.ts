@@ -82,7 +82,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     const moved = checkout(repo);
     release(mainWorktree(runDirectory), "user-committed");
     const result = await running.result;
-    expect(result.code, result.stderr + result.stdout).toBe(0);
+    expect(result.code, result.stderr + result.stdout).toBe(4);
     const report = readReport(runDirectory);
     expect(report).toMatchObject({ status: "succeeded", reason: "verified" });
     expect(report.merge).toEqual({
@@ -104,7 +104,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     writeFileSync(join(repo, "keep.txt"), "the user's, not committed yet\n");
     const before = checkout(repo);
     const result = await runCli(["exec", task, "--merge"], { RUNNER_HOME: home.path });
-    expect(result.code, result.stderr + result.stdout).toBe(0);
+    expect(result.code, result.stderr + result.stdout).toBe(4);
     const report = readReport(runDirectoryOf(result));
     expect(report.merge).toEqual({
       merged: false,
@@ -124,7 +124,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     const before = checkout(repo, [...Object.keys(FILES), "notes/todo.txt"]);
     expect(before.status).toBe("?? notes/todo.txt\n");
     const result = await runCli(["exec", task, "--merge"], { RUNNER_HOME: home.path });
-    expect(result.code, result.stderr + result.stdout).toBe(0);
+    expect(result.code, result.stderr + result.stdout).toBe(4);
     const report = readReport(runDirectoryOf(result));
     expect(inspectGit(repo, ["show", `runner/${report.run_id}:notes/todo.txt`])).toBe("the agent's\n");
     expect(report.merge).toMatchObject({ merged: false, branch: "refs/heads/main" });
@@ -153,7 +153,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     const { task, repo } = fixingTask(directory.path, { task: { verify: undefined } });
     const before = checkout(repo);
     const result = await runCli(["exec", task, "--merge"], { RUNNER_HOME: home.path });
-    expect(result.code, result.stderr + result.stdout).toBe(0);
+    expect(result.code, result.stderr + result.stdout).toBe(4);
     const report = readReport(runDirectoryOf(result));
     expect(report).toMatchObject({ status: "succeeded", reason: "finished_unverified" });
     expect(report.merge).toMatchObject({ merged: false, detail: expect.stringMatching(/only a verified run is merged/) });
@@ -183,7 +183,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     expect(inspectGit(repo, ["status", "--porcelain", "--ignored"])).toBe("!! local.cfg\n");
     const before = checkout(repo, [...Object.keys(FILES), "local.cfg"]);
     const result = await runCli(["exec", task, "--merge"], { RUNNER_HOME: home.path });
-    expect(result.code, result.stderr + result.stdout).toBe(0);
+    expect(result.code, result.stderr + result.stdout).toBe(4);
     const report = readReport(runDirectoryOf(result));
     expect(inspectGit(repo, ["show", `runner/${report.run_id}:local.cfg`])).toBe("the agent's\n");
     // Today: { merged: true } and local.cfg holds "the agent's".

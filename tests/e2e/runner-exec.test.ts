@@ -209,7 +209,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(readReport(home.path, result.stdout)).toMatchObject({ status: "failed", reason: "max_steps", steps: 2 });
   });
 
-  it("exit 3 with the turn and what it saw when a scripted expect is not met", async () => {
+  it("exit 3 with the step, the turn and what it saw when a scripted expect is not met", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
@@ -221,7 +221,7 @@ describe("runner exec (real CLI, scripted model over HTTP, real Docker)", () => 
     expect(result.code, result.stderr).toBe(3);
     const report = readReport(home.path, result.stdout);
     expect(report).toMatchObject({ status: "error", reason: "script_expectation_failed" });
-    expect(String(report.error)).toMatch(/turn 1 \(turns\[1\]\) expect\.tool_result_matches \/def mode\/ not met; tool results began: ".*Small descriptive/);
+    expect(String(report.error)).toMatch(/: step 2 \(turns\[1\]\) expect\.tool_result_matches \/def mode\/ not met; tool results began: ".*Small descriptive/);
   });
 
   it("exit 2 before anything starts for a bad task file, listing every problem", async () => {

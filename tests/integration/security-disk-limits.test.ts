@@ -240,7 +240,7 @@ describe("sandbox.limits.disk too small for the repository's checkout", () => {
     const run = await runScriptedTask({ repository: repository.root, sandbox: { limits: { disk: LIMIT } }, turns: [shellTurn("echo never")] });
     try {
       expect(run.report.status, describeRun(run)).toBe("error");
-      expect(run.report.reason, run.report.error ?? "").toBe("ConfigError");
+      expect(run.report.reason, run.report.error ?? "").toBe("invalid_task");
       expect(run.report.error).toMatch(/^sandbox\.limits\.disk \(64 MiB\) cannot hold the repository's checkout \(80 MiB or more\); raise it$/);
       expect(run.eventTypes).not.toContain("sandbox.created");
     } finally {

@@ -306,6 +306,7 @@ describe("AnthropicModelClient against the scripted anthropic wire (real SDK, lo
     const dropped = await client.complete(request(next(assistant), 1).request).catch((error: unknown) => error);
     expect((dropped as ModelError).reason).toBe("bad_request");
     expect((dropped as ModelError).message).toMatch(/Expected `thinking` or `redacted_thinking`, but found `tool_use`/);
+    expect((dropped as ModelError).message).toContain("(scripted model: the thinking of step 1 (turns[0]) was not sent back unchanged)");
     const changed = { ...first.reasoning!, items: [{ ...(first.reasoning!.items[0] as object), thinking: "something else" }] };
     const tampered = await client.complete(request(next({ ...assistant, reasoning: changed }), 1).request).catch((error: unknown) => error);
     expect((tampered as ModelError).message).toMatch(/Invalid `signature` in `thinking` block/);

@@ -90,8 +90,8 @@ describe("junit.xml", () => {
       ...finished(ids[0]!, "failed", "verify_failed", { error: `exit 1: ${NASTY}` }),
       ...finished("b/task.yaml", "error", "rate_limited", { error: "429 <html>" }),
       ...finished("b/task.yaml", "succeeded", "verified", { try: 2 }),
-      ...finished("c/task.yaml", "error", "SandboxError", { error: "Docker: no such image" }),
-      ...finished("c/task.yaml", "error", "SandboxError", { try: 2, error: "Docker: no such image" }),
+      ...finished("c/task.yaml", "error", "docker_unreachable", { error: "Docker: no such image" }),
+      ...finished("c/task.yaml", "error", "docker_unreachable", { try: 2, error: "Docker: no such image" }),
     ];
     const report = buildBatchReport(plan(ids), journal, "/home", ended);
     const suite = parseJunit(junitXml(report));
@@ -196,7 +196,7 @@ describe("runner batch merge", () => {
     const journal: JournalLine[] = [{ type: "batch.started", at: new Date(clock).toISOString(), pid: 1 }];
     for (const [index, id] of ids.entries()) {
       if (index % 5 === 0) journal.push(...finished(id, "error", "rate_limited"), ...finished(id, "succeeded", "verified", { try: 2 }));
-      else if (index % 7 === 0) journal.push(...finished(id, "error", "SandboxError"), ...finished(id, "error", "SandboxError", { try: 2 }));
+      else if (index % 7 === 0) journal.push(...finished(id, "error", "docker_unreachable"), ...finished(id, "error", "docker_unreachable", { try: 2 }));
       else journal.push(...finished(id, index % 3 ? "succeeded" : "failed", index % 3 ? "verified" : "verify_failed", { duration: 1000 + index * 100 }));
     }
     const unsharded = buildBatchReport(plan(ids), journal, "/home", ended);

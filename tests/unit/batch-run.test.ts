@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Task } from "../../src/config/load-task.js";
 import { SandboxError } from "../../src/errors.js";
-import type { RunReport } from "../../src/run/run-report.js";
+import { exitCodeOfReport, type RunReport } from "../../src/run/run-report.js";
 import type { RunHandle, StartOptions } from "../../src/runner/runner.js";
 import type { BatchReport } from "../../src/batch/batch-report.js";
 import { BatchDirectory, type BatchOptions, type JournalLine } from "../../src/batch/batch-state.js";
@@ -146,7 +146,8 @@ describe("batch outcomes: the report.json status and reason of each run decide, 
     ["failed", "commit_timed_out", "failed"],
     ["failed", "disk_limit_exceeded", "failed"],
     ["error", "context_window_exceeded", "failed"],
-    ["error", "SandboxError", "error"],
+    ["error", "docker_unreachable", "error"],
+    ["error", "image_missing", "error"],
     ["error", "rate_limited", "error"],
     ["error", "server_error", "error"],
     ["error", "connection_error", "error"],
@@ -155,6 +156,21 @@ describe("batch outcomes: the report.json status and reason of each run decide, 
     ["error", "internal_error", "error"],
   ] as const)("run %s/%s → batch %s", (status, reason, expected) => {
     expect(outcomeOfReport({ status, reason, error: null })?.status).toBe(expected);
+  });
+
+  it("a success whose on_success: merge did not happen is failed/not_merged with the merge's reason, as runner exec exits 4 for it", () => {
+    const merge = { merged: false, branch: "refs/heads/main", detail: "refs/heads/main moved since the run started" };
+    expect(outcomeOfReport({ status: "succeeded", reason: "verified", error: null, merge })).toEqual({
+      status: "failed",
+      reason: "not_merged",
+      error: "refs/heads/main moved since the run started",
+    });
+    expect(exitCodeOfReport({ status: "succeeded", merge })).toBe(4);
+    const landed = { ...merge, merged: true, detail: "fast-forwarded refs/heads/main to runner/x" };
+    expect(outcomeOfReport({ status: "succeeded", reason: "verified", error: null, merge: landed })?.status).toBe("succeeded");
+    expect(exitCodeOfReport({ status: "succeeded", merge: landed })).toBe(0);
+    expect(exitCodeOfReport({ status: "succeeded", merge: null })).toBe(0);
+    expect(exitCodeOfReport({ status: "failed", merge: null })).toBe(1);
   });
 
   it("a cancelled run has no outcome (it is unfinished, for resume)", () => {
@@ -190,7 +206,7 @@ describe("runBatch", () => {
     const { home, directory } = makeBatch(["down", "passes"], { retries: 1, max_errors: 1 });
     const runner = new FakeRunner(home, (name) => (name === "down" ? { throws: new SandboxError("Docker is not answering") } : ok));
     const result = await runBatch(runner, directory, new AbortController().signal);
-    expect(task(result, "down")).toMatchObject({ status: "error", reason: "SandboxError", error: "Docker is not answering" });
+    expect(task(result, "down")).toMatchObject({ status: "error", reason: "sandbox_failed", error: "Docker is not answering" });
     expect(task(result, "down").attempts.map((attempt) => attempt.run_id)).toEqual([null, null]);
     expect(result.totals).toMatchObject({ pass_rate: 0.5, pass_rate_without_errors: 1, errored_attempts: 1 });
     expect(result).toMatchObject({ status: "passed", exit_code: 0 });

@@ -189,6 +189,7 @@ describe("HostDirectorySandboxProvider.ensureWorkspaceIdle", () => {
     await expect(provider.ensureWorkspaceIdle(workspace.path)).rejects.toThrow(
       new SandboxError(
         `sandbox ${writer.id} (running) still mounts ${workspace.path} writable; host git does not read a worktree while the agent's processes can run`,
+        { reason: "sandbox_not_idle" },
       ),
     );
     await provider.ensureWorkspaceIdle(other.path);

@@ -65,7 +65,7 @@ describe("ScriptedModelServer through the openai client", () => {
     const failure = await client.complete({ messages: history, tools: [], agentId: "main", callIndex: 1 }).catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(ModelError);
     expect((failure as ModelError).reason).toBe("script_expectation_failed");
-    expect((failure as ModelError).message).toMatch(/turn 1 \(turns\[1\]\) expect\.tool_result_matches \/def add\/ not met; tool results began: "def sub/);
+    expect((failure as ModelError).message).toMatch(/: step 2 \(turns\[1\]\) expect\.tool_result_matches \/def add\/ not met; tool results began: "def sub/);
     history[history.length - 1] = { role: "tool", tool_call_id: "c", content: "def add(a, b): ..." };
     expect((await client.complete({ messages: history, tools: [], agentId: "main", callIndex: 1 })).content).toBe("ok");
     history[history.length - 1] = { role: "tool", tool_call_id: "c", content: "def add\nTraceback (most recent call last)" };

@@ -1,6 +1,6 @@
 import { restoreSession } from "../../agent/session-journal.js";
-import { CancelledError, ModelError, RunnerError, errorMessage } from "../../errors.js";
-import { exitCodeFor, type RunReport } from "../run-report.js";
+import { CancelledError, RunnerError, errorMessage } from "../../errors.js";
+import { exitCodeOfReport, type RunReport } from "../run-report.js";
 import type { RunScope } from "../run-scope.js";
 import { setOutcome } from "./deliver-main.js";
 
@@ -9,7 +9,8 @@ import { setOutcome } from "./deliver-main.js";
  * monitored disk limit stopped it (the agent's doing) or its `timeout_sec`
  * passed (`timed_out`: a limit the user set, like max_steps), `cancelled` when the
  * caller cancelled it (the reason given to `RunHandle.cancel` kept), `error`
- * otherwise, named by the error (`rate_limited`, `SandboxError`, ...).
+ * otherwise, with the error's reason: what failed (`rate_limited`,
+ * `image_missing`, `docker_unreachable`, ...; {@link RunnerError.reason}).
  */
 export function recordFailure(scope: RunScope, error: unknown): void {
   const { report } = scope;
@@ -34,7 +35,7 @@ export function recordFailure(scope: RunScope, error: unknown): void {
             : null;
     if (said) report.error = `cancelled: ${said}`;
   } else {
-    setOutcome(report, "error", error instanceof ModelError ? error.reason : error instanceof RunnerError ? error.name : "internal_error");
+    setOutcome(report, "error", error instanceof RunnerError ? error.reason : "internal_error");
     report.error = errorMessage(error);
   }
 }
@@ -61,7 +62,7 @@ export async function finalizeRun(scope: RunScope): Promise<RunReport> {
   store.writeJson("report", written);
   events.emit({
     type: "run.finished",
-    data: { status: report.status, exit_code: exitCodeFor(report.status), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
+    data: { status: report.status, exit_code: exitCodeOfReport(report), duration_ms: report.duration_ms, ...(report.error ? { error: report.error } : {}) },
   });
   scope.log.close();
   scope.releaseLogRedactor();

@@ -7,6 +7,7 @@ import Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import { privateDirectory } from "../../process/private-directory.js";
 import { WORKSPACE_ROOT, type Sandbox, type SandboxProvider, type SandboxSpec } from "../sandbox.js";
+import { missingImageFix } from "../task-image.js";
 import { DockerSandbox } from "./docker-sandbox.js";
 import { createScratchDirectory, SCRATCH_MOUNTS } from "./disk-watch.js";
 import { ATTACHED_STDIO, LABEL_RUN_ID, resourceLabels } from "./labels.js";
@@ -43,7 +44,7 @@ function helperMountSource(): string {
   } catch (error) {
     throw new SandboxError(
       `the sandbox helper ${HELPER_FILE} is missing (${errorMessage(error)}); build it with \`make setup\` (or \`bash scripts/build-helper.sh\`, which needs Debian's golang-go)`,
-      { cause: error },
+      { cause: error, reason: "sandbox_helper_missing" },
     );
   }
   const copy = join(privateDirectory("agent-runner-helper", 0o755), `agent-runner-sandboxd-${createHash("sha256").update(binary).digest("hex").slice(0, 16)}`);
@@ -188,7 +189,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     try {
       scratch = createScratchDirectory(spec.disk.scratchDirectory);
       container = await this.docker.createContainer(sandboxContainerOptions(spec, scratch, network)).catch((error: unknown) => {
-        throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error });
+        throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error, reason: "sandbox_start_failed" });
       });
       const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as Duplex;
       const channel = new SandboxChannel(
@@ -199,7 +200,9 @@ export class DockerSandboxProvider implements SandboxProvider {
       );
       await container.start();
       await withTimeout(channel.ready, READY_TIMEOUT_MS, `the sandbox helper did not start within ${READY_TIMEOUT_MS} ms`).catch((error: unknown) => {
-        throw new SandboxError(`${errorMessage(error)}\n(the sandbox helper did not start in ${spec.image}; see docs/sandbox-helper.md)`);
+        throw new SandboxError(`${errorMessage(error)}\n(the sandbox helper did not start in ${spec.image}; see docs/sandbox-helper.md)`, {
+          reason: "sandbox_start_failed",
+        });
       });
       await proxyStarting;
       return new DockerSandbox(container.id.slice(0, 12), container, channel, spec.user, network, { spec, scratch });
@@ -211,7 +214,9 @@ export class DockerSandboxProvider implements SandboxProvider {
       await container?.wait({ condition: "removed" }).catch(() => undefined);
       await network?.close().catch(() => undefined);
       if (scratch) rmSync(scratch, { recursive: true, force: true });
-      throw error instanceof SandboxError ? error : new SandboxError(`could not start the sandbox container: ${errorMessage(error)}`, { cause: error });
+      throw error instanceof SandboxError
+        ? error
+        : new SandboxError(`could not start the sandbox container: ${errorMessage(error)}`, { cause: error, reason: "sandbox_start_failed" });
     }
   }
 
@@ -224,7 +229,10 @@ export class DockerSandboxProvider implements SandboxProvider {
     try {
       await this.docker.ping();
     } catch (error) {
-      throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
+      throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, {
+        cause: error,
+        reason: "docker_unreachable",
+      });
     }
     await this.requireImage(image);
     if (options.egress) {
@@ -235,6 +243,7 @@ export class DockerSandboxProvider implements SandboxProvider {
         .catch((error: unknown) => {
           throw new SandboxError(`the egress network "${this.egressNetwork}" is not usable (${errorMessage(error)}); create it or fix RUNNER_EGRESS_NETWORK`, {
             cause: error,
+            reason: "network_failed",
           });
         });
     }
@@ -245,7 +254,10 @@ export class DockerSandboxProvider implements SandboxProvider {
     try {
       containers = await this.docker.listContainers({ all: true, filters: { label: [LABEL_RUN_ID] } });
     } catch (error) {
-      throw new SandboxError(`cannot tell whether a sandbox still uses ${hostPath} (${errorMessage(error)}); host git does not read it`, { cause: error });
+      throw new SandboxError(`cannot tell whether a sandbox still uses ${hostPath} (${errorMessage(error)}); host git does not read it`, {
+        cause: error,
+        reason: "sandbox_not_idle",
+      });
     }
     for (const info of containers) {
       // "paused" is frozen (no process runs); "created", "exited" and "dead" run nothing.
@@ -253,6 +265,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       if (info.Mounts.some((mount) => mount.Source === hostPath && mount.RW)) {
         throw new SandboxError(
           `container ${info.Id.slice(0, 12)} (${info.State}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`,
+          { reason: "sandbox_not_idle" },
         );
       }
     }
@@ -269,12 +282,14 @@ export class DockerSandboxProvider implements SandboxProvider {
           if ((error as { statusCode?: number }).statusCode === 404) return false;
           throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, {
             cause: error,
+            reason: "docker_unreachable",
           });
         },
       );
     if (!present) {
       throw new SandboxError(
-        `the egress proxy of a task with sandbox.network.allow runs in the runner's image ${this.proxyImage}, which is not present; build it with \`runner image build\` (or \`make setup\`)`,
+        `the egress proxy of a task with sandbox.network.allow runs in the runner's image ${this.proxyImage}, which is not present; ${missingImageFix(this.proxyImage)}`,
+        { reason: "image_missing" },
       );
     }
   }
@@ -292,9 +307,12 @@ export class DockerSandboxProvider implements SandboxProvider {
     } catch (error) {
       const status = (error as { statusCode?: number }).statusCode;
       if (status === 404) {
-        throw new SandboxError(`sandbox image ${image} is not present; build it with \`runner image build\` (or \`make setup\`)`);
+        throw new SandboxError(`sandbox image ${image} is not present; ${missingImageFix(image)}`, { reason: "image_missing" });
       }
-      throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, { cause: error });
+      throw new SandboxError(`cannot reach the Docker daemon (${errorMessage(error)}); start it (\`make setup\` does) or set DOCKER_HOST`, {
+        cause: error,
+        reason: "docker_unreachable",
+      });
     }
   }
 }

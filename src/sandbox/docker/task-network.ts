@@ -96,7 +96,7 @@ export class TaskNetwork {
         if (!/overlap/i.test(errorMessage(error))) break;
       }
     }
-    throw new SandboxError(`could not create the task network ${name}: ${errorMessage(lastError)}`, { cause: lastError });
+    throw new SandboxError(`could not create the task network ${name}: ${errorMessage(lastError)}`, { cause: lastError, reason: "network_failed" });
   }
 
   /** Host file mounted read-only as the sandbox's /etc/resolv.conf. */
@@ -157,11 +157,14 @@ export class TaskNetwork {
       stderr.on("data", (chunk: Buffer) => stderrTail.push(chunk.toString("utf8")));
       let isReady = false;
       const ready = new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new SandboxError(`egress proxy did not start within ${PROXY_READY_TIMEOUT_MS} ms`)), PROXY_READY_TIMEOUT_MS);
+        const timer = setTimeout(
+          () => reject(new SandboxError(`egress proxy did not start within ${PROXY_READY_TIMEOUT_MS} ms`, { reason: "egress_proxy_failed" })),
+          PROXY_READY_TIMEOUT_MS,
+        );
         stream.on("end", () => {
           clearTimeout(timer);
           const detail = stderrTail.join("").slice(-1000);
-          if (!isReady) reject(new SandboxError(`egress proxy exited: ${detail}`));
+          if (!isReady) reject(new SandboxError(`egress proxy exited: ${detail}`, { reason: "egress_proxy_failed" }));
           else if (!this.closing) {
             this.exitedDetail = detail || "no output";
             spec.onProxyExit?.(this.exitedDetail);
@@ -189,7 +192,9 @@ export class TaskNetwork {
       await this.proxy.start();
       await ready;
     } catch (error) {
-      throw error instanceof SandboxError ? error : new SandboxError(`could not start the egress proxy: ${errorMessage(error)}`, { cause: error });
+      throw error instanceof SandboxError
+        ? error
+        : new SandboxError(`could not start the egress proxy: ${errorMessage(error)}`, { cause: error, reason: "egress_proxy_failed" });
     }
   }
 

@@ -138,6 +138,7 @@ export class HostDirectorySandboxProvider implements SandboxProvider {
       if (!sandbox.closed || this.lingering.has(sandbox)) {
         throw new SandboxError(
           `sandbox ${sandbox.id} (${sandbox.closed ? "not removed" : "running"}) still mounts ${hostPath} writable; host git does not read a worktree while the agent's processes can run`,
+          { reason: "sandbox_not_idle" },
         );
       }
     }

@@ -24,7 +24,7 @@ describe("the idle rule in the Docker-free tier", () => {
     const run = await fake.runner.start(task);
     const report = await run.result;
 
-    expect(report).toMatchObject({ status: "error", reason: "SandboxError", head_commit: null, commit: null, verify: null, patch: null });
+    expect(report).toMatchObject({ status: "error", reason: "sandbox_not_idle", head_commit: null, commit: null, verify: null, patch: null });
     expect(report.error).toMatch(/^sandbox fake-1-main \(not removed\) still mounts .* writable/);
     // The branch is where it started; the agent's file is still only in the worktree, which is still there.
     expect(git("rev-parse", `runner/${run.id}`).trim()).toBe(report.base_commit);
