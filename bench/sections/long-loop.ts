@@ -777,7 +777,7 @@ export function printLongLoopFacts(results: LongLoopResult[], title = "1b."): vo
 }
 
 /** The model each wire's usage is priced as: Sonnet 4.5 for Anthropic, GPT-4.1 for both OpenAI APIs (price table, src/model/price-table.ts). */
-export const PRICED_AS: Record<WireName, string> = { "openai-chat": "gpt-4.1", anthropic: "claude-sonnet-4-5", "openai-responses": "gpt-4.1" };
+const PRICED_AS: Record<WireName, string> = { "openai-chat": "gpt-4.1", anthropic: "claude-sonnet-4-5", "openai-responses": "gpt-4.1" };
 
 /**
  * Table 1c, one row per wire and variant (median over runs): prompt, cached
