@@ -23,6 +23,7 @@
  * (`tool_result_max_tokens` 2000), so they see identical tool results.
  */
 import { spawn } from "node:child_process";
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,16 +35,21 @@ import { readToolResultTool, ToolResultStore } from "../../src/agent/tool-result
 import { contextSchema } from "../../src/config/task-schema.js";
 import { CloudEventLog, newTraceId } from "../../src/events/cloud-event-log.js";
 import { EventFanout, type EventSink, type RunEvent } from "../../src/events/run-events.js";
-import type { ChatMessage, ToolDefinition } from "../../src/model/messages.js";
+import { AnthropicModelClient } from "../../src/model/anthropic-model-client.js";
+import { addUsage, emptyUsage, type ChatMessage, type ToolDefinition, type Usage } from "../../src/model/messages.js";
 import type { ModelClient, ModelRequest, ModelResponse } from "../../src/model/model-client.js";
 import { OpenAIModelClient } from "../../src/model/openai-model-client.js";
+import { OpenAIResponsesModelClient } from "../../src/model/openai-responses-model-client.js";
+import { PRICE_TABLE_DATE } from "../../src/model/price-table.js";
+import { costOf, formatUsd, lookupPrices } from "../../src/model/pricing.js";
+import type { WireName } from "../../src/model/scripted-wire.js";
 import { ScriptedModelServer, type Script, type ScriptedTurn } from "../../src/model/scripted-model-server.js";
 import { Redactor } from "../../src/redaction/redactor.js";
 import { FakeSandbox } from "../../src/sandbox/fake/fake-sandbox.js";
 import type { ExecRequest, ExecResult } from "../../src/sandbox/sandbox.js";
 import { workspaceTools } from "../../src/tools/builtin/index.js";
 import { ToolRegistry } from "../../src/tools/tool-registry.js";
-import { fmt, median } from "../lib/stats.js";
+import { fmt, median, p90 } from "../lib/stats.js";
 
 export const LONG_STEPS = 300;
 export const SMALL_WINDOW = 16_000;
@@ -55,11 +61,15 @@ const WARMUP_STEPS = 30;
 
 export type LoopVariant = "managed" | "unmanaged";
 
+/** The wire formats the loop runs through, each with its provider's real client (`--wire=`). */
+export const LOOP_WIRES: readonly WireName[] = ["openai-chat", "anthropic", "openai-responses"];
+
 const VARIANT_WINDOW: Record<LoopVariant, number> = { managed: SMALL_WINDOW, unmanaged: HUGE_WINDOW };
 
 /** What one child reports about its measured run. */
 export interface LongLoopResult {
   variant: LoopVariant;
+  wire: WireName;
   contextWindow: number;
   requestLimit: number;
   outcome: string;
@@ -110,6 +120,17 @@ export interface LongLoopResult {
   eventsBytes: number;
   fullOutputs: number;
   promptTokens: number;
+  /** Usage summed over every call as the client returned it (turn and compaction calls). */
+  usage: Usage;
+  compactionUsage: Usage;
+  /** Per turn call: time inside complete() minus the server's handling of its request ({@link ServerClock}), ms. */
+  clientOverheadMs: number[];
+  /** Per turn call: the part of clientOverheadMs outside fetch (before undici:request:create, after undici:request:trailers), ms. */
+  clientCodeMs: number[];
+  /** Per turn call: the server's handling time, ms. */
+  serverMs: number[];
+  /** Per turn call: the request body's size as the client sent it, bytes. */
+  requestBytes: number[];
 }
 
 // ---------------------------------------------------------------- workspace and script
@@ -307,6 +328,79 @@ interface CallRecord {
   end: number;
   /** The bench's own work after `end` (sizing the recorded request): subtracted from the loop's time. */
   measureMs: number;
+  /** The scripted server's handling of the call's HTTP request(s), ms ({@link ServerClock}). */
+  serverMs: number;
+  /** Of complete() minus the server: the client's code outside fetch (see {@link ServerClock}). */
+  codeMs: number;
+  requestBytes: number;
+  usage: Usage;
+}
+
+interface ServerRequestMessage {
+  request: { headers: Record<string, string | string[] | undefined> };
+  response: object;
+}
+
+/**
+ * The scripted server's time per request, from Node's own HTTP
+ * instrumentation (`node:diagnostics_channel`: `http.server.request.start`
+ * when the request's headers are parsed, `http.server.response.finish` when
+ * the last byte of the answer is handed to the socket), so nothing in
+ * ScriptedModelServer is changed or reached into. The server runs in the
+ * client's process, and the client only waits while the server works (the
+ * body is sent as one string, the answer written in one `end()`), so that
+ * span is the server's: reading and parsing the body, the wire's reading of
+ * it, the prompt cache's hashing, and writing the answer. What
+ * complete() takes beyond it is the client's overhead: translating the
+ * conversation, the SDK, JSON both ways, the stream parsing, and loopback.
+ */
+class ServerClock {
+  private readonly started = new WeakMap<object, number>();
+  private spent = 0;
+  private bytes = 0;
+  private readonly onStart = (message: unknown) => {
+    const { request, response } = message as ServerRequestMessage;
+    this.started.set(response, performance.now());
+    this.bytes += Number(request.headers["content-length"] ?? 0);
+  };
+  private readonly onFinish = (message: unknown) => {
+    const { response } = message as ServerRequestMessage;
+    const started = this.started.get(response);
+    if (started !== undefined) this.spent += performance.now() - started;
+  };
+  private fetchStarted: number | null = null;
+  private fetchEnded: number | null = null;
+  private readonly onFetchCreate = () => {
+    this.fetchStarted ??= performance.now();
+  };
+  private readonly onFetchEnd = () => {
+    this.fetchEnded = performance.now();
+  };
+  private readonly channels: [string, (message: unknown) => void][] = [
+    ["http.server.request.start", this.onStart],
+    ["http.server.response.finish", this.onFinish],
+    // Node's fetch (undici, which both SDKs use): the request is created, and its answer's body fully received.
+    ["undici:request:create", this.onFetchCreate],
+    ["undici:request:trailers", this.onFetchEnd],
+  ];
+
+  constructor() {
+    for (const [name, listener] of this.channels) subscribe(name, listener);
+  }
+
+  /** Since the last take: the server's time, the request bytes, and when the first fetch began and the last one ended (performance.now()). */
+  take(): { serverMs: number; requestBytes: number; fetchStarted: number | null; fetchEnded: number | null } {
+    const taken = { serverMs: this.spent, requestBytes: this.bytes, fetchStarted: this.fetchStarted, fetchEnded: this.fetchEnded };
+    this.spent = 0;
+    this.bytes = 0;
+    this.fetchStarted = null;
+    this.fetchEnded = null;
+    return taken;
+  }
+
+  close(): void {
+    for (const [name, listener] of this.channels) unsubscribe(name, listener);
+  }
 }
 
 /** Wraps the model client: times every complete() and measures the request the server recorded for it, then drops it. */
@@ -322,6 +416,7 @@ class MeasuringClient implements ModelClient {
   constructor(
     private readonly inner: ModelClient,
     private readonly server: ScriptedModelServer,
+    private readonly clock: ServerClock,
     definitions: ToolDefinition[],
     private readonly measure: boolean,
   ) {
@@ -330,9 +425,13 @@ class MeasuringClient implements ModelClient {
   }
 
   async complete(request: ModelRequest): Promise<ModelResponse> {
+    this.clock.take();
     const start = performance.now();
     const response = await this.inner.complete(request);
     const end = performance.now();
+    const { serverMs, requestBytes, fetchStarted, fetchEnded } = this.clock.take();
+    // The client's own code: before it hands the request to fetch (translation, JSON) and after the answer is in (stream parsing, mapping back).
+    const codeMs = fetchStarted === null || fetchEnded === null ? Number.NaN : fetchStarted - start + (end - fetchEnded);
     const purpose = request.purpose ?? "turn";
     // Sizing happens after `end` and is timed, so it can be taken out of the loop's time; the server's record is dropped so memory stays flat.
     if (this.measure) {
@@ -360,17 +459,42 @@ class MeasuringClient implements ModelClient {
       }
     }
     this.server.requests.length = 0;
-    this.calls.push({ purpose, callIndex: request.callIndex, start, end, measureMs: performance.now() - end });
+    this.calls.push({
+      purpose,
+      callIndex: request.callIndex,
+      start,
+      end,
+      measureMs: performance.now() - end,
+      serverMs,
+      codeMs,
+      requestBytes,
+      usage: response.usage,
+    });
     return response;
   }
 }
 
-async function runOnce(variant: LoopVariant, steps: number, measure: boolean, window?: number): Promise<LongLoopResult> {
+/** The provider's real client for `wire`, pointed at the scripted server (as open-model.ts does for `provider: scripted`). */
+function clientFor(wire: WireName, baseURL: string): ModelClient {
+  const common = { apiKey: "bench-no-key", model: "scripted", maxRetries: 0, timeoutMs: 60_000 };
+  switch (wire) {
+    case "openai-chat":
+      return new OpenAIModelClient({ ...common, baseURL });
+    case "anthropic":
+      // Anthropic's SDK adds `/v1/messages` to the origin.
+      return new AnthropicModelClient({ ...common, baseURL: baseURL.replace(/\/v1$/, "") });
+    case "openai-responses":
+      return new OpenAIResponsesModelClient({ ...common, baseURL });
+  }
+}
+
+async function runOnce(variant: LoopVariant, wire: WireName, steps: number, measure: boolean, window?: number): Promise<LongLoopResult> {
   const contextWindow = variant === "managed" && window !== undefined ? window : VARIANT_WINDOW[variant];
   const context = contextSettings(contextWindow, contextSchema.parse({ tool_result_max_tokens: RESULT_CAP_TOKENS }));
   const server = new ScriptedModelServer(longRunScript(steps));
   const baseURL = await server.start();
   const runDirectory = mkdtempSync(join(tmpdir(), "agent-runner-bench-longrun-"));
+  const clock = new ServerClock();
   try {
     const redactor = new Redactor([{ name: "OPENAI_API_KEY", value: "sk-bench-not-a-real-key-0123456789" }]);
     const runId = `bench-longrun-${process.pid}`;
@@ -385,8 +509,7 @@ async function runOnce(variant: LoopVariant, steps: number, measure: boolean, wi
     );
     const collector = new Collector();
     const events = new EventFanout().add(log).add(collector);
-    const inner = new OpenAIModelClient({ baseURL, apiKey: "bench-no-key", model: "scripted", maxRetries: 0, timeoutMs: 60_000 });
-    const client = new MeasuringClient(inner, server, tools.definitions(), measure);
+    const client = new MeasuringClient(clientFor(wire, baseURL), server, clock, tools.definitions(), measure);
 
     let rssPeak = 0;
     let heapPeak = 0;
@@ -464,8 +587,10 @@ async function runOnce(variant: LoopVariant, steps: number, measure: boolean, wi
     } catch {
       // none were capped
     }
+    const sum = (calls: CallRecord[]) => calls.reduce((total, call) => addUsage(total, call.usage), emptyUsage());
     return {
       variant,
+      wire,
       contextWindow,
       requestLimit: requestLimit(context),
       outcome: outcome.reason,
@@ -506,25 +631,32 @@ async function runOnce(variant: LoopVariant, steps: number, measure: boolean, wi
       eventsBytes: statSync(join(runDirectory, "events.jsonl")).size,
       fullOutputs,
       promptTokens: outcome.usage.prompt_tokens,
+      usage: sum(client.calls),
+      compactionUsage: sum(compactionCalls),
+      clientOverheadMs: turns.map((call) => call.end - call.start - call.serverMs),
+      serverMs: turns.map((call) => call.serverMs),
+      clientCodeMs: turns.map((call) => call.codeMs),
+      requestBytes: turns.map((call) => call.requestBytes),
       ...(collector.toolErrors ? { firstToolError: collector.firstToolError } : {}),
     };
   } finally {
+    clock.close();
     await server.close();
     rmSync(runDirectory, { recursive: true, force: true });
   }
 }
 
 /** Child entry point: a warm-up run, then the measured run; prints one `RESULT <json>` line. */
-export async function longLoopChild(variant: LoopVariant, steps: number, window?: number): Promise<void> {
-  await runOnce(variant, Math.min(WARMUP_STEPS, steps), false, window);
-  const result = await runOnce(variant, steps, true, window);
+export async function longLoopChild(variant: LoopVariant, wire: WireName, steps: number, window?: number): Promise<void> {
+  await runOnce(variant, wire, Math.min(WARMUP_STEPS, steps), false, window);
+  const result = await runOnce(variant, wire, steps, true, window);
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
 }
 
 /** Runs one measured run in a fresh child process (this bench script with `--child=`). */
-export function runLongLoopChild(script: string, variant: LoopVariant, steps: number, window: number): Promise<LongLoopResult> {
+export function runLongLoopChild(script: string, variant: LoopVariant, wire: WireName, steps: number, window: number): Promise<LongLoopResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, script, `--child=${variant}`, `--steps=${steps}`, `--window=${window}`], {
+    const child = spawn(process.execPath, [...process.execArgv, script, `--child=${variant}`, `--wire=${wire}`, `--steps=${steps}`, `--window=${window}`], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -535,7 +667,7 @@ export function runLongLoopChild(script: string, variant: LoopVariant, steps: nu
     child.on("close", (code) => {
       const line = stdout.split("\n").find((candidate) => candidate.startsWith("RESULT "));
       if (code !== 0 || !line) {
-        reject(new Error(`long-run child ${variant} exited ${code}:\n${stderr.slice(-3000)}${stdout.slice(-1000)}`));
+        reject(new Error(`long-run child ${variant} ${wire} exited ${code}:\n${stderr.slice(-3000)}${stdout.slice(-1000)}`));
         return;
       }
       resolve(JSON.parse(line.slice("RESULT ".length)) as LongLoopResult);
@@ -551,7 +683,7 @@ const mb = (value: number) => `${value.toFixed(1)} MB`;
 export function checkLongLoop(results: LongLoopResult[], steps: number): string[] {
   const problems: string[] = [];
   for (const result of results) {
-    const where = `${result.variant} run`;
+    const where = `${result.wire} ${result.variant} run`;
     if (result.outcome !== "final_answer" || result.steps !== steps + 1)
       problems.push(`${where}: outcome ${result.outcome} after ${result.steps} model calls (expected final_answer after ${steps + 1})`);
     if (!result.restoredEqual)
@@ -578,7 +710,7 @@ export function checkLongLoop(results: LongLoopResult[], steps: number): string[
   return problems;
 }
 
-export function printLongLoopFacts(results: LongLoopResult[]): void {
+export function printLongLoopFacts(results: LongLoopResult[], title = "1b."): void {
   const of = (variant: LoopVariant) => results.filter((result) => result.variant === variant);
   const med = (values: number[]) => median(values);
   const line = (label: string, value: (result: LongLoopResult) => number, format: (value: number) => string = (value) => fmt(value)) => {
@@ -591,7 +723,7 @@ export function printLongLoopFacts(results: LongLoopResult[]): void {
     });
     console.log(`${label.padEnd(52)}${cells[0]!.padStart(26)}${cells[1]!.padStart(28)}`);
   };
-  console.log(`\n== 1b. what the runs did (median over runs; range when runs differ)`);
+  console.log(`\n== ${title} what the runs did (median over runs; range when runs differ)`);
   const window = of("managed")[0]?.contextWindow ?? SMALL_WINDOW;
   console.log(`${"".padEnd(52)}${`managed (${window})`.padStart(26)}${`unmanaged (${HUGE_WINDOW})`.padStart(28)}`);
   const integer = (value: number) => String(Math.round(value));
@@ -642,4 +774,79 @@ export function printLongLoopFacts(results: LongLoopResult[]): void {
       `   largest request of any managed run: ${worst} tokens = ${((worst / window) * 100).toFixed(1)} % of the ${window}-token window: ${worst < window ? "UNDER" : "OVER"}`,
     );
   }
+}
+
+/** The model each wire's usage is priced as: Sonnet 4.5 for Anthropic, GPT-4.1 for both OpenAI APIs (price table, src/model/price-table.ts). */
+const PRICED_AS: Record<WireName, string> = { "openai-chat": "gpt-4.1", anthropic: "claude-sonnet-4-5", "openai-responses": "gpt-4.1" };
+
+/**
+ * Table 1c, one row per wire and variant (median over runs): prompt, cached
+ * and cache-write tokens summed over every call (turn and compaction), their
+ * ratio, prefix_stable_ratio, cost at {@link PRICED_AS} with the cache and
+ * without it (the same usage with cached and cache-write tokens priced as
+ * plain input: the scripted conversation is deterministic, so a run without
+ * caching sends the same prompt tokens), and the client's overhead per turn
+ * call (complete() minus the server's handling, {@link ServerClock}).
+ */
+export function printProviderCaching(results: LongLoopResult[]): void {
+  console.log(`\n== 1c. providers and caching (median over runs; tokens summed over every call; overhead per turn call pooled over runs)`);
+  const header = [
+    "wire / variant (window)".padEnd(40),
+    "prompt".padStart(11),
+    "cached".padStart(11),
+    "write".padStart(10),
+    "ratio".padStart(7),
+    "stable".padStart(7),
+    "USD cached".padStart(11),
+    "USD off".padStart(10),
+    "saved".padStart(6),
+    "client ms p50 (p90)".padStart(21),
+    "code ms p50".padStart(12),
+    "KB p50".padStart(8),
+    "server ms p50".padStart(14),
+  ];
+  console.log(header.join(""));
+  for (const wire of LOOP_WIRES) {
+    const entry = lookupPrices(PRICED_AS[wire]);
+    if (!entry) throw new Error(`the price table has no ${PRICED_AS[wire]}`);
+    for (const variant of ["managed", "unmanaged"] as const) {
+      const runs = results.filter((result) => result.wire === wire && result.variant === variant);
+      if (!runs.length) continue;
+      const med = (value: (result: LongLoopResult) => number) => median(runs.map(value));
+      const prompt = med((result) => result.usage.prompt_tokens);
+      const cached = med((result) => result.usage.cached_tokens);
+      const write = med((result) => result.usage.cache_write_tokens);
+      const stable = med((result) => (result.prefixCompared ? result.prefixStable / result.prefixCompared : Number.NaN));
+      const withCache = med((result) => costOf(result.usage, entry.prices));
+      const without = med((result) => costOf({ ...result.usage, cached_tokens: 0, cache_write_tokens: 0 }, entry.prices));
+      const overhead = runs.flatMap((result) => result.clientOverheadMs);
+      const server = runs.flatMap((result) => result.serverMs);
+      const ratio = prompt ? cached / prompt : Number.NaN;
+      const goal = wire === "anthropic" ? 0.9 : stable;
+      const tokens = (value: number) => `${(value / 1e6).toFixed(2)} M`;
+      console.log(
+        [
+          `${wire} / ${variant} (${runs[0]!.contextWindow})`.padEnd(40),
+          tokens(prompt).padStart(11),
+          tokens(cached).padStart(11),
+          tokens(write).padStart(10),
+          `${ratio.toFixed(3)}${ratio >= goal - 1e-9 ? " " : "!"}`.padStart(7),
+          stable.toFixed(3).padStart(7),
+          formatUsd(withCache).padStart(11),
+          formatUsd(without).padStart(10),
+          `${Math.round((1 - withCache / without) * 100)}%`.padStart(6),
+          `${fmt(median(overhead))} (${fmt(p90(overhead))})`.padStart(21),
+          fmt(median(runs.flatMap((result) => result.clientCodeMs))).padStart(12),
+          (median(runs.flatMap((result) => result.requestBytes)) / 1024).toFixed(0).padStart(8),
+          fmt(median(server)).padStart(14),
+        ].join(""),
+      );
+    }
+  }
+  console.log(
+    `   priced as ${LOOP_WIRES.map((wire) => `${wire} = ${PRICED_AS[wire]}`).join(", ")} (price table of ${PRICE_TABLE_DATE}); "USD off" = the same usage with cached and cache-write tokens at the input price.\n` +
+      `   ratio = cached / prompt, marked ! when under its goal (anthropic 0.90, the others the run's prefix_stable_ratio); stable = prefix_stable_ratio.\n` +
+      `   client ms = complete() minus the scripted server's handling of the request (node:diagnostics_channel http.server.request.start -> response.finish);\n` +
+      `   code ms = the part of it outside Node's fetch (complete() start -> undici:request:create, undici:request:trailers -> complete() end); the rest is fetch and loopback; KB = request body.`,
+  );
 }
