@@ -6,6 +6,7 @@ import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./m
 import { runnerHeaders } from "./request-headers.js";
 import {
   AttemptSignal,
+  bodyReadFailure,
   causeChain,
   completeWithRetries,
   DEFAULT_TIMEOUT_MS,
@@ -372,12 +373,5 @@ function classify(error: unknown, timedOut: boolean, timeoutMs: number, streamin
       cause: error,
     };
   }
-  // Reading the body after a 2xx status line: bad JSON, or undici's "terminated" when the connection ended early.
-  if (error instanceof SyntaxError) {
-    return { reason: "invalid_response", retryable: true, detail: `replied with a body that is not valid JSON: ${error.message}`, cause: error };
-  }
-  if (error instanceof TypeError) {
-    return { reason: "truncated_response", retryable: true, detail: `reply was cut off mid-body: ${causeChain(error)}`, cause: error };
-  }
-  return { reason: "unknown", retryable: false, detail: `call failed: ${causeChain(error)}`, cause: error };
+  return bodyReadFailure(error) ?? { reason: "unknown", retryable: false, detail: `call failed: ${causeChain(error)}`, cause: error };
 }

@@ -5,6 +5,7 @@ import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./m
 import { runnerHeaders } from "./request-headers.js";
 import {
   AttemptSignal,
+  bodyReadFailure,
   causeChain,
   completeWithRetries,
   DEFAULT_TIMEOUT_MS,
@@ -407,15 +408,5 @@ export function classifyOpenAIFailure(error: unknown, timedOut: boolean, timeout
       cause: error,
     };
   }
-  // The rest come from reading the body after a 2xx status line: the JSON
-  // (or an event's JSON) did not parse, or undici's fetch failed the body
-  // stream with a TypeError ("terminated", cause "other side closed") when
-  // the connection ended mid-body.
-  if (error instanceof SyntaxError) {
-    return { reason: "invalid_response", retryable: true, detail: `replied with a body that is not valid JSON: ${error.message}`, cause: error };
-  }
-  if (error instanceof TypeError) {
-    return { reason: "truncated_response", retryable: true, detail: `reply was cut off mid-body: ${causeChain(error)}`, cause: error };
-  }
-  return { reason: "unknown", retryable: false, detail: `call failed: ${causeChain(error)}`, cause: error };
+  return bodyReadFailure(error) ?? { reason: "unknown", retryable: false, detail: `call failed: ${causeChain(error)}`, cause: error };
 }

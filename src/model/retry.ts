@@ -229,3 +229,19 @@ export function causeChain(error: unknown): string {
   }
   return parts.join(": ");
 }
+
+/**
+ * Why reading a reply's body failed after a 2xx status line, or null for
+ * another error: the JSON (or an event's JSON) did not parse, or undici's
+ * fetch failed the body stream with a TypeError ("terminated", cause "other
+ * side closed") when the connection ended mid-body. Both are retried.
+ */
+export function bodyReadFailure(error: unknown): AttemptFailure | null {
+  if (error instanceof SyntaxError) {
+    return { reason: "invalid_response", retryable: true, detail: `replied with a body that is not valid JSON: ${error.message}`, cause: error };
+  }
+  if (error instanceof TypeError) {
+    return { reason: "truncated_response", retryable: true, detail: `reply was cut off mid-body: ${causeChain(error)}`, cause: error };
+  }
+  return null;
+}
