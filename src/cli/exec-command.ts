@@ -225,7 +225,7 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
     report.commit?.left_out_count
       ? `left out of the commit: ${describeLeftOut(report.commit.left_out, report.commit.left_out_count)} (see report.json commit.left_out)`
       : "",
-    `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in (${report.usage.cached_tokens} cached, ${report.usage.cache_write_tokens} written to the cache) / ${report.usage.completion_tokens} out, cost: ${costText(report)}, ${(report.duration_ms / 1000).toFixed(1)} s`,
+    `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in (${report.usage.cached_tokens} cached${report.usage.cache_write_tokens ? `, ${report.usage.cache_write_tokens} written to the cache` : ""}) / ${report.usage.completion_tokens} out, cost: ${costText(report)}, ${(report.duration_ms / 1000).toFixed(1)} s`,
     `run directory: ${runDirectory}`,
     report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
     Object.keys(report.denials).length
