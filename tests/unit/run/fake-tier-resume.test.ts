@@ -184,4 +184,25 @@ describe("resume in the Docker-free tier", () => {
     ]);
     expect(eventData(eventsFile(run.directory), "run.finished").map((data) => data.status)).toEqual(["error", "succeeded"]);
   });
+
+  it("a resumed run counts its subagents' steps, tool calls and tokens once, not again for each attempt", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const worker = toolCall("agent", { mode: "worker", description: "write it", prompt: "Write it.", verify: "test -f note.txt" });
+    const { task } = writeScriptedTask(directory.path, {
+      script: {
+        turns: [{ tool_calls: [worker] }, { content: "Done." }],
+        subagents: { "write it": { turns: [{ tool_calls: [toolCall("write_file", { path: "note.txt", content: "x\n" })] }, { content: "Written." }] } },
+      },
+      task: { name: "resume-subagents", max_steps: 1 },
+    });
+    const stopped = await (await fake.runner.start(task)).result;
+    expect(stopped).toMatchObject({ status: "failed", reason: "max_steps" });
+    const counted = stopped.agents.map((agent) => ({ id: agent.id, steps: agent.steps, tool_calls: agent.tool_calls, usage: agent.usage }));
+    expect(counted).toEqual([expect.objectContaining({ id: "w1", steps: 2, tool_calls: 1 })]);
+
+    const resumed = await (await fake.runner.resume(stopped.run_id, { maxSteps: 1 })).result;
+    expect(resumed).toMatchObject({ status: "succeeded", resumes: 1 });
+    expect(resumed.agents.map((agent) => ({ id: agent.id, steps: agent.steps, tool_calls: agent.tool_calls, usage: agent.usage }))).toEqual(counted);
+  });
 });
