@@ -1,4 +1,5 @@
 import type { Argument, Command, Option } from "commander";
+import { shellWord } from "../process/shell-word.js";
 
 /** Shells `runner completion` writes a script for. */
 export const COMPLETION_SHELLS = ["bash", "zsh", "fish"] as const;
@@ -80,11 +81,6 @@ function kindOf(placeholder: string): ValueKind {
 
 const key = (path: string[]) => `/${path.join("/")}`.replace(/^\/$/, "");
 
-/** Single-quoted for the shell. */
-function quote(text: string): string {
-  return `'${text.replace(/'/g, `'\\''`)}'`;
-}
-
 function bashValue(value: ValueKind): string {
   switch (value.kind) {
     case "files":
@@ -94,7 +90,7 @@ function bashValue(value: ValueKind): string {
     case "run-ids":
       return `mapfile -t COMPREPLY < <(compgen -W "$(command ls -1 "\${RUNNER_HOME:-$HOME/.runner}/runs" 2>/dev/null)" -- "$cur")`;
     case "words":
-      return `mapfile -t COMPREPLY < <(compgen -W ${quote(value.words.join(" "))} -- "$cur")`;
+      return `mapfile -t COMPREPLY < <(compgen -W ${shellWord(value.words.join(" "))} -- "$cur")`;
     case "none":
       return "COMPREPLY=()";
   }
@@ -138,7 +134,7 @@ function bashScript(name: string, commands: CommandShape[]): string {
     `    case "$path" in`,
     ...commands.map(
       (command) =>
-        `      "${key(command.path)}") mapfile -t COMPREPLY < <(compgen -W ${quote(command.options.flatMap((option) => option.flags).join(" "))} -- "$cur") ;;`,
+        `      "${key(command.path)}") mapfile -t COMPREPLY < <(compgen -W ${shellWord(command.options.flatMap((option) => option.flags).join(" "))} -- "$cur") ;;`,
     ),
     `    esac`,
     `    return 0`,
@@ -146,7 +142,7 @@ function bashScript(name: string, commands: CommandShape[]): string {
     `  case "$path $positional" in`,
     ...commands.flatMap((command) => [
       ...(command.subcommands.length
-        ? [`    "${key(command.path)} 0") mapfile -t COMPREPLY < <(compgen -W ${quote(command.subcommands.map((sub) => sub.name).join(" "))} -- "$cur") ;;`]
+        ? [`    "${key(command.path)} 0") mapfile -t COMPREPLY < <(compgen -W ${shellWord(command.subcommands.map((sub) => sub.name).join(" "))} -- "$cur") ;;`]
         : []),
       ...(command.subcommands.length ? [] : command.arguments.map((argument, index) => `    "${key(command.path)} ${index}") ${bashValue(argument)} ;;`)),
     ]),
@@ -168,7 +164,7 @@ function fishValue(value: ValueKind): string {
     case "run-ids":
       return `-r -f -a '(command ls -1 (set -q RUNNER_HOME; and echo $RUNNER_HOME; or echo $HOME/.runner)/runs 2>/dev/null)'`;
     case "words":
-      return `-r -f -a ${quote(value.words.join(" "))}`;
+      return `-r -f -a ${shellWord(value.words.join(" "))}`;
     case "none":
       return "-r -f";
   }
@@ -188,11 +184,11 @@ function fishScript(name: string, commands: CommandShape[]): string {
     `complete -c ${name} -f`,
   ];
   for (const command of commands) {
-    const condition = quote(at(command.path));
-    for (const sub of command.subcommands) lines.push(`complete -c ${name} -n ${condition} -a ${sub.name} -d ${quote(sub.description)}`);
+    const condition = shellWord(at(command.path));
+    for (const sub of command.subcommands) lines.push(`complete -c ${name} -n ${condition} -a ${sub.name} -d ${shellWord(sub.description)}`);
     for (const option of command.options) {
       const flags = option.flags.map((flag) => (flag.startsWith("--") ? `-l ${flag.slice(2)}` : `-s ${flag.slice(1)}`)).join(" ");
-      lines.push(`complete -c ${name} -n ${condition} ${flags} ${option.value ? `${fishValue(option.value)} ` : ""}-d ${quote(option.description)}`);
+      lines.push(`complete -c ${name} -n ${condition} ${flags} ${option.value ? `${fishValue(option.value)} ` : ""}-d ${shellWord(option.description)}`);
     }
     if (!command.subcommands.length && command.arguments[0] && command.arguments[0].kind !== "none") {
       lines.push(`complete -c ${name} -n ${condition} ${fishValue(command.arguments[0]).replace(/^-r /, "")}`);

@@ -1,10 +1,11 @@
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
-import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { isMap, isScalar, LineCounter, parseDocument, type Document } from "yaml";
 import { z } from "zod";
 import { describeIssue, describeYamlError } from "../describe-issue.js";
 import { ConfigError } from "../errors.js";
 import { imageReference, limitsSchema, modelFields } from "./task-schema.js";
+import { isPathInside } from "../process/path-inside.js";
 
 /** The defaults file in RUNNER_HOME. */
 const HOME_DEFAULTS_FILE = "config.yaml";
@@ -86,9 +87,9 @@ export function loadDefaults(options: { home: string; cwd: string; workspace: st
   for (const { file, from } of candidates) {
     if (!existsSync(file)) continue;
     const places = [from, realpathIfExists(file)].filter((path) => path !== null);
-    const inside = repository !== null && places.some((path) => isInside(path, repository));
+    const inside = repository !== null && places.some((path) => isPathInside(path, repository));
     // config.yaml is RUNNER_HOME's own; a .runner.yaml there is in the runs' worktrees' tree.
-    const inHome = from !== null && places.some((path) => isInside(path, home));
+    const inHome = from !== null && places.some((path) => isPathInside(path, home));
     if (inside || inHome) {
       defaults.notes.push(
         `${file} not read: it is inside ${inside ? `the task's repository ${repository}` : `RUNNER_HOME ${home}`}, which the agent's work can reach; run from outside it (README "Defaults file")`,
@@ -240,11 +241,6 @@ function repositoryTopLevel(path: string): string | null {
 
 function realpathIfExists(path: string): string {
   return existsSync(path) ? realpathSync(path) : resolve(path);
-}
-
-function isInside(path: string, directory: string): boolean {
-  const relation = relative(directory, path);
-  return relation === "" || (!relation.startsWith("..") && !isAbsolute(relation));
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

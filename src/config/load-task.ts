@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { ConfigError } from "../errors.js";
 import { describeIssue, describeYamlError } from "../describe-issue.js";
@@ -8,6 +8,7 @@ import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy
 import { applyDefaults, type TaskDefaults } from "./defaults-file.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
 import type { ImageBuild } from "../sandbox/task-image.js";
+import { isPathInside } from "../process/path-inside.js";
 
 /** A validated task with every path made absolute. */
 export interface Task extends TaskFile {
@@ -108,7 +109,7 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
       return value;
     }
     const path = isAbsolute(value) ? value : resolve(baseDirectory, value);
-    if (existsSync(workspacePath) && isInside(realpathIfExists(path), realpathIfExists(workspacePath))) {
+    if (existsSync(workspacePath) && isPathInside(realpathIfExists(path), realpathIfExists(workspacePath))) {
       problems.push({
         path: field,
         message: `${path} is inside the workspace repository; keep policy files outside it (or use a shipped policy: ${shippedPolicyNames().join(", ")})`,
@@ -183,7 +184,7 @@ function hooksInsideRepository(hooks: TaskFile["hooks"], baseDirectory: string, 
     hooks[phase].forEach((hook, index) => {
       const field = `hooks.${phase}.${index}`;
       const fix = "move the hook's script and the task file outside the repository (or give an absolute command outside it)";
-      if (isInside(realpathIfExists(baseDirectory), repository)) {
+      if (isPathInside(realpathIfExists(baseDirectory), repository)) {
         problems.push({
           path: field,
           message: `hooks run on the host in the task file's directory ${baseDirectory}, which is inside the repository ${repository} that the agent can change; ${fix}`,
@@ -193,7 +194,7 @@ function hooksInsideRepository(hooks: TaskFile["hooks"], baseDirectory: string, 
       for (const word of hook.command.split(/[\s;|&()<>`'"=]+/)) {
         if (!word.includes("/") && !/^[~.]/.test(word)) continue;
         const path = realpathIfExists(resolve(baseDirectory, word.replace(/^~(?=\/|$)/, homedir())));
-        if (isInside(path, repository)) {
+        if (isPathInside(path, repository)) {
           problems.push({ path: field, message: `the command names ${word}, which is inside the repository ${repository} that the agent can change; ${fix}` });
         }
       }
@@ -207,9 +208,4 @@ const SHIPPED_NAME = /^[a-z0-9][a-z0-9-]*$/;
 
 function realpathIfExists(path: string): string {
   return existsSync(path) ? realpathSync(path) : resolve(path);
-}
-
-function isInside(path: string, directory: string): boolean {
-  const relation = relative(directory, path);
-  return relation === "" || (!relation.startsWith("..") && !isAbsolute(relation));
 }

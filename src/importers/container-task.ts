@@ -4,6 +4,7 @@ import { errorMessage } from "../errors.js";
 import { workdirProblem } from "../sandbox/workdir.js";
 import { rawSafeGit } from "../workspace/safe-git.js";
 import { hereDocument, MAX_VERIFY_COMMAND_BYTES, taskName, writeTaskFile, type ImportLine } from "./task-writer.js";
+import { shellWord } from "../process/shell-word.js";
 
 /**
  * Where the verify command puts the benchmark's test files and where their
@@ -139,7 +140,7 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
       const content = readFileSync(join(task.testsDirectory, file));
       const text = content.toString("utf8");
       const relocated = Buffer.from(text, "utf8").equals(content) ? Buffer.from(relocateVerifierPaths(text)) : content;
-      lines.push(`mkdir -p '${posix.dirname(target)}'`, hereDocument(`'${target}'`, relocated));
+      lines.push(`mkdir -p ${shellWord(posix.dirname(target))}`, hereDocument(shellWord(target), relocated));
     }
   }
   lines.push(

@@ -1,10 +1,11 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { restoreSession } from "../agent/session-journal.js";
 import { ConfigError } from "../errors.js";
 import type { ChatMessage } from "../model/messages.js";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { RunStore } from "../run/run-store.js";
+import { isPathInside } from "../process/path-inside.js";
 
 /** One run of RUNNER_HOME as `runner runs` lists it. */
 export interface RunSummary {
@@ -92,7 +93,7 @@ export function wholeToolResults(directory: string): Map<string, Map<string, str
     for (const [callId, file] of agent.fullOutputs) {
       const path = resolve(directory, file);
       // The journal names a file of the run's own records; anything else is not read.
-      if (!relative(store.path("toolResults"), path).startsWith("..") && existsSync(path)) results.set(callId, readFileSync(path, "utf8"));
+      if (isPathInside(path, store.path("toolResults")) && existsSync(path)) results.set(callId, readFileSync(path, "utf8"));
     }
     whole.set(agentId, results);
   }

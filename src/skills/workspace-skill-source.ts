@@ -1,6 +1,7 @@
 import { posix } from "node:path";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { isValidSkillName, parseSkillFile } from "./parse-skill-file.js";
+import { shellWord } from "../process/shell-word.js";
 import {
   MAX_SKILL_FILE_BYTES,
   MAX_SKILL_RESOURCE_BYTES,
@@ -209,7 +210,7 @@ const SHELL_PRELUDE = `unset ${GIT_LOCATION_VARIABLES.join(" ")}; set -o pipefai
 
 /** The git invocation: explicit git directory, so nothing is discovered through /workspace. */
 export function gitCommand(gitDirectory: string): string {
-  return `git --git-dir=${shellQuote(gitDirectory)} -c safe.directory='*' -c core.fsmonitor=false`;
+  return `git --git-dir=${shellWord(gitDirectory)} -c safe.directory='*' -c core.fsmonitor=false`;
 }
 
 /** The exact bytes of `blobs` (by object id), base64 on the wire so no byte is lost to text decoding. */
@@ -238,10 +239,6 @@ async function readBlobs(
   const mismatch = decoded.findIndex((content, index) => content.length !== blobs[index]!.size);
   if (mismatch !== -1) return { error: `object ${blobs[mismatch]!.objectId} read as ${decoded[mismatch]!.length} bytes, listed as ${blobs[mismatch]!.size}` };
   return { blobs: decoded };
-}
-
-function shellQuote(text: string): string {
-  return `'${text.replace(/'/g, `'\\''`)}'`;
 }
 
 function compare(a: string, b: string): number {
