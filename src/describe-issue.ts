@@ -156,3 +156,18 @@ export function describeYamlError(
   const caret = line === position.line ? `\n${" ".repeat(gutter.length)} | ${" ".repeat(Math.max(0, position.col - 1))}^` : "";
   return `YAML syntax, line ${position.line}, column ${position.col}: ${what}\n${gutter} | ${text}${caret}`;
 }
+
+/**
+ * A parsed YAML document's value, or the problem text when building it fails:
+ * the `yaml` package throws a ReferenceError ("Excessive alias count") for a
+ * document whose aliases would expand past its limit (an alias bomb), which is
+ * the file's fault, not the runner's.
+ */
+export function yamlDocumentValue(document: { toJS(): unknown }): { value: unknown } | { problem: string } {
+  try {
+    return { value: document.toJS() ?? {} };
+  } catch (error) {
+    if (!(error instanceof ReferenceError) && !(error instanceof RangeError)) throw error;
+    return { problem: `YAML: ${error.message.split("\n")[0]} (aliases expanding too far?)` };
+  }
+}

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { isMap, isScalar, LineCounter, parseDocument, type Document } from "yaml";
 import { z } from "zod";
-import { describeIssue, describeYamlError } from "../describe-issue.js";
+import { describeIssue, describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { ConfigError } from "../errors.js";
 import { imageReference, limitsSchema, modelFields } from "./task-schema.js";
 import { isPathInside } from "../process/path-inside.js";
@@ -166,7 +166,9 @@ function readDefaultsFile(file: string): { values: DefaultsValues; lines: Map<st
       document.errors.map((error) => ({ line: null, path: "", message: describeYamlError(error, source) })),
     );
   }
-  const raw: unknown = document.toJS() ?? {};
+  const built = yamlDocumentValue(document);
+  if ("problem" in built) throw new DefaultsFileError(file, [{ line: null, path: "", message: built.problem }]);
+  const raw = built.value;
   if (!isPlainObject(raw))
     throw new DefaultsFileError(file, [{ line: 1, path: "", message: "expected a mapping of defaults (model, policy, max_steps, timeout, image, limits)" }]);
   const parsed = defaultsSchema.safeParse(raw, { reportInput: true });

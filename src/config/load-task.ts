@@ -3,7 +3,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { ConfigError } from "../errors.js";
-import { describeIssue, describeYamlError } from "../describe-issue.js";
+import { describeIssue, describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { loadPolicy, PolicyValidationError, shippedPolicyNames } from "../policy/load-policy.js";
 import { applyDefaults, type TaskDefaults } from "./defaults-file.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
@@ -60,7 +60,9 @@ export function loadTaskFile(file: string, options: { defaults?: (workspacePath:
       document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })),
     );
   }
-  const raw: unknown = document.toJS() ?? {};
+  const built = yamlDocumentValue(document);
+  if ("problem" in built) throw new TaskValidationError(absolute, [{ path: "", message: built.problem }]);
+  const raw = built.value;
   if (options.defaults && typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
     const workspace = (raw as { workspace?: unknown }).workspace;
     const workspacePath = resolve(dirname(absolute), typeof workspace === "string" && workspace ? workspace : ".");

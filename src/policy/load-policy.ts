@@ -1,4 +1,4 @@
-import { describeIssue, describeYamlError } from "../describe-issue.js";
+import { describeIssue, describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -81,7 +81,9 @@ export function loadPolicyFile(file: string): Policy {
       document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })),
     );
   }
-  return validatePolicy(document.toJS() ?? {}, absolute);
+  const built = yamlDocumentValue(document);
+  if ("problem" in built) throw new PolicyValidationError(absolute, [{ path: "", message: built.problem }]);
+  return validatePolicy(built.value, absolute);
 }
 
 /** Validates an already-parsed policy object; `label` names it in the error. */
