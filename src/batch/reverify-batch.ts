@@ -8,6 +8,8 @@ export interface ReverifiedRun {
   task: string;
   attempt: number;
   run_id: string;
+  /** The attempt's outcome in the batch (`succeeded` or `failed`). */
+  status: "succeeded" | "failed";
   /** The run's own verdict (report.json `verify.passed`); null when it had none. */
   before: boolean | null;
   /** The verdict now; null when there was nothing to verify (no verify command, no commit) or it could not run (`error`). */
@@ -25,7 +27,7 @@ export interface BatchVerifyReport {
   runs: ReverifiedRun[];
   totals: {
     tasks: number;
-    /** Tasks with at least one attempt whose commit passes now (pass@k, as the batch counts). */
+    /** Tasks with at least one attempt whose commit passes now, or that succeeded with nothing to verify (pass@k, as the batch counts). */
     passed: number;
     /** passed / tasks; null for no tasks. */
     pass_rate: number | null;
@@ -55,13 +57,13 @@ export async function reverifyBatch(
     for (const entry of task.attempts) lastTries.set(entry.attempt, entry);
     return [...lastTries.values()]
       .filter((entry) => entry.run_id !== null && (entry.status === "succeeded" || entry.status === "failed"))
-      .map((entry) => ({ task: task.name, attempt: entry.attempt, runId: entry.run_id! }));
+      .map((entry) => ({ task: task.name, attempt: entry.attempt, runId: entry.run_id!, status: entry.status as "succeeded" | "failed" }));
   });
   const semaphore = new Semaphore(options.jobs);
   const runs = await Promise.all(
     targets.map((target) =>
       semaphore.runExclusive(async (): Promise<ReverifiedRun> => {
-        const base = { task: target.task, attempt: target.attempt, run_id: target.runId };
+        const base = { task: target.task, attempt: target.attempt, run_id: target.runId, status: target.status };
         let run: ReverifiedRun;
         try {
           const result = await reverify(target.runId);
@@ -82,7 +84,9 @@ export async function reverifyBatch(
       }),
     ),
   );
-  const passedTasks = new Set(runs.filter((run) => run.after === true).map((run) => run.task));
+  // A run with nothing to verify (no verify command) keeps the outcome it had.
+  const passes = (run: ReverifiedRun) => run.after === true || (run.after === null && run.error === null && run.status === "succeeded");
+  const passedTasks = new Set(runs.filter(passes).map((run) => run.task));
   const tasks = report.tasks.length;
   const passRate = tasks === 0 ? null : passedTasks.size / tasks;
   const minPassRate = report.options.min_pass_rate;

@@ -159,7 +159,13 @@ export async function batchVerify(batchId: string, flags: { jobs: string; json?:
     jobs,
     onRun: (run) => {
       const verdict =
-        run.error !== null ? `could not verify: ${run.error.split("\n")[0]}` : run.after === null ? "nothing to verify" : run.after ? "passed" : "failed";
+        run.error !== null
+          ? `could not verify: ${run.error.split("\n")[0]}`
+          : run.after === null
+            ? `nothing to verify (stays ${run.status})`
+            : run.after
+              ? "passed"
+              : "failed";
       const was = run.before === null || run.error !== null ? "" : ` (was ${run.before ? "passed" : "failed"})`;
       out.write(terminalSafe(`${run.task} attempt ${run.attempt} run ${run.run_id}: ${verdict}${was}`) + "\n");
     },

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { basename, join, relative, resolve } from "node:path";
 import { ConfigError } from "../errors.js";
 
@@ -154,7 +154,8 @@ export function initCommand(dir: string | undefined, output: NodeJS.WritableStre
     );
   }
   const files = { task: join(directory, "task.yaml"), script: join(directory, "script.yaml") };
-  const existing = Object.values(files).filter((path) => existsSync(path));
+  // lstat, not exists: a dangling symlink is there too (and writing through it is refused by `wx`).
+  const existing = Object.values(files).filter((path) => lstatIfAny(path) !== null);
   if (existing.length)
     throw new ConfigError(
       `runner init: ${existing.join(" and ")} already exist${existing.length === 1 ? "s" : ""}; nothing was written (move ${existing.length === 1 ? "it" : "them"} away, or run runner init in another directory)`,
@@ -172,4 +173,12 @@ export function initCommand(dir: string | undefined, output: NodeJS.WritableStre
     ].join("\n"),
   );
   return 0;
+}
+
+function lstatIfAny(path: string): Stats | null {
+  try {
+    return lstatSync(path);
+  } catch {
+    return null;
+  }
 }

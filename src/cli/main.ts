@@ -17,7 +17,7 @@ import { runnerHome } from "../runner/runner-home.js";
 const BUILD_SCRIPT = fileURLToPath(new URL("../../sandbox-images/build.sh", import.meta.url));
 
 const EXIT_CODES =
-  "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 4 verified but --merge could not merge, 130 interrupted.";
+  "Exit codes: 0 success, 1 verification failed, the model refused, or a limit reached (max_steps, --max-cost, --timeout), 2 bad task or arguments, 3 infrastructure or model error, 4 succeeded but the merge asked for did not happen, 130 interrupted.";
 
 function packageVersion(): string {
   return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;

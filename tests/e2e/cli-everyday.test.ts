@@ -31,7 +31,7 @@ describe("runner --version and --help", () => {
     expect(top.stdout).toContain('runner exec --instruction "Make the tests pass" -C ~/src/project --verify "npm test"');
     expect(top.stdout).toContain("runner init ");
     expect(top.stdout).toContain(
-      "Exit codes: 0 success, 1 verification failed or max_steps, 2 bad task or arguments, 3 infrastructure or model error, 4 verified but --merge could not merge, 130 interrupted.",
+      "Exit codes: 0 success, 1 verification failed, the model refused, or a limit reached (max_steps, --max-cost, --timeout), 2 bad task or arguments, 3 infrastructure or model error, 4 succeeded but the merge asked for did not happen, 130 interrupted.",
     );
     const exec = await runCli(["exec", "--help"], { RUNNER_HOME: home.path });
     expect(exec.code).toBe(0);

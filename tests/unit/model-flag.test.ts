@@ -8,8 +8,11 @@ describe("--model PROVIDER:NAME", () => {
     expect(modelFlag("anthropic:claude-sonnet-4-5")).toEqual({ provider: "anthropic", name: "claude-sonnet-4-5" });
     expect(modelFlag("anthropic:")).toEqual({ provider: "anthropic" });
     expect(modelFlag("openai-responses:gpt-5-codex")).toEqual({ provider: "openai-responses", name: "gpt-5-codex" });
-    expect(modelFlag("gpt-4.1")).toEqual({ provider: "openai", name: "gpt-4.1" });
-    expect(modelFlag("llama3:8b")).toEqual({ provider: "openai", name: "llama3:8b" });
+    expect(modelFlag("ANTHROPIC:claude-sonnet-4-5")).toEqual({ provider: "anthropic", name: "claude-sonnet-4-5" });
+    expect(modelFlag("gpt-4.1")).toEqual({ name: "gpt-4.1" });
+    expect(modelFlag("llama3:8b")).toEqual({ name: "llama3:8b" });
+    expect(() => modelFlag(":x")).toThrow(/--model: expected NAME or PROVIDER:NAME/);
+    expect(() => modelFlag("")).toThrow(/--model: expected NAME or PROVIDER:NAME/);
   });
 
   it("an anthropic task reads ANTHROPIC_API_KEY, ANTHROPIC_MODEL and ANTHROPIC_BASE_URL; model.name wins", () => {
