@@ -42,7 +42,13 @@ function ancestors(pid: number): number[] {
   let current = pid;
   while (current > 1) {
     // Fields after the command name (which may hold spaces) follow the last ")": state, then ppid.
-    const stat = readFileSync(`/proc/${current}/stat`, "utf8");
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${current}/stat`, "utf8");
+    } catch {
+      // That process ended while we walked (a short-lived shim): the chain above it is gone, and the live runner is not in it.
+      break;
+    }
     current = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
     found.push(current);
   }
