@@ -150,9 +150,9 @@ export async function batchVerify(batchId: string, flags: { jobs: string; json?:
   const jobs = integer(flags.jobs, "-j", 1);
   const home = runnerHome();
   const directory = existingBatch(home, batchId);
-  const file = directory.file("batch-report.json");
-  if (!existsSync(file)) throw new ConfigError(`batch ${batchId} has no batch-report.json yet; let it finish (or \`runner batch resume ${batchId}\`) first`);
-  const report = JSON.parse(readFileSync(file, "utf8")) as BatchReport;
+  if (!existsSync(directory.file("batch-report.json")))
+    throw new ConfigError(`batch ${batchId} has no batch-report.json yet; let it finish (or \`runner batch resume ${batchId}\`) first`);
+  const report = batchReportOf(directory, home);
   await using runner = Runner.create({ home });
   const out = flags.json ? process.stderr : process.stdout;
   const regraded = await reverifyBatch(report, (runId) => runner.reverify(runId), {
@@ -186,10 +186,7 @@ export function batchShow(batchId: string, flags: { json?: boolean }): number {
   const home = runnerHome();
   const directory = existingBatch(home, batchId);
   const file = directory.file("batch-report.json");
-  // A batch killed before it wrote a report still has its plan and journal.
-  const report: BatchReport = existsSync(file)
-    ? (JSON.parse(readFileSync(file, "utf8")) as BatchReport)
-    : buildBatchReport(directory.readPlan(), directory.readJournal(), home, { ended: false, interrupted: false, skipReason: "not_run" });
+  const report = batchReportOf(directory, home);
   if (flags.json) process.stdout.write(existsSync(file) ? readFileSync(file, "utf8") : `${JSON.stringify(report, null, 2)}\n`);
   else process.stdout.write(`${terminalSafe(formatBatchTable(report))}\n`);
   return 0;
@@ -198,10 +195,7 @@ export function batchShow(batchId: string, flags: { json?: boolean }): number {
 export function batchExportPredictions(batchId: string, flags: { modelName: string; attempt: string; out?: string }): number {
   const home = runnerHome();
   const directory = existingBatch(home, batchId);
-  const file = directory.file("batch-report.json");
-  const report: BatchReport = existsSync(file)
-    ? (JSON.parse(readFileSync(file, "utf8")) as BatchReport)
-    : buildBatchReport(directory.readPlan(), directory.readJournal(), home, { ended: false, interrupted: false, skipReason: "not_run" });
+  const report = batchReportOf(directory, home);
   const text = sweBenchPredictions(report, flags.modelName, integer(flags.attempt, "--attempt", 1))
     .map((prediction) => JSON.stringify(prediction))
     .join("\n");
@@ -236,6 +230,13 @@ export function batchMerge(files: string[], flags: { junit?: string; summary?: s
     process.stdout.write(`${JSON.stringify({ batch_id: merged.batch_id, status: merged.status, report: directory.file("batch-report.json") })}\n`);
   else process.stdout.write(`${terminalSafe(formatBatchTable(merged))}\nreport: ${directory.file("batch-report.json")}\n`);
   return merged.exit_code ?? 3;
+}
+
+/** The batch's batch-report.json; for a batch killed before it wrote one, the report its plan and journal make. */
+function batchReportOf(directory: BatchDirectory, home: string): BatchReport {
+  const file = directory.file("batch-report.json");
+  if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as BatchReport;
+  return buildBatchReport(directory.readPlan(), directory.readJournal(), home, { ended: false, interrupted: false, skipReason: "not_run" });
 }
 
 function existingBatch(home: string, batchId: string): BatchDirectory {

@@ -16,6 +16,14 @@ import { ensureTaskImage } from "../sandbox/task-image.js";
  */
 export async function prepareRun(task: Task, provider: DockerSandboxProvider, environment: NodeJS.ProcessEnv = process.env): Promise<Task> {
   checkTaskModel(task, environment);
+  return prepareImage(task, provider);
+}
+
+/**
+ * The image half of {@link prepareRun} (also for re-verifying an ended run, which needs no model): the
+ * task's image pulled or built, and Docker checked ready to run it. Returns the task with that image.
+ */
+export async function prepareImage(task: Task, provider: DockerSandboxProvider): Promise<Task> {
   const { image } = await ensureTaskImage(provider.docker, task.sandbox);
   await provider.checkReady(image, { egress: task.sandbox.network.allow.length > 0 });
   return image === task.sandbox.image ? task : { ...task, sandbox: { ...task.sandbox, image } };

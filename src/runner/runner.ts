@@ -14,14 +14,13 @@ import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { RunStore } from "../run/run-store.js";
 import { reverifyRun, type Reverified } from "../run/reverify-run.js";
-import { ensureTaskImage } from "../sandbox/task-image.js";
 import type { LogSettings } from "../logging/logger.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import { EventReplay } from "./event-replay.js";
 import { checkTaskModel } from "./check-script.js";
-import { prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
+import { prepareImage, prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 import { configuredModelId, formatUsd, pricingOf, roundUsd } from "../model/pricing.js";
 
@@ -251,11 +250,7 @@ export class Runner {
     const directory = join(this.home, "runs", runId);
     let task = new RunStore(directory).readJson("task") as Task | null;
     if (!task) throw new ConfigError(`run ${runId} has no task.json; it cannot be verified again`);
-    if (this.provider instanceof DockerSandboxProvider) {
-      const { image } = await ensureTaskImage(this.provider.docker, task.sandbox);
-      await this.provider.checkReady(image, { egress: task.sandbox.network.allow.length > 0 });
-      task = { ...task, sandbox: { ...task.sandbox, image } };
-    }
+    if (this.provider instanceof DockerSandboxProvider) task = await prepareImage(task, this.provider);
     return reverifyRun(directory, this.provider, {
       task,
       environment: this.environment,
