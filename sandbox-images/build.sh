@@ -97,16 +97,11 @@ phase_begin() { PHASE_NAME="$1"; PHASE_T0=$SECONDS; log "phase '$1' ..."; }
 phase_end() { log "phase '$PHASE_NAME' took $(( SECONDS - PHASE_T0 ))s"; }
 
 # ---- apt helpers (host) -----------------------------------------------------
-APT_UPDATED=0
-apt_install() {
+# shellcheck source=scripts/apt-install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/apt-install.sh"
+apt_install_as_root() {
   [ "$(id -u)" = 0 ] || die "need root to install $* (or install it yourself)"
-  command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install $* by hand"
-  export DEBIAN_FRONTEND=noninteractive
-  if [ "$APT_UPDATED" = 0 ]; then
-    apt-get update -q >&2 || die "apt-get update failed"
-    APT_UPDATED=1
-  fi
-  apt-get install -y -q "$@" >&2 || die "apt-get install $* failed"
+  apt_install "$@" || die "apt-get install $* failed"
 }
 
 # The main Debian archive URI from apt's configured sources (deb822 .sources
@@ -184,7 +179,7 @@ build_local_base() {
   [ "$(id -u)" = 0 ] || die "no base image available ($UPSTREAM_BASE cannot be pulled) and building the offline base ($LOCAL_BASE) with debootstrap needs root: run 'sudo bash sandbox-images/build.sh'"
   if ! command -v debootstrap >/dev/null 2>&1; then
     log "installing debootstrap"
-    apt_install debootstrap
+    apt_install_as_root debootstrap
   fi
   local mirror sec sources
   mirror="$(apt_source_uri main)"

@@ -21,9 +21,9 @@ die() { log "ERROR: $*"; exit 1; }
 if ! command -v go >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing golang-go (Debian's Go toolchain) to build the sandbox helper"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >&2 || die "apt-get update failed"
-    apt-get install -y -q --no-install-recommends golang-go >&2 || die "apt-get install golang-go failed"
+    # shellcheck source=scripts/apt-install.sh
+    . "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+    apt_install golang-go || die "apt-get install golang-go failed"
   else
     die "Go is not installed; the sandbox helper is built from source with it: install Debian's golang-go (sudo apt-get install golang-go), or Go >= 1.19 from your distribution, then re-run make setup"
   fi

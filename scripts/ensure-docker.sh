@@ -36,17 +36,11 @@ if docker_ok; then
   exit 0
 fi
 
-APT_UPDATED=0
-apt_install() {
-  command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install $* by hand"
-  export DEBIAN_FRONTEND=noninteractive
-  if [ "$APT_UPDATED" = 0 ]; then
-    log "apt-get update"
-    apt-get update -q >&2 || die "apt-get update failed"
-    APT_UPDATED=1
-  fi
+# shellcheck source=scripts/apt-install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install_or_die() {
   log "apt-get install -y $*"
-  apt-get install -y -q --no-install-recommends "$@" >&2 || die "apt-get install $* failed"
+  apt_install "$@" || die "apt-get install $* failed"
 }
 
 if [ -n "${DOCKER_HOST:-}" ] && [ "${DOCKER_HOST}" != "unix://$SOCK" ]; then
@@ -62,7 +56,7 @@ fi
 
 if ! command -v docker >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>&1; then
   # docker.io brings dockerd, containerd, runc, the docker CLI and docker-init (tini).
-  apt_install docker.io
+  apt_install_or_die docker.io
   command -v dockerd >/dev/null 2>&1 || die "dockerd still missing after installing docker.io"
 fi
 command -v docker >/dev/null 2>&1 || die "docker CLI missing"

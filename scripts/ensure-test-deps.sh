@@ -22,9 +22,9 @@ if [ "${#missing[@]}" -eq 0 ]; then
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   log "installing ${missing[*]} (a static /bin/busybox for the FROM scratch test image; chromium for the report.html test)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >&2
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  # shellcheck source=scripts/apt-install.sh
+  . "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+  apt_install "${missing[@]}"
   exit 0
 fi
 log "ERROR: the tests need Debian's ${missing[*]}: sudo apt-get install ${missing[*]}"
