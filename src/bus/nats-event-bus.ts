@@ -55,6 +55,7 @@ export class NatsEventBus implements EventBus {
   private readonly stops = new Set<() => void>();
   /** Deliveries of the active consumes not yet acked, per consumer name. */
   private readonly pending = new Map<string, Map<number, JsMsg>>();
+  private readonly ackedSequences = new Map<string, Set<number>>();
   private closed = false;
 
   private constructor(
@@ -81,22 +82,28 @@ export class NatsEventBus implements EventBus {
       ...(options.token !== undefined ? { token: options.token } : {}),
     });
     try {
-      const manager = await jetstreamManager(connection);
       const id = options.agencyId.replace(/[^A-Za-z0-9_-]/g, "_");
       const stream = `AGENCY_${id}`;
       const subject = `agency.${id}.events`;
-      const exists = await manager.streams.info(stream).then(
-        () => true,
-        () => false,
-      );
-      if (!exists) {
-        await manager.streams.add({
-          name: stream,
-          subjects: [subject],
-          num_replicas: options.replicas ?? 1,
-          duplicate_window: nanos(options.duplicateWindowMs ?? 24 * 60 * 60 * 1000),
-        });
-      }
+      const manager = await whileTransient(options, "JetStream is not ready", async () => {
+        const manager = await jetstreamManager(connection);
+        const exists = await manager.streams.info(stream).then(
+          () => true,
+          (error: unknown) => {
+            if (isTransient(error)) throw error;
+            return false;
+          },
+        );
+        if (!exists) {
+          await manager.streams.add({
+            name: stream,
+            subjects: [subject],
+            num_replicas: options.replicas ?? 1,
+            duplicate_window: nanos(options.duplicateWindowMs ?? 24 * 60 * 60 * 1000),
+          });
+        }
+        return manager;
+      });
       return new NatsEventBus(connection, manager, jetstream(connection), stream, subject, options);
     } catch (error) {
       await connection.close();
@@ -105,79 +112,116 @@ export class NatsEventBus implements EventBus {
   }
 
   async publish(event: AgencyEvent): Promise<number> {
+    if (this.closed) throw new Error(`the bus is closed: event ${event.id} was not published`);
     checkAgencyEvent(event);
     const payload = JSON.stringify(event);
-    const deadline = Date.now() + (this.options.publishDeadlineMs ?? 120_000);
-    let told = false;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const ack = await this.client.publish(this.subject, payload, { msgID: event.id });
-        return ack.seq - 1;
-      } catch (error) {
-        if (this.closed || Date.now() >= deadline || !isTransient(error)) throw error;
-        if (!told) this.options.onWait?.(`JetStream did not store event ${event.id} (${(error as Error).message}); retrying until a leader answers`);
-        told = true;
-        // Same Nats-Msg-Id on every retry: a try that was stored before its answer was lost dedupes.
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
-      }
-    }
+    // Same Nats-Msg-Id on every retry: a try that was stored before its answer was lost dedupes.
+    const ack = await whileTransient(
+      this.options,
+      `JetStream did not store event ${event.id}`,
+      () => this.client.publish(this.subject, payload, { msgID: event.id }),
+      () => this.closed,
+    );
+    return ack.seq - 1;
   }
 
   async *read(options: { from?: number; follow?: boolean; signal?: AbortSignal } = {}): AsyncIterable<StoredEvent> {
     const from = options.from ?? 0;
-    const last = options.follow === false ? await this.nextSequence() : Infinity;
-    if (from >= last) return;
-    const consumer = await this.client.consumers.get(this.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 });
-    const messages = await consumer.consume();
-    const stop = () => void messages.close();
-    yield* this.follow(messages, stop, options.signal, (message) => {
-      const stored = { sequence: message.seq - 1, event: message.json<AgencyEvent>() };
-      if (stored.sequence + 1 >= last) stop();
-      return stored;
+    const messages = await this.unlessClosed(async () => {
+      const last = options.follow === false ? await this.nextSequence() : Infinity;
+      if (from >= last) return null;
+      const consumer = await this.client.consumers.get(this.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 });
+      return { last, iterator: await consumer.consume() };
     });
+    if (!messages) return;
+    const stop = () => void messages.iterator.close();
+    if (options.signal?.aborted) return stop();
+    options.signal?.addEventListener("abort", stop, { once: true });
+    this.stops.add(stop);
+    try {
+      for await (const message of messages.iterator) {
+        yield { sequence: message.seq - 1, event: message.json<AgencyEvent>() };
+        if (message.seq >= messages.last) break;
+      }
+    } finally {
+      options.signal?.removeEventListener("abort", stop);
+      this.stops.delete(stop);
+      stop();
+    }
   }
 
   async *consume(name: string, options: { signal?: AbortSignal } = {}): AsyncIterable<Delivery> {
-    const durable = durableName(name);
-    const ackWaitMs = this.options.ackWaitMs ?? 60_000;
-    await this.manager.consumers.add(this.stream, {
-      durable_name: durable,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      ack_wait: nanos(ackWaitMs),
-      max_ack_pending: 10_000,
-    });
-    const consumer = await this.client.consumers.get(this.stream, durable);
-    const messages = await consumer.consume();
+    if (this.pending.has(name)) throw new Error(`consumer ${name} is already being consumed by this bus; one consume per name at a time`);
     const pending = new Map<number, JsMsg>();
     this.pending.set(name, pending);
+    const stopped = new AbortController();
+    const stop = () => stopped.abort();
+    options.signal?.addEventListener("abort", stop, { once: true });
+    this.stops.add(stop);
+    const ackWaitMs = this.options.ackWaitMs ?? 60_000;
     // Keeps every unacked delivery alive while this process works on it.
     const heartbeat = setInterval(() => pending.forEach((message) => message.working()), Math.max(100, ackWaitMs / 3));
     heartbeat.unref();
-    const stop = () => {
-      clearInterval(heartbeat);
-      void messages.close();
-    };
     try {
-      yield* this.follow(messages, stop, options.signal, (message) => {
-        pending.set(message.seq - 1, message);
-        return { sequence: message.seq - 1, event: message.json<AgencyEvent>(), deliveryCount: message.info.deliveryCount };
+      const consumer = await this.unlessClosed(async () => {
+        await this.manager.consumers.add(this.stream, {
+          durable_name: durableName(name),
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          ack_wait: nanos(ackWaitMs),
+          max_ack_pending: 10_000,
+        });
+        return this.client.consumers.get(this.stream, durableName(name));
       });
+      const aborted = new Promise<null>((resolve) => stopped.signal.addEventListener("abort", () => resolve(null), { once: true }));
+      // One message per pull, not consume()'s prefetched batches: a delivery is handed over (and so acked or handed
+      // back) as soon as the server sends it, and none waits in a buffer to be redelivered only after ack_wait.
+      while (consumer && !stopped.signal.aborted && !options.signal?.aborted) {
+        const pull = consumer.next({ expires: 5_000 });
+        const message = await Promise.race([pull.catch((error: unknown) => (this.closed ? null : Promise.reject(error))), aborted]);
+        if (stopped.signal.aborted) {
+          void pull.then(
+            (late) => late?.nak(),
+            () => undefined,
+          );
+          break;
+        }
+        if (!message) continue;
+        pending.set(message.seq - 1, message);
+        yield { sequence: message.seq - 1, event: message.json<AgencyEvent>(), deliveryCount: message.info.deliveryCount };
+      }
     } finally {
-      stop();
+      clearInterval(heartbeat);
+      options.signal?.removeEventListener("abort", stop);
+      this.stops.delete(stop);
+      // What this consume leaves unacked goes back at once (a nak), as the file backend redelivers it to the next
+      // consume; only a process that dies leaves its deliveries to ack_wait.
+      if (!this.closed) for (const message of pending.values()) message.nak();
+      pending.clear();
       if (this.pending.get(name) === pending) this.pending.delete(name);
     }
   }
 
   async ack(name: string, sequence: number): Promise<void> {
+    if (!Number.isInteger(sequence) || sequence < 0 || sequence >= (await this.nextSequence())) {
+      throw new Error(`consumer ${name}: sequence ${sequence} is not stored (the log holds 0 to ${(await this.nextSequence()) - 1})`);
+    }
     const message = this.pending.get(name)?.get(sequence);
     if (message) {
       await message.ackAck();
       this.pending.get(name)?.delete(sequence);
+      this.acked(name).add(sequence);
       return;
     }
-    if (sequence < (await this.ackFloor(name))) return;
+    if (this.acked(name).has(sequence) || sequence < (await this.ackFloor(name))) return;
     throw new Error(`consumer ${name}: sequence ${sequence} is not a delivery of this bus's active consume (JetStream acks only what it delivered here)`);
+  }
+
+  /** Sequences this object acked for consumer `name` (so acking one twice is harmless). */
+  private acked(name: string): Set<number> {
+    let acked = this.ackedSequences.get(name);
+    if (!acked) this.ackedSequences.set(name, (acked = new Set()));
+    return acked;
   }
 
   async ackFloor(name: string): Promise<number> {
@@ -189,25 +233,31 @@ export class NatsEventBus implements EventBus {
     return (await this.manager.streams.info(this.stream)).state.last_seq;
   }
 
+  /** Deletes the agency's stream and its consumers (every event is gone). */
+  async deleteStream(): Promise<void> {
+    await this.manager.streams.delete(this.stream);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     for (const stop of this.stops) stop();
     this.stops.clear();
-    await this.connection.close();
+    for (const pending of this.pending.values()) {
+      for (const message of pending.values()) message.nak();
+      pending.clear();
+    }
+    // Drain: the naks and acks above reach the server before the connection closes.
+    await this.connection.drain().catch(() => this.connection.close());
   }
 
-  /** Yields `map(message)` for each message until `signal` aborts, `stop` is called, or the bus closes. */
-  private async *follow<T>(messages: AsyncIterable<JsMsg>, stop: () => void, signal: AbortSignal | undefined, map: (message: JsMsg) => T): AsyncIterable<T> {
-    if (signal?.aborted || this.closed) return stop();
-    signal?.addEventListener("abort", stop, { once: true });
-    this.stops.add(stop);
+  /** Runs `work`; a failure because the bus closed meanwhile is null (the read or consume just ends). */
+  private async unlessClosed<T>(work: () => Promise<T>): Promise<T | null> {
     try {
-      for await (const message of messages) yield map(message);
-    } finally {
-      signal?.removeEventListener("abort", stop);
-      this.stops.delete(stop);
-      stop();
+      return await work();
+    } catch (error) {
+      if (this.closed) return null;
+      throw error;
     }
   }
 }
@@ -217,8 +267,27 @@ function durableName(name: string): string {
   return name.replace(/[^A-Za-z0-9_-]/g, "_");
 }
 
-/** Failures that end once the cluster has a leader again: timeouts, no responders, JetStream unavailable (503). */
+/**
+ * Runs `work` again while it fails transiently (no leader, no quorum, a reconnect), with backoff up to 2 s, until
+ * `publishDeadlineMs` (default 120 s); says why once through `onWait`. Rethrows anything else, and the last failure.
+ */
+async function whileTransient<T>(options: NatsEventBusOptions, what: string, work: () => Promise<T>, stopped: () => boolean = () => false): Promise<T> {
+  const deadline = Date.now() + (options.publishDeadlineMs ?? 120_000);
+  let told = false;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (stopped() || Date.now() >= deadline || !isTransient(error)) throw error;
+      if (!told) options.onWait?.(`${what} (${(error as Error).message}); waiting for a JetStream leader (a quorum of the cluster's servers)`);
+      told = true;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
+    }
+  }
+}
+
+/** Failures that end once the cluster has a leader again: timeouts, no responders (a stream without a leader yet reads as "jetstream is not enabled"), JetStream unavailable (503). */
 function isTransient(error: unknown): boolean {
   const text = `${(error as { name?: string }).name ?? ""} ${(error as Error).message ?? ""} ${String((error as { code?: unknown }).code ?? "")}`;
-  return /timeout|no responders|503|unavailable|not available|leader|disconnect|reconnect/i.test(text);
+  return /timeout|no responders|not enabled|503|unavailable|not available|leader|disconnect|reconnect/i.test(text);
 }

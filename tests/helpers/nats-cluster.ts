@@ -38,7 +38,9 @@ export async function requireNatsServer(): Promise<void> {
 export async function startNatsCluster(nodes = 3): Promise<NatsCluster> {
   await requireNatsServer();
   const root = mkdtempSync(join(tmpdir(), "nats-cluster-"));
-  const ports = await Promise.all(Array.from({ length: nodes }, async () => ({ client: await freePort(), route: await freePort(), monitor: await freePort() })));
+  const ports = await Promise.all(
+    Array.from({ length: nodes }, async () => ({ client: await freePort(), route: await freePort(), monitor: await freePort() })),
+  );
   const configs = ports.map((port, index) => {
     const routes = ports.filter((_, other) => other !== index).map((other) => `nats-route://127.0.0.1:${other.route}`);
     const path = join(root, `n${index}.conf`);
