@@ -3,7 +3,9 @@
 # whose static /bin/busybox the any-image tests copy into a `FROM scratch`
 # image (tests/helpers/test-images.ts), and Debian's chromium, the headless
 # browser the report.html test drives through playwright-core
-# (tests/helpers/chromium.ts; never a browser download). As root with
+# (tests/helpers/chromium.ts; never a browser download), and Debian's
+# nats-server, the JetStream servers the NATS tests start on loopback
+# (tests/helpers/nats-cluster.ts). As root with
 # apt-get, installs what is missing; otherwise says what to install. Idempotent.
 set -euo pipefail
 
@@ -17,11 +19,14 @@ fi
 if [ ! -x /usr/bin/chromium ]; then
   missing+=(chromium)
 fi
+if [ ! -x /usr/sbin/nats-server ]; then
+  missing+=(nats-server)
+fi
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  log "installing ${missing[*]} (a static /bin/busybox for the FROM scratch test image; chromium for the report.html test)"
+  log "installing ${missing[*]} (a static /bin/busybox for the FROM scratch test image; chromium for the browser tests; nats-server for the NATS tests)"
   # shellcheck source=scripts/apt-install.sh
   . "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
   apt_install "${missing[@]}"
