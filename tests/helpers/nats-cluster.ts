@@ -29,7 +29,7 @@ export interface NatsCluster {
 const NATS_SERVER = "/usr/sbin/nats-server";
 
 /** Throws with the install command when Debian's nats-server is absent (`.ci/run` installs it). */
-export async function requireNatsServer(): Promise<void> {
+async function requireNatsServer(): Promise<void> {
   const { existsSync } = await import("node:fs");
   if (!existsSync(NATS_SERVER)) throw new Error("the NATS tests need Debian's nats-server: apt-get install nats-server (.ci/run installs it)");
 }
