@@ -9,13 +9,14 @@ import { RateLimitGates } from "../model/rate-limit-gate.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";
+import type { RunEmbedding } from "../run/run-embedding.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { RunStore } from "../run/run-store.js";
 import { reverifyRun, type Reverified } from "../run/reverify-run.js";
 import type { LogSettings } from "../logging/logger.js";
-import { resolveRepository } from "../workspace/run-worktree.js";
+import { branchHead, resolveRepository } from "../workspace/run-worktree.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import { EventReplay } from "./event-replay.js";
@@ -92,7 +93,16 @@ export interface StartOptions {
    * quick; what it throws is ignored (a display must not fail the model call).
    */
   onModelText?: (text: ModelText) => void;
+  /**
+   * Where a front end places the run (src/run/run-embedding.ts): the branch
+   * its worktree starts from, the branch its success is merged into, tools the
+   * host runs for it, a read-only workspace. Give the same to `resume`: it is
+   * not recorded with the run. `mergeInto` and `merge` exclude each other.
+   */
+  embedding?: RunEmbedding;
 }
+
+export type { RunEmbedding } from "../run/run-embedding.js";
 
 /** One piece of streamed model text ({@link StartOptions.onModelText}). */
 export interface ModelText {
@@ -179,7 +189,9 @@ export class Runner {
   /** {@link start} for a task already validated (`loadTaskFile`, `validateTask`): the CLI's ad-hoc tasks. */
   async startTask(task: Task, options: StartOptions = {}): Promise<RunHandle> {
     // A workspace that is not a repository's top level with a commit is the task's problem: ConfigError, before any run exists.
-    await resolveRepository(task.workspacePath);
+    const repository = await resolveRepository(task.workspacePath);
+    if (options.embedding?.baseBranch !== undefined) await branchHead(repository.root, options.embedding.baseBranch);
+    if (options.embedding?.mergeInto !== undefined) await branchHead(repository.root, options.embedding.mergeInto);
     if (task.model.max_cost_usd !== undefined) this.checkBudgetPriced(task, "model.max_cost_usd");
     const validated: Task = options.merge ? { ...task, on_success: "merge" } : task;
     return this.launch(validated, options, null, null, (prepared, dependencies, runOptions) => runTask(prepared, dependencies, runOptions));
@@ -336,6 +348,7 @@ export class Runner {
         },
         onEnvelope: (line) => replay.push(JSON.parse(line) as RunEnvelope),
         ...(broker ? { askApproval: (question: ApprovalQuestion, askSignal: AbortSignal) => broker.request({ runId, ...question }, askSignal) } : {}),
+        ...(options.embedding ? { embedding: options.embedding } : {}),
       },
     ).finally(() => replay.end());
     const entry = { controller, finished };
@@ -417,4 +430,15 @@ function checkStartOptions(options: StartOptions): void {
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new ConfigError("signal: expected an AbortSignal");
   if (options.onModelText !== undefined && typeof options.onModelText !== "function")
     throw new ConfigError("onModelText: expected a function (text: ModelText) => void");
+  const embedding = options.embedding;
+  if (embedding === undefined) return;
+  for (const field of ["baseBranch", "mergeInto"] as const) {
+    const value = embedding[field];
+    if (value !== undefined && !(typeof value === "string" && /^[\w.-]+(\/[\w.-]+)*$/.test(value) && !value.includes("..")))
+      throw new ConfigError(`embedding.${field}: expected a branch name like agency/20261201-221500-ab12, got ${JSON.stringify(value)}`);
+  }
+  if (embedding.mergeInto !== undefined && options.merge)
+    throw new ConfigError("embedding.mergeInto and merge: give one (merge fast-forwards your checked-out branch)");
+  if (embedding.hostTools !== undefined && !(Array.isArray(embedding.hostTools) && embedding.hostTools.every((tool) => typeof tool?.execute === "function")))
+    throw new ConfigError("embedding.hostTools: expected an array of tools (defineTool)");
 }
