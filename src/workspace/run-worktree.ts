@@ -89,6 +89,15 @@ export async function createRunWorktree(repositoryDirectory: string, runId: stri
   };
 }
 
+/** Creates branch `branch` at `commit` (host-side safe git; no checkout). Throws SandboxError when git refuses (the name is taken). */
+export async function createBranch(repositoryRoot: string, branch: string, commit: string): Promise<void> {
+  try {
+    await rawSafeGit({ baseDirectory: repositoryRoot }, ["branch", "--no-track", branch, commit]);
+  } catch (error) {
+    throw new SandboxError(`cannot create branch ${branch} in ${repositoryRoot}: ${errorMessage(error)}`, { reason: "git_failed", cause: error });
+  }
+}
+
 /** The commit branch `branch` points at. Throws ConfigError when there is no such branch. */
 export async function branchHead(repositoryRoot: string, branch: string): Promise<string> {
   const head = await rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}^{commit}`]).catch(() => "");

@@ -1,0 +1,162 @@
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { parseDocument } from "yaml";
+import type { z } from "zod";
+import { describeIssue, describeYamlError, yamlDocumentValue } from "../describe-issue.js";
+import { ConfigError } from "../errors.js";
+import { resolveRepository } from "../workspace/run-worktree.js";
+import { agencyFileSchema, agentFileSchema, type AgencyFile, type AgentFile } from "./agency-schema.js";
+
+/** One problem of an agency's files: the file, the dotted field, what is wrong and how to fix it. */
+export interface AgencyProblem {
+  /** Absolute path of agency.yaml or of an agent file; `agency` or `agents[<n>]` for objects given to the library. */
+  file: string;
+  /** Dotted field path, e.g. `agent.policies.max_concurrency`; empty for the file itself. */
+  field: string;
+  message: string;
+}
+
+/** Every problem of an agency's files at once (exit 2), thrown before anything of the agency exists. */
+export class AgencyFileError extends ConfigError {
+  constructor(readonly problems: AgencyProblem[]) {
+    super(
+      `${problems.length} problem${problems.length === 1 ? "" : "s"} in the agency's files:\n${problems
+        .map((problem) => `  - ${problem.file}: ${problem.field || "(file)"}: ${problem.message}`)
+        .join("\n")}`,
+    );
+  }
+}
+
+/** A validated agent: the file's fields with defaults, triggers and capabilities flattened, the script path absolute. */
+export interface AgentDefinition extends Omit<AgentFile["agent"], "triggers" | "capabilities"> {
+  /** Event types and `.*` prefixes. */
+  triggers: string[];
+  /** Tool names. */
+  capabilities: string[];
+  /** The agent file (absolute), or null for an object given to the library. */
+  file: string | null;
+}
+
+/** A validated agency with its agents; every path absolute. */
+export interface AgencyDefinition extends Omit<AgencyFile, "agents" | "workspace"> {
+  /** agency.yaml (absolute), or null for an object given to the library. */
+  file: string | null;
+  /** The repository's top level. */
+  workspacePath: string;
+  agents: AgentDefinition[];
+}
+
+/**
+ * Reads and validates an agency: `agency.yaml`'s path, or its object (paths
+ * relative to `baseDirectory`, default the current directory; `agents` may
+ * then also be a list of agent-file objects). Checks every agent file, that
+ * agent names are unique, that scripts exist, and that the workspace is a
+ * git repository with a commit. Throws {@link AgencyFileError} with every
+ * problem (file, field, fix) — nothing is created before that.
+ */
+export async function loadAgency(source: string | Record<string, unknown>, baseDirectory: string = process.cwd()): Promise<AgencyDefinition> {
+  const problems: AgencyProblem[] = [];
+  const file = typeof source === "string" ? resolve(source) : null;
+  const label = file ?? "agency";
+  const raw = typeof source === "string" ? readYaml(file!, problems) : source;
+  if (raw === undefined) throw new AgencyFileError(problems);
+  const parsed = parseWith(agencyFileSchema, raw, label, "", problems);
+  if (!parsed) throw new AgencyFileError(problems);
+  const directory = file ? dirname(file) : baseDirectory;
+  const agents: AgentDefinition[] = [];
+  if (typeof parsed.agents === "string") {
+    const agentsDirectory = resolve(directory, parsed.agents);
+    const names = existsSync(agentsDirectory) && statSync(agentsDirectory).isDirectory() ? readdirSync(agentsDirectory).filter((name) => /\.ya?ml$/.test(name)) : null;
+    if (names === null) problems.push({ file: label, field: "agents", message: `${agentsDirectory} is not a directory; point agents at a directory of agent files` });
+    else if (names.length === 0) problems.push({ file: label, field: "agents", message: `${agentsDirectory} has no *.yaml agent file; add one (runner agency init writes four)` });
+    for (const name of (names ?? []).sort()) {
+      const agentFile = join(agentsDirectory, name);
+      const agentRaw = readYaml(agentFile, problems);
+      if (agentRaw === undefined) continue;
+      const agent = agentDefinition(agentRaw, agentFile, dirname(agentFile), problems);
+      if (agent) agents.push(agent);
+    }
+  } else {
+    parsed.agents.forEach((agentRaw, index) => {
+      const agent = agentDefinition(agentRaw, `${label}.agents[${index}]`, directory, problems);
+      if (agent) agents.push(agent);
+    });
+  }
+  const seen = new Map<string, string>();
+  for (const agent of agents) {
+    const earlier = seen.get(agent.name);
+    if (earlier) problems.push({ file: agent.file ?? label, field: "agent.name", message: `"${agent.name}" is also the name of ${earlier}; agent names are unique in an agency` });
+    else seen.set(agent.name, agent.file ?? label);
+  }
+  const workspacePath = isAbsolute(parsed.workspace) ? parsed.workspace : resolve(directory, parsed.workspace);
+  let repositoryRoot = workspacePath;
+  try {
+    repositoryRoot = (await resolveRepository(workspacePath)).root;
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push({ file: label, field: "workspace", message: error.message.replace(/^workspace: /, "") });
+  }
+  if (problems.length) throw new AgencyFileError(problems);
+  const { agents: _agents, workspace: _workspace, ...rest } = parsed;
+  return { ...rest, file, workspacePath: repositoryRoot, agents };
+}
+
+function agentDefinition(raw: unknown, file: string, directory: string, problems: AgencyProblem[]): AgentDefinition | null {
+  const parsed = parseWith(agentFileSchema, raw, file, "", problems);
+  if (!parsed) return null;
+  const { agent } = parsed;
+  let model = agent.model;
+  if (model.provider === "scripted") {
+    if (!model.script) {
+      problems.push({ file, field: "agent.model.script", message: "required when model.provider is scripted (a script file, relative to the agent file)" });
+      return null;
+    }
+    const script = isAbsolute(model.script) ? model.script : resolve(directory, model.script);
+    if (!existsSync(script)) {
+      problems.push({ file, field: "agent.model.script", message: `${script} does not exist (the path is relative to the agent file)` });
+      return null;
+    }
+    model = { ...model, script };
+  }
+  return {
+    ...agent,
+    model,
+    triggers: agent.triggers.map((trigger) => trigger.event),
+    capabilities: [...new Set(agent.capabilities.map((capability) => capability.tool))],
+    file: file.startsWith("/") ? file : null,
+  };
+}
+
+function parseWith<Schema extends z.ZodType>(schema: Schema, raw: unknown, file: string, prefix: string, problems: AgencyProblem[]): z.infer<Schema> | null {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    problems.push({ file, field: prefix, message: "expected a mapping of fields" });
+    return null;
+  }
+  const parsed = schema.safeParse(raw, { reportInput: true });
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) {
+    const problem = describeIssue(issue, "Agency", schema);
+    problems.push({ file, field: [prefix, problem.path].filter(Boolean).join("."), message: problem.message });
+  }
+  return null;
+}
+
+/** The YAML value of `file`, or undefined with the problem recorded. */
+function readYaml(file: string, problems: AgencyProblem[]): unknown {
+  if (!existsSync(file) || !statSync(file).isFile()) {
+    problems.push({ file, field: "", message: "file not found; give the path of an agency.yaml" });
+    return undefined;
+  }
+  const text = readFileSync(file, "utf8");
+  const document = parseDocument(text, { prettyErrors: true });
+  if (document.errors.length) {
+    for (const error of document.errors) problems.push({ file, field: "", message: describeYamlError(error, text) });
+    return undefined;
+  }
+  const value = yamlDocumentValue(document);
+  if ("problem" in value) {
+    problems.push({ file, field: "", message: value.problem });
+    return undefined;
+  }
+  return value.value;
+}
