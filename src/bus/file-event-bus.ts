@@ -1,0 +1,340 @@
+import { mkdir, open, rename, type FileHandle } from "node:fs/promises";
+import { join } from "node:path";
+import { checkAgencyEvent } from "./agency-event.js";
+import { applyCursorRecord, ConsumerCursor, isCursorRecord, type CursorRecord } from "./consumer-cursor.js";
+import { lockFile } from "./directory-lock.js";
+import type { AgencyEvent, Delivery, EventBus, StoredEvent } from "./event-bus.js";
+import { GroupCommitFile } from "./group-commit-file.js";
+import { recoverJsonLines } from "./json-lines-file.js";
+
+/** The files of a bus directory (the agency's `$RUNNER_HOME/agencies/<id>/`). */
+export const BUS_FILES = {
+  /** The log: one CloudEvents JSON object a line; line n (0-based) is sequence n. */
+  log: "bus.jsonl",
+  /** Consumer cursors: acks, deliveries and snapshots (see CursorRecord), compacted on open. */
+  consumers: "consumers.jsonl",
+  /** The pid of the process that has the bus open. */
+  lock: "bus.lock",
+} as const;
+
+/** Bytes of log a reader parses at a time. */
+const READ_CHUNK_BYTES = 1024 * 1024;
+
+/** JetStream's durable-name rule (no whitespace, `.`, `*`, `>`), narrowed to what is also a safe file-name part. */
+const CONSUMER_NAME = /^[A-Za-z0-9_-]{1,128}$/;
+
+const isStoredEvent = (value: unknown): value is AgencyEvent =>
+  typeof value === "object" && value !== null && (value as AgencyEvent).specversion === "1.0" && typeof (value as AgencyEvent).id === "string";
+
+/** A one-shot wake-up for waiting readers (Promise.withResolvers is Node 22+). */
+class Signal {
+  fire: () => void = () => undefined;
+  readonly promise = new Promise<void>((resolve) => {
+    this.fire = resolve;
+  });
+}
+
+/** A promise that settles when `signal` aborts, and a way to stop listening. */
+function abortWaiter(signal: AbortSignal | undefined): { promise: Promise<void>; dispose: () => void } {
+  if (!signal) return { promise: new Promise<void>(() => undefined), dispose: () => undefined };
+  let listener = (): void => undefined;
+  const promise = new Promise<void>((resolve) => {
+    listener = () => resolve();
+    signal.addEventListener("abort", listener, { once: true });
+  });
+  return { promise, dispose: () => signal.removeEventListener("abort", listener) };
+}
+
+/**
+ * The embedded {@link EventBus} (`bus: file`): an append-only JSON Lines log
+ * of CloudEvents plus a JSON Lines file of consumer cursors, in one directory,
+ * owned by one process at a time (BUS_FILES.lock).
+ *
+ * Why hand-written, not a library: the log *is* the CloudEvents JSONL that
+ * `runner agency events --json` prints and a user reads with `tail`/`jq`,
+ * like a run's events.jsonl, so a line-per-event file is the record either
+ * way. SQLite (better-sqlite3) would add a native module that needs a
+ * prebuilt binary or a compiler at install time — Node 20 has no built-in
+ * `node:sqlite` (22.5+) — and its synchronous API would block the event loop
+ * on every commit's flush; LevelDB/LMDB bindings are native too. No pure-JS
+ * embedded log with fsync'd group commit and durable consumers exists. What
+ * is ours is small: group commit (GroupCommitFile), torn-tail recovery
+ * (recoverJsonLines) and the JetStream-shaped cursor (ConsumerCursor).
+ *
+ * Guarantees: `publish` resolves after the event's line is written and
+ * fdatasync'd (a batch of concurrent publishes shares one write and one
+ * flush); readers see only flushed events, so nothing a reader saw is lost
+ * by a crash. On open a torn last line (a killed process, a power loss
+ * mid-write) is cut off ({@link droppedTailBytes}); damage before the last
+ * line is an error, never silently skipped. Every event id is kept in
+ * memory for publish dedupe; every event's byte offset too (8 bytes each),
+ * events themselves are read from the file.
+ */
+export class FileEventBus implements EventBus {
+  private readonly logPath: string;
+  /** offsets[n] = byte offset of sequence n's line; one more entry than events assigned is not kept: `assignedBytes` ends the last. */
+  private readonly offsets: number[] = [];
+  private assignedBytes: number;
+  /** Events flushed to disk: readers see sequences below this. */
+  private committed: number;
+  private readonly sequenceById = new Map<string, number>();
+  private readonly cursors: Map<string, ConsumerCursor>;
+  private readonly activeConsumers = new Set<string>();
+  private readonly readsInFlight = new Set<Promise<AgencyEvent[]>>();
+  private changed = new Signal();
+  private failure: Error | null = null;
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    readonly directory: string,
+    /** Bytes of a torn last line the open cut off the log (0 when it ended cleanly). */
+    readonly droppedTailBytes: number,
+    logOffsets: number[],
+    logBytes: number,
+    ids: string[],
+    cursors: Map<string, ConsumerCursor>,
+    private readonly log: GroupCommitFile,
+    private readonly consumersFile: GroupCommitFile,
+    /** One handle every reader reads from at explicit offsets, so a reader left suspended holds no file. */
+    private readonly reader: FileHandle,
+    private readonly unlock: () => Promise<void>,
+  ) {
+    this.logPath = join(directory, BUS_FILES.log);
+    this.offsets = logOffsets;
+    this.assignedBytes = logBytes;
+    this.committed = logOffsets.length;
+    ids.forEach((id, sequence) => {
+      if (!this.sequenceById.has(id)) this.sequenceById.set(id, sequence);
+    });
+    this.cursors = cursors;
+  }
+
+  /**
+   * Opens (creating) the bus in `directory`: takes the lock, recovers the log
+   * and the cursors (dropping a torn last line of each), compacts the
+   * cursors file. Throws when another live process has the bus open or a
+   * file is damaged before its last line (the message names the file and line).
+   */
+  static async open(directory: string): Promise<FileEventBus> {
+    await mkdir(directory, { recursive: true, mode: 0o700 });
+    const unlock = await lockFile(join(directory, BUS_FILES.lock), `the event bus in ${directory}`);
+    try {
+      const offsets: number[] = [];
+      const ids: string[] = [];
+      const logRecovery = await recoverJsonLines(join(directory, BUS_FILES.log), isStoredEvent, (value, offset) => {
+        offsets.push(offset);
+        ids.push((value as AgencyEvent).id);
+      });
+      const cursors = new Map<string, ConsumerCursor>();
+      const consumersPath = join(directory, BUS_FILES.consumers);
+      await recoverJsonLines(consumersPath, isCursorRecord, (value) => applyCursorRecord(cursors, value as CursorRecord));
+      await compactCursors(consumersPath, cursors);
+      const log = await GroupCommitFile.open(join(directory, BUS_FILES.log));
+      const consumersFile = await GroupCommitFile.open(consumersPath);
+      const reader = await open(join(directory, BUS_FILES.log), "r");
+      return new FileEventBus(directory, logRecovery.droppedBytes, offsets, logRecovery.bytes, ids, cursors, log, consumersFile, reader, unlock);
+    } catch (error) {
+      await unlock();
+      throw error;
+    }
+  }
+
+  async publish(event: AgencyEvent): Promise<number> {
+    this.assertOpen();
+    checkAgencyEvent(event);
+    const known = this.sequenceById.get(event.id);
+    if (known !== undefined) {
+      await this.waitCommitted(known);
+      return known;
+    }
+    const line = `${JSON.stringify(event)}\n`;
+    const sequence = this.offsets.length;
+    this.offsets.push(this.assignedBytes);
+    this.assignedBytes += Buffer.byteLength(line);
+    this.sequenceById.set(event.id, sequence);
+    try {
+      await this.log.append(line, true);
+    } catch (error) {
+      this.failure ??= error as Error;
+      this.notify();
+      throw error;
+    }
+    if (sequence >= this.committed) {
+      this.committed = sequence + 1;
+      this.notify();
+    }
+    return sequence;
+  }
+
+  async *read(options: { from?: number; follow?: boolean; signal?: AbortSignal } = {}): AsyncIterable<StoredEvent> {
+    const from = options.from ?? 0;
+    if (!Number.isSafeInteger(from) || from < 0) throw new RangeError(`read: from must be a sequence number (an integer ≥ 0), got ${String(from)}`);
+    const follow = options.follow ?? true;
+    const end = follow ? Infinity : this.committed;
+    const signal = options.signal;
+    let next = from;
+    while (!this.closing && !signal?.aborted && next < end) {
+      if (next < this.committed) {
+        const events = await this.readChunk(next, Math.min(end, this.committed));
+        for (const event of events) {
+          if (this.closing || signal?.aborted) return;
+          yield { sequence: next, event };
+          next += 1;
+        }
+        continue;
+      }
+      if (this.failure) throw this.failure;
+      const aborted = abortWaiter(signal);
+      try {
+        await Promise.race([this.changed.promise, aborted.promise]);
+      } finally {
+        aborted.dispose();
+      }
+    }
+  }
+
+  /** Sequences `from` up to `limit` (exclusive), at most about READ_CHUNK_BYTES of them (at least one), parsed. */
+  private readChunk(from: number, limit: number): Promise<AgencyEvent[]> {
+    // close() waits for reads in flight before it closes the handle they read from.
+    const reading = this.readChunkFrom(this.reader, from, limit);
+    this.readsInFlight.add(reading);
+    void reading.then(
+      () => this.readsInFlight.delete(reading),
+      () => this.readsInFlight.delete(reading),
+    );
+    return reading;
+  }
+
+  private async readChunkFrom(handle: FileHandle, from: number, limit: number): Promise<AgencyEvent[]> {
+    const start = this.offsets[from]!;
+    let to = from + 1;
+    while (to < limit && this.offsets[to]! - start < READ_CHUNK_BYTES) to += 1;
+    const endByte = to < this.offsets.length ? this.offsets[to]! : this.assignedBytes;
+    const buffer = Buffer.allocUnsafe(endByte - start);
+    let filled = 0;
+    while (filled < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, start + filled);
+      if (bytesRead === 0)
+        throw new Error(`${this.logPath} ended at byte ${start + filled}, before sequence ${to - 1}'s end: was it changed by another program?`);
+      filled += bytesRead;
+    }
+    const lines = buffer.toString("utf8").split("\n");
+    lines.pop();
+    return lines.map((line) => JSON.parse(line) as AgencyEvent);
+  }
+
+  async *consume(name: string, options: { signal?: AbortSignal } = {}): AsyncIterable<Delivery> {
+    checkConsumerName(name);
+    this.assertOpen();
+    if (this.activeConsumers.has(name)) {
+      throw new Error(`consumer ${name} is already being consumed; one consume per name at a time: end the other one (break or abort) first`);
+    }
+    this.activeConsumers.add(name);
+    try {
+      const cursor = this.cursor(name);
+      for await (const stored of this.read({ from: cursor.ackFloor, signal: options.signal })) {
+        if (cursor.isAcked(stored.sequence)) continue;
+        const deliveryCount = cursor.deliver(stored.sequence);
+        // Written (not flushed) before it is handed out: a killed process still counts it on the next open.
+        await this.consumersFile.append(`${JSON.stringify({ consumer: name, delivered: stored.sequence } satisfies CursorRecord)}\n`, false);
+        yield { ...stored, deliveryCount };
+      }
+    } finally {
+      this.activeConsumers.delete(name);
+    }
+  }
+
+  async ack(name: string, sequence: number): Promise<void> {
+    checkConsumerName(name);
+    this.assertOpen();
+    if (!Number.isSafeInteger(sequence) || sequence < 0 || sequence >= this.committed) {
+      throw new RangeError(`ack ${name}: sequence must be one of the stored events (0 to ${this.committed - 1}), got ${String(sequence)}`);
+    }
+    const cursor = this.cursor(name);
+    if (cursor.isAcked(sequence)) return;
+    await this.consumersFile.append(`${JSON.stringify({ consumer: name, ack: sequence } satisfies CursorRecord)}\n`, true);
+    cursor.ack(sequence);
+  }
+
+  ackFloor(name: string): Promise<number> {
+    checkConsumerName(name);
+    return Promise.resolve(this.cursors.get(name)?.ackFloor ?? 0);
+  }
+
+  nextSequence(): Promise<number> {
+    return Promise.resolve(this.committed);
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.notify();
+      try {
+        await Promise.all([this.log.close(), this.consumersFile.close()]);
+        await Promise.allSettled([...this.readsInFlight]);
+        await this.reader.close();
+      } finally {
+        await this.unlock();
+      }
+    })();
+    return this.closing;
+  }
+
+  private cursor(name: string): ConsumerCursor {
+    let cursor = this.cursors.get(name);
+    if (!cursor) {
+      cursor = new ConsumerCursor();
+      this.cursors.set(name, cursor);
+    }
+    return cursor;
+  }
+
+  private assertOpen(): void {
+    if (this.closing) throw new Error(`the event bus in ${this.directory} is closed`);
+    if (this.failure) throw new Error(`the event bus in ${this.directory} failed (${this.failure.message}); close and reopen it to recover`);
+  }
+
+  /** Wakes every waiting reader. */
+  private notify(): void {
+    this.changed.fire();
+    this.changed = new Signal();
+  }
+
+  /** Resolves when `sequence` is flushed (a duplicate publish of an event still in flight). */
+  private async waitCommitted(sequence: number): Promise<void> {
+    while (sequence >= this.committed) {
+      if (this.failure) throw this.failure;
+      if (this.closing) throw new Error(`the event bus in ${this.directory} closed before sequence ${sequence} was stored`);
+      await this.changed.promise;
+    }
+  }
+}
+
+function checkConsumerName(name: string): void {
+  if (typeof name !== "string" || !CONSUMER_NAME.test(name)) {
+    throw new RangeError(`consumer name ${JSON.stringify(name)}: use 1 to 128 letters, digits, '-' or '_' (JetStream's durable-name rule)`);
+  }
+}
+
+/**
+ * Rewrites the cursors file as one snapshot line per consumer (write a
+ * temporary file, flush, rename over, flush the directory): the file of acks
+ * and deliveries grows with every event, its snapshot with the consumers.
+ */
+async function compactCursors(path: string, cursors: Map<string, ConsumerCursor>): Promise<void> {
+  const lines = [...cursors].map(([name, cursor]) => `${JSON.stringify(cursor.snapshot(name))}\n`).join("");
+  const temporary = `${path}.tmp`;
+  const handle = await open(temporary, "w", 0o600);
+  try {
+    await handle.writeFile(lines);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temporary, path);
+  const directory = await open(join(path, ".."), "r");
+  try {
+    await directory.sync();
+  } finally {
+    await directory.close();
+  }
+}
