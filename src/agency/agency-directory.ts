@@ -1,5 +1,6 @@
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { AgencyEvent } from "../bus/event-bus.js";
 import { ConfigError } from "../errors.js";
 import type { AgencyDefinition } from "./load-agency.js";
 
@@ -47,7 +48,7 @@ export interface InvocationRecord {
 
 /**
  * `$RUNNER_HOME/agencies/<id>/` (docs/agency.md "Records"): agency.json,
- * the bus (`bus/`: log and consumer cursors), invocations.jsonl (one line
+ * the bus (bus.jsonl, consumers.jsonl), invocations.jsonl (one line
  * per start and end, appended, so a crash loses at most the line being
  * written), the generated per-agent policies, agency-report.json.
  */
@@ -69,8 +70,9 @@ export class AgencyDirectory {
     return directory;
   }
 
+  /** The bus's files (bus.jsonl, consumers.jsonl, bus.lock) live in the agency's directory itself. */
   get busDirectory(): string {
-    return join(this.path, "bus");
+    return this.path;
   }
 
   get reportFile(): string {
@@ -123,10 +125,42 @@ export class AgencyDirectory {
         });
       } else {
         const record = records.get(line.invocation_id);
-        if (record) Object.assign(record, { status: line.status, reason: line.reason, cost_usd: line.cost_usd, duration_ms: line.duration_ms, commit: line.commit, merged: line.merged });
+        if (record)
+          Object.assign(record, {
+            status: line.status,
+            reason: line.reason,
+            cost_usd: line.cost_usd,
+            duration_ms: line.duration_ms,
+            commit: line.commit,
+            merged: line.merged,
+          });
       }
     }
     return records;
+  }
+
+  /**
+   * Appends `event` to invocation `invocationId`'s outbox (outbox/<id>.jsonl):
+   * what its agent emitted, published by the orchestrator when the invocation
+   * ends with its work landed. An id already there is not added again. Resolves with the outbox's size.
+   */
+  async addToOutbox(invocationId: string, event: AgencyEvent): Promise<number> {
+    const queued = this.outbox(invocationId);
+    if (!queued.some((earlier) => earlier.id === event.id)) {
+      mkdirSync(join(this.path, "outbox"), { recursive: true, mode: 0o700 });
+      appendFileSync(join(this.path, "outbox", `${invocationId}.jsonl`), `${JSON.stringify(event)}\n`);
+      queued.push(event);
+    }
+    return queued.length;
+  }
+
+  /** The events invocation `invocationId` emitted so far, in order (a torn last line is not one). */
+  outbox(invocationId: string): AgencyEvent[] {
+    const file = join(this.path, "outbox", `${invocationId}.jsonl`);
+    if (!existsSync(file)) return [];
+    const lines = readFileSync(file, "utf8").split("\n");
+    lines.pop();
+    return lines.map((line) => JSON.parse(line) as AgencyEvent);
   }
 
   /** Writes `name` whole (a temporary file renamed over it), so a reader never sees half of it. */

@@ -1,4 +1,5 @@
-import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { createHash } from "node:crypto";
+import { createAgencyEvent } from "../bus/agency-event.js";
 import type { AgencyEvent } from "../bus/event-bus.js";
 import { ORCHESTRATOR_EVENT_PREFIX } from "./agency-schema.js";
 
@@ -14,40 +15,32 @@ export function sourceOf(agencyId: string, publisher: Publisher): string {
 }
 
 /**
- * A new event of agency `agencyId`: a W3C traceparent in the agency's trace
- * (`traceId`, 32 hex) with a fresh span, `correlationid` = the agency id,
- * `causationid` and `hops` from `cause` (an agent's event is one hop more than
- * its cause; the orchestrator's own and outside events keep the cause's count
- * or start at 0). `id` defaults to a random UUID; give a derived one where a
- * repeat must dedupe (a resumed step publishing again).
+ * A new event of agency `agencyId` (createAgencyEvent of the bus): in the
+ * agency's trace (`traceId`) unless its cause carries one, `correlationid` =
+ * the agency id, `causationid` from `cause`, and `hops`: an agent's event is
+ * one hop more than its cause, the orchestrator's own keep the cause's count,
+ * events without a cause start at 0. `id` defaults to a random UUID; give a
+ * derived one where a repeat must dedupe (a resumed step publishing again).
  */
 export function agencyEvent(
   context: { agencyId: string; traceId: string },
   publisher: Publisher,
   fields: { type: string; subject?: string; data?: unknown; dataref?: string; id?: string; cause?: AgencyEvent | null; time?: Date },
 ): AgencyEvent {
-  const cause = fields.cause ?? null;
-  const hops = cause === null ? 0 : cause.hops + (publisher.kind === "agent" ? 1 : 0);
-  return {
-    specversion: "1.0",
-    id: fields.id ?? randomUUID(),
-    source: sourceOf(context.agencyId, publisher),
+  const cause = fields.cause ?? undefined;
+  return createAgencyEvent({
     type: fields.type,
+    source: sourceOf(context.agencyId, publisher),
+    correlationid: context.agencyId,
+    traceId: context.traceId,
+    hops: cause === undefined ? 0 : cause.hops + (publisher.kind === "agent" ? 1 : 0),
+    ...(cause === undefined ? {} : { cause }),
     ...(fields.subject === undefined ? {} : { subject: fields.subject }),
-    time: (fields.time ?? new Date()).toISOString(),
-    datacontenttype: "application/json",
     ...(fields.data === undefined ? {} : { data: fields.data }),
     ...(fields.dataref === undefined ? {} : { dataref: fields.dataref }),
-    traceparent: `00-${context.traceId}-${randomBytes(8).toString("hex")}-01`,
-    correlationid: context.agencyId,
-    ...(cause === null ? {} : { causationid: cause.id }),
-    hops,
-  };
-}
-
-/** A trace id for a new agency: 32 lower-case hex digits (W3C trace context). */
-export function newAgencyTraceId(): string {
-  return randomBytes(16).toString("hex");
+    ...(fields.id === undefined ? {} : { id: fields.id }),
+    ...(fields.time === undefined ? {} : { time: fields.time }),
+  });
 }
 
 /**

@@ -7,11 +7,9 @@ export const EVENT_TYPE = /^[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*$/;
 const eventType = z.string().regex(EVENT_TYPE, "expected an event type of dot-separated lower-case words, like coding.task.ready");
 
 /** A trigger: an exact event type, or a prefix ending in `.*` (`coding.*` matches `coding.task.ready`), or `*` for every event. */
-const eventPattern = z
-  .string()
-  .refine((pattern) => pattern === "*" || EVENT_TYPE.test(pattern.endsWith(".*") ? pattern.slice(0, -2) : pattern), {
-    message: "expected an event type like coding.task.ready, or a prefix with a trailing .* like coding.review.*",
-  });
+const eventPattern = z.string().refine((pattern) => pattern === "*" || EVENT_TYPE.test(pattern.endsWith(".*") ? pattern.slice(0, -2) : pattern), {
+  message: "expected an event type like coding.task.ready, or a prefix with a trailing .* like coding.review.*",
+});
 
 /** The event types the orchestrator publishes itself; no agent may emit them. */
 export const ORCHESTRATOR_EVENT_PREFIX = "agency.";
@@ -44,7 +42,9 @@ export const agentFileSchema = z.strictObject({
     capabilities: z
       .array(
         z.strictObject({
-          tool: z.enum(CAPABILITY_TOOLS, { message: `expected one of ${CAPABILITY_TOOLS.join(", ")} (emit_event comes with emits, read_context with every agent)` }),
+          tool: z.enum(CAPABILITY_TOOLS, {
+            message: `expected one of ${CAPABILITY_TOOLS.join(", ")} (emit_event comes with emits, read_context with every agent)`,
+          }),
         }),
       )
       .default([]),

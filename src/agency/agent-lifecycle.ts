@@ -9,10 +9,7 @@ export type AgentState = "spawn" | "ready" | "busy" | "idle" | "error" | "shutdo
 
 /** What happened to the agent. `running`: its invocations still running afterwards. */
 export type LifecycleChange =
-  | { kind: "started" }
-  | { kind: "invocation_started" }
-  | { kind: "invocation_ended"; crashed: boolean; running: number }
-  | { kind: "stopped" };
+  { kind: "started" } | { kind: "invocation_started" } | { kind: "invocation_ended"; crashed: boolean; running: number } | { kind: "stopped" };
 
 /**
  * The states an agent passes through on `change` from `current`, in order

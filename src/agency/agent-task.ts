@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { stringify } from "yaml";
 import { z } from "zod";
+import { checkAgencyEvent } from "../bus/agency-event.js";
 import { EventRejectedError, MAX_EVENT_DATA_BYTES, type AgencyEvent } from "../bus/event-bus.js";
 import { loadPolicy } from "../policy/load-policy.js";
 import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
@@ -28,7 +29,12 @@ export function writesWorkspace(agent: AgentDefinition): boolean {
  */
 export function writeAgentPolicy(agent: AgentDefinition, file: string): string {
   const worker = loadPolicy("worker").policy;
-  const allow = [...agent.capabilities, "read_context", ...(agent.emits.length ? ["emit_event"] : []), ...(agent.capabilities.includes("agent") ? ["task_*"] : [])];
+  const allow = [
+    ...agent.capabilities,
+    "read_context",
+    ...(agent.emits.length ? ["emit_event"] : []),
+    ...(agent.capabilities.includes("agent") ? ["task_*"] : []),
+  ];
   const denied = agent.permissions.denied_paths.map((glob) => ({ glob, reason: `the agent ${agent.name}'s permissions deny ${glob}` }));
   const policy = {
     ...worker,
@@ -86,15 +92,20 @@ export function invocationTask(agency: AgencyDefinition, agent: AgentDefinition,
 /**
  * The host-side tools of one invocation: `read_context` (the agency's
  * context, or one key of it) and, for an agent with `emits`, `emit_event`,
- * which accepts only those types and publishes through `publish` (a refused
- * type, a payload over 16 KiB or a malformed event is an `Error:` result the
- * model sees). `eventIdFor(toolCallId)` gives each call's event a stable id,
- * so a resumed invocation that repeats a call publishes nothing twice.
+ * which accepts only those types and hands each event, checked as the bus
+ * will check it, to `emit` (the invocation's outbox: the orchestrator
+ * publishes it once the invocation's work has landed). A refused type, a
+ * payload over 16 KiB or a malformed event is an `Error:` result the model
+ * sees. `eventIdFor(toolCallId)` gives each call's event a stable id, so a
+ * resumed invocation that repeats a call queues nothing twice.
  */
 export function agencyTools(options: {
   agent: AgentDefinition;
   context: Record<string, unknown>;
-  publish: (fields: { type: string; subject?: string; data?: unknown; dataref?: string; id: string }) => Promise<number>;
+  /** Builds the event (envelope, cause, hops) from what the agent gave. */
+  build: (fields: { type: string; subject?: string; data?: unknown; dataref?: string; id: string }) => AgencyEvent;
+  /** Queues the event durably; resolves with how many events the invocation has queued. */
+  emit: (event: AgencyEvent) => Promise<number>;
   eventIdFor: (toolCallId: string) => string;
 }): Tool[] {
   const { agent } = options;
@@ -105,14 +116,15 @@ export function agencyTools(options: {
     readOnly: true,
     async execute(input) {
       if (input.key === undefined) return { content: JSON.stringify(options.context, null, 2) };
-      if (!(input.key in options.context)) return toolError(`the context has no key ${JSON.stringify(input.key)}; its keys: ${Object.keys(options.context).join(", ") || "(none)"}`);
+      if (!(input.key in options.context))
+        return toolError(`the context has no key ${JSON.stringify(input.key)}; its keys: ${Object.keys(options.context).join(", ") || "(none)"}`);
       return { content: JSON.stringify(options.context[input.key], null, 2) };
     },
   });
   if (!agent.emits.length) return [readContext];
   const emitEvent = defineTool({
     name: "emit_event",
-    description: `Publishes an event to the agency's bus for the next agents. Allowed types: ${agent.emits.join(", ")}. data: any JSON, at most ${MAX_EVENT_DATA_BYTES} bytes (name a workspace file in dataref for more).`,
+    description: `Publishes an event for the next agents once your work has landed (your change committed, verified and merged). Allowed types: ${agent.emits.join(", ")}. data: any JSON, at most ${MAX_EVENT_DATA_BYTES} bytes (name a workspace file in dataref for more).`,
     input: z.object({
       type: z.string().describe(`one of ${agent.emits.join(", ")}`),
       subject: z.string().optional(),
@@ -126,14 +138,19 @@ export function agencyTools(options: {
         return toolError(`${agent.name} may not publish ${JSON.stringify(input.type)}; the types it may publish (emits): ${agent.emits.join(", ")}`);
       }
       try {
-        const sequence = await options.publish({
+        const event = options.build({
           type: input.type,
           ...(input.subject === undefined ? {} : { subject: input.subject }),
           ...(input.data === undefined ? {} : { data: input.data }),
           ...(input.dataref === undefined ? {} : { dataref: input.dataref }),
           id: options.eventIdFor(context.toolCallId),
         });
-        return { content: `published ${input.type} (sequence ${sequence})`, details: { type: input.type, sequence } };
+        checkAgencyEvent(event);
+        const queued = await options.emit(event);
+        return {
+          content: `queued ${input.type}: it is published when this invocation ends with its work landed (${queued} queued so far)`,
+          details: { type: input.type, id: event.id },
+        };
       } catch (error) {
         if (error instanceof EventRejectedError) return toolError(error.message);
         throw error;

@@ -66,9 +66,12 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
   const agents: AgentDefinition[] = [];
   if (typeof parsed.agents === "string") {
     const agentsDirectory = resolve(directory, parsed.agents);
-    const names = existsSync(agentsDirectory) && statSync(agentsDirectory).isDirectory() ? readdirSync(agentsDirectory).filter((name) => /\.ya?ml$/.test(name)) : null;
-    if (names === null) problems.push({ file: label, field: "agents", message: `${agentsDirectory} is not a directory; point agents at a directory of agent files` });
-    else if (names.length === 0) problems.push({ file: label, field: "agents", message: `${agentsDirectory} has no *.yaml agent file; add one (runner agency init writes four)` });
+    const names =
+      existsSync(agentsDirectory) && statSync(agentsDirectory).isDirectory() ? readdirSync(agentsDirectory).filter((name) => /\.ya?ml$/.test(name)) : null;
+    if (names === null)
+      problems.push({ file: label, field: "agents", message: `${agentsDirectory} is not a directory; point agents at a directory of agent files` });
+    else if (names.length === 0)
+      problems.push({ file: label, field: "agents", message: `${agentsDirectory} has no *.yaml agent file; add one (runner agency init writes four)` });
     for (const name of (names ?? []).sort()) {
       const agentFile = join(agentsDirectory, name);
       const agentRaw = readYaml(agentFile, problems);
@@ -85,7 +88,12 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
   const seen = new Map<string, string>();
   for (const agent of agents) {
     const earlier = seen.get(agent.name);
-    if (earlier) problems.push({ file: agent.file ?? label, field: "agent.name", message: `"${agent.name}" is also the name of ${earlier}; agent names are unique in an agency` });
+    if (earlier)
+      problems.push({
+        file: agent.file ?? label,
+        field: "agent.name",
+        message: `"${agent.name}" is also the name of ${earlier}; agent names are unique in an agency`,
+      });
     else seen.set(agent.name, agent.file ?? label);
   }
   const workspacePath = isAbsolute(parsed.workspace) ? parsed.workspace : resolve(directory, parsed.workspace);

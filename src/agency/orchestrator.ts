@@ -186,6 +186,10 @@ export class Orchestrator {
         );
       }
       const merged = report.merge ? report.merge.merged : null;
+      // Safe outputs: what the agent emitted goes out only once its work has landed (succeeded, and merged when it wrote).
+      const emitted = directory.outbox(id);
+      const landed = report.status === "succeeded" && merged !== false;
+      if (landed) for (const queued of emitted) await bus.publish(queued);
       await bus.publish(
         this.event(
           { kind: "orchestrator" },
@@ -204,6 +208,8 @@ export class Orchestrator {
               commit: report.head_commit,
               branch: report.branch,
               merged,
+              emitted: landed ? emitted.map((queued) => queued.type) : [],
+              discarded: landed ? [] : emitted.map((queued) => queued.type),
             },
           },
         ),
@@ -226,13 +232,14 @@ export class Orchestrator {
   }
 
   private async runInvocation(agent: AgentDefinition, delivery: Delivery, id: string, known: InvocationRecord | undefined): Promise<RunReport | null> {
-    const { runner, record, directory, bus } = this.options;
+    const { runner, record, directory } = this.options;
     const event = delivery.event;
     const writes = writesWorkspace(agent);
     const hostTools = agencyTools({
       agent,
       context: record.definition.context,
-      publish: (fields) => bus.publish(this.event({ kind: "agent", name: agent.name }, { ...fields, cause: event })),
+      build: (fields) => this.event({ kind: "agent", name: agent.name }, { ...fields, cause: event }),
+      emit: (emitted) => directory.addToOutbox(id, emitted),
       eventIdFor: (toolCallId) => `${id}-${toolCallId}`,
     });
     const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}) };
@@ -294,7 +301,10 @@ export class Orchestrator {
 
   private async publishState(agent: string, state: AgentState, previous: AgentState | null): Promise<void> {
     await this.options.bus.publish(
-      this.event({ kind: "orchestrator" }, { type: "agency.agent.state", subject: agent, data: { agent, state, previous, running: this.running.get(agent) ?? 0 } }),
+      this.event(
+        { kind: "orchestrator" },
+        { type: "agency.agent.state", subject: agent, data: { agent, state, previous, running: this.running.get(agent) ?? 0 } },
+      ),
     );
   }
 
@@ -373,4 +383,3 @@ function endedReport(home: string, runId: string): RunReport | null {
   const report = JSON.parse(readFileSync(file, "utf8")) as RunReport;
   return report.status === "cancelled" ? null : report;
 }
-

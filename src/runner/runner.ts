@@ -10,6 +10,7 @@ import type { ApprovalAnswer } from "../policy/approval.js";
 import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunEmbedding } from "../run/run-embedding.js";
+import type { Tool } from "../tools/define-tool.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
@@ -298,9 +299,9 @@ export class Runner {
    * {@link checkTaskModel}, for any other provider) and, once per Runner, the
    * sweep; returns the task with the image its run uses.
    */
-  private async prepareOnce<T extends Task | null>(task: T): Promise<T> {
-    if (task && !(this.provider instanceof DockerSandboxProvider)) checkTaskModel(task, this.environment);
-    const prepared = (task && this.provider instanceof DockerSandboxProvider ? await prepareRun(task, this.provider, this.environment) : task) as T;
+  private async prepareOnce<T extends Task | null>(task: T, hostTools: readonly Tool[] = []): Promise<T> {
+    if (task && !(this.provider instanceof DockerSandboxProvider)) checkTaskModel(task, this.environment, hostTools);
+    const prepared = (task && this.provider instanceof DockerSandboxProvider ? await prepareRun(task, this.provider, this.environment, hostTools) : task) as T;
     // One sweep per Runner, and every start and resume waits for it: a resume must not reopen a worktree the sweep is committing.
     this.sweep ??= sweepDeadRunLeftovers(this.provider, this.home, this.log);
     await this.sweep;
@@ -318,7 +319,7 @@ export class Runner {
     checkStartOptions(options);
     if (this.closed) throw new RunnerError("this Runner is closed; create another one", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was already aborted");
-    const prepared = await this.prepareOnce(task);
+    const prepared = await this.prepareOnce(task, options.embedding?.hostTools);
     if (this.closed) throw new RunnerError("this Runner was closed while the run was starting; nothing of it was created", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was aborted");
     const controller = new AbortController();
