@@ -22,8 +22,12 @@ export const ORCHESTRATOR_EVENT_PREFIX = "agency.";
  */
 export const CAPABILITY_TOOLS = ["read_file", "list_dir", "glob", "grep", "write_file", "edit_file", "run_shell", "load_skill", "agent"] as const;
 
-/** Capabilities that change the workspace: an agent with none of them runs on a read-only mount. */
-export const WRITE_CAPABILITIES: readonly string[] = ["write_file", "edit_file", "run_shell", "agent"];
+/**
+ * Capabilities that make an agent a writer (its change is committed, verified and merged into the
+ * agency branch). An agent with none of them runs on a read-only mount: its `run_shell` too, so a
+ * tester runs the tests without changing what it tests.
+ */
+export const WRITE_CAPABILITIES: readonly string[] = ["write_file", "edit_file", "agent"];
 
 const pathGlob = z
   .string()

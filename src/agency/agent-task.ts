@@ -56,9 +56,16 @@ export function writeAgentPolicy(agent: AgentDefinition, file: string): string {
  * The task of one invocation of `agent` for `event` (task.yaml's schema): the
  * role's instructions, the event (type, subject, id, data) and the agency's
  * context in the instruction; the agent's model, verify, sandbox, step and
- * time limits; the policy file from {@link writeAgentPolicy}.
+ * time limits; the policy file from {@link writeAgentPolicy}. A scripted
+ * agent with several scripts follows the `invocationNumber`-th (0-based; the last repeats).
  */
-export function invocationTask(agency: AgencyDefinition, agent: AgentDefinition, event: AgencyEvent, policyFile: string): Record<string, unknown> {
+export function invocationTask(
+  agency: AgencyDefinition,
+  agent: AgentDefinition,
+  event: AgencyEvent,
+  policyFile: string,
+  invocationNumber: number,
+): Record<string, unknown> {
   const publishing = agent.emits.length
     ? `Publish your result with the tool emit_event; the types you may publish: ${agent.emits.join(", ")}. Publish exactly one when your work is done, with the data the next agent needs.`
     : "You publish no events: your final answer and your changes are your result.";
@@ -80,7 +87,7 @@ export function invocationTask(agency: AgencyDefinition, agent: AgentDefinition,
     name: `${agency.name}-${agent.name}`.slice(0, 60).replace(/-+$/, ""),
     instruction,
     workspace: agency.workspacePath,
-    model: agent.model,
+    model: agent.scripts.length ? { ...agent.model, script: agent.scripts[Math.min(invocationNumber, agent.scripts.length - 1)] } : agent.model,
     ...(agent.sandbox ? { sandbox: agent.sandbox } : {}),
     ...(agent.verify ? { verify: agent.verify } : {}),
     max_steps: agent.max_steps,

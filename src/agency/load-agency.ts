@@ -35,6 +35,11 @@ export interface AgentDefinition extends Omit<AgentFile["agent"], "triggers" | "
   capabilities: string[];
   /** The agent file (absolute), or null for an object given to the library. */
   file: string | null;
+  /**
+   * Scripted agents: the scripts (absolute), one per invocation in start order, the last one
+   * repeating (`model.script` may be a list, so a scripted pipeline can review and fix in rounds); else empty.
+   */
+  scripts: string[];
 }
 
 /** A validated agency with its agents; every path absolute. */
@@ -110,29 +115,48 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
 }
 
 function agentDefinition(raw: unknown, file: string, directory: string, problems: AgencyProblem[]): AgentDefinition | null {
-  const parsed = parseWith(agentFileSchema, raw, file, "", problems);
+  // A scripted agent may give a list of scripts, one per invocation; the schema checks the first as task.yaml's `script`.
+  const listed = scriptList(raw);
+  const parsed = parseWith(agentFileSchema, listed ? withScript(raw, listed[0]) : raw, file, "", problems);
   if (!parsed) return null;
   const { agent } = parsed;
-  let model = agent.model;
-  if (model.provider === "scripted") {
-    if (!model.script) {
+  const scripts: string[] = [];
+  if (agent.model.provider === "scripted") {
+    if (!agent.model.script) {
       problems.push({ file, field: "agent.model.script", message: "required when model.provider is scripted (a script file, relative to the agent file)" });
       return null;
     }
-    const script = isAbsolute(model.script) ? model.script : resolve(directory, model.script);
-    if (!existsSync(script)) {
-      problems.push({ file, field: "agent.model.script", message: `${script} does not exist (the path is relative to the agent file)` });
-      return null;
+    for (const [index, entry] of (listed ?? [agent.model.script]).entries()) {
+      const script = typeof entry === "string" ? (isAbsolute(entry) ? entry : resolve(directory, entry)) : "";
+      const field = listed ? `agent.model.script.${index}` : "agent.model.script";
+      if (!script) problems.push({ file, field, message: "expected the path of a script file, relative to the agent file" });
+      else if (!existsSync(script)) problems.push({ file, field, message: `${script} does not exist (the path is relative to the agent file)` });
+      else scripts.push(script);
     }
-    model = { ...model, script };
+    if (scripts.length !== (listed ?? [0]).length) return null;
+  } else if (listed) {
+    problems.push({ file, field: "agent.model.script", message: "only used with model.provider: scripted" });
+    return null;
   }
   return {
     ...agent,
-    model,
+    model: scripts.length ? { ...agent.model, script: scripts[0]! } : agent.model,
+    scripts,
     triggers: agent.triggers.map((trigger) => trigger.event),
     capabilities: [...new Set(agent.capabilities.map((capability) => capability.tool))],
     file: file.startsWith("/") ? file : null,
   };
+}
+
+/** `agent.model.script` when it is a list, else null. */
+function scriptList(raw: unknown): unknown[] | null {
+  const script = (raw as { agent?: { model?: { script?: unknown } } } | null)?.agent?.model?.script;
+  return Array.isArray(script) && script.length > 0 ? script : null;
+}
+
+function withScript(raw: unknown, script: unknown): unknown {
+  const value = raw as { agent: { model: Record<string, unknown> } };
+  return { ...value, agent: { ...value.agent, model: { ...value.agent.model, script: typeof script === "string" ? script : "" } } };
 }
 
 function parseWith<Schema extends z.ZodType>(schema: Schema, raw: unknown, file: string, prefix: string, problems: AgencyProblem[]): z.infer<Schema> | null {

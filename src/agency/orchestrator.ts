@@ -254,7 +254,8 @@ export class Orchestrator {
         throw error;
       }
     } else {
-      const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name));
+      const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name).length;
+      const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier);
       handle = await runner.start(task, { signal: this.runs.signal, embedding: { ...embedding, baseBranch: record.branch } });
       // Recorded before the agent's first model call (the run has only made its directory): a crash from here resumes this run.
       directory.appendInvocation({
