@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { newTraceId } from "../bus/agency-event.js";
+import { checkAgencyEvent, newTraceId } from "../bus/agency-event.js";
 import type { AgencyEvent, EventBus } from "../bus/event-bus.js";
 import { FileEventBus } from "../bus/file-event-bus.js";
 import { ConfigError } from "../errors.js";
@@ -41,7 +41,10 @@ export interface AgencyHandle {
   readonly directory: string;
   /** The agency's CloudEvents from sequence `from` (default 0): what is in the log, then live ones; ends when the agency ends. */
   events(options?: { from?: number }): AsyncIterable<AgencyEvent>;
-  /** Publishes an outside event (source `…/outside`, hops 0); resolves with its sequence. Throws EventRejectedError for a refused one. */
+  /**
+   * Publishes an outside event (source `…/outside`, hops 0); resolves with its sequence. Throws
+   * EventRejectedError for a refused one. After the agency ended the event waits in the log for a resume.
+   */
   publish(event: OutsideEvent): Promise<number>;
   /** agency-report.json's object, for every outcome (succeeded, failed, error, cancelled). */
   readonly result: Promise<AgencyReport>;
@@ -116,9 +119,11 @@ async function launch(
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
   const inbox = drainInbox(directory, bus, record, stop);
   const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents });
+  let ended = false;
   const result = orchestrator.run().finally(async () => {
     inbox.close();
     await bus.close();
+    ended = true;
   });
   const context = { agencyId: record.agency_id, traceId: record.trace_id };
   return {
@@ -130,7 +135,16 @@ async function launch(
     },
     async publish(event) {
       checkOutsideEvent(event, "event");
-      return bus.publish(agencyEvent(context, { kind: "outside" }, event));
+      const outside = agencyEvent(context, { kind: "outside" }, event);
+      checkAgencyEvent(outside);
+      if (!ended) return bus.publish(outside);
+      // The agency has ended: the event waits in its log for `resumeAgency`.
+      const reopened = await FileEventBus.open(directory.busDirectory);
+      try {
+        return await reopened.publish(outside);
+      } finally {
+        await reopened.close();
+      }
     },
     async cancel() {
       controller.abort();

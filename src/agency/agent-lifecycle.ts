@@ -3,7 +3,8 @@
  * `spawn → ready → busy → idle → error → shutdown`. `busy` while at least one
  * of its invocations runs, `idle` when none does after it worked, `error`
  * after an invocation ended `error` (a crash, not a failed verification)
- * until the next one succeeds (`ready`), `shutdown` when the agency stops.
+ * until the next one ends well (`ready`, then `busy` or `idle`; invocations
+ * still start meanwhile), `shutdown` when the agency stops.
  */
 export type AgentState = "spawn" | "ready" | "busy" | "idle" | "error" | "shutdown";
 
@@ -28,7 +29,8 @@ export function lifecycleTransitions(current: AgentState, change: LifecycleChang
       go("ready");
       break;
     case "invocation_started":
-      go("busy");
+      // An agent in error stays there while it works again: only a success takes it back to ready.
+      if (state !== "error") go("busy");
       break;
     case "invocation_ended":
       if (change.crashed) go("error");

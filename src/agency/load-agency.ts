@@ -66,11 +66,13 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
   const raw = typeof source === "string" ? readYaml(file!, problems) : source;
   if (raw === undefined) throw new AgencyFileError(problems);
   const parsed = parseWith(agencyFileSchema, raw, label, "", problems);
-  if (!parsed) throw new AgencyFileError(problems);
+  // The agent files are checked even when agency.yaml has problems, so one round fixes all.
+  const rawAgents = (raw as { agents?: unknown } | null)?.agents;
+  const agentsField = parsed ? parsed.agents : rawAgents === undefined ? "./agents" : rawAgents;
   const directory = file ? dirname(file) : baseDirectory;
   const agents: AgentDefinition[] = [];
-  if (typeof parsed.agents === "string") {
-    const agentsDirectory = resolve(directory, parsed.agents);
+  if (typeof agentsField === "string") {
+    const agentsDirectory = resolve(directory, agentsField);
     const names =
       existsSync(agentsDirectory) && statSync(agentsDirectory).isDirectory() ? readdirSync(agentsDirectory).filter((name) => /\.ya?ml$/.test(name)) : null;
     if (names === null)
@@ -84,8 +86,8 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
       const agent = agentDefinition(agentRaw, agentFile, dirname(agentFile), problems);
       if (agent) agents.push(agent);
     }
-  } else {
-    parsed.agents.forEach((agentRaw, index) => {
+  } else if (Array.isArray(agentsField)) {
+    agentsField.forEach((agentRaw: unknown, index) => {
       const agent = agentDefinition(agentRaw, `${label}.agents[${index}]`, directory, problems);
       if (agent) agents.push(agent);
     });
@@ -101,6 +103,7 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
       });
     else seen.set(agent.name, agent.file ?? label);
   }
+  if (!parsed) throw new AgencyFileError(problems);
   const workspacePath = isAbsolute(parsed.workspace) ? parsed.workspace : resolve(directory, parsed.workspace);
   let repositoryRoot = workspacePath;
   try {
