@@ -7,7 +7,7 @@ import { ORCHESTRATOR_EVENT_PREFIX } from "./agency-schema.js";
 export type Publisher = { kind: "orchestrator" } | { kind: "agent"; name: string } | { kind: "outside"; source?: string };
 
 /** The CloudEvents `source` of a publisher (docs/agency.md "The event envelope"). */
-export function sourceOf(agencyId: string, publisher: Publisher): string {
+function sourceOf(agencyId: string, publisher: Publisher): string {
   const base = `agent-runner://agencies/${agencyId}`;
   if (publisher.kind === "orchestrator") return `${base}/orchestrator`;
   if (publisher.kind === "agent") return `${base}/agents/${publisher.name}`;

@@ -20,7 +20,7 @@ export const ORCHESTRATOR_EVENT_PREFIX = "agency.";
  * the agency's own and need no capability: `emit_event` comes with `emits`,
  * `read_context` with every agent.
  */
-export const CAPABILITY_TOOLS = ["read_file", "list_dir", "glob", "grep", "write_file", "edit_file", "run_shell", "load_skill", "agent"] as const;
+const CAPABILITY_TOOLS = ["read_file", "list_dir", "glob", "grep", "write_file", "edit_file", "run_shell", "load_skill", "agent"] as const;
 
 /**
  * Capabilities that make an agent a writer (its change is committed, verified and merged into the

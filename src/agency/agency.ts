@@ -74,7 +74,7 @@ export async function createRunner(options: RunnerOptions = {}): Promise<AgencyR
 }
 
 /** Starts an agency on `runner` (see {@link AgencyRunner.agency}). */
-export async function startAgency(runner: Runner, source: string | Record<string, unknown>, options: AgencyOptions = {}): Promise<AgencyHandle> {
+async function startAgency(runner: Runner, source: string | Record<string, unknown>, options: AgencyOptions = {}): Promise<AgencyHandle> {
   const definition = await loadAgency(source, options.baseDirectory);
   if (options.event) checkOutsideEvent(options.event, "event");
   const agencyId = newRunId();
@@ -97,7 +97,7 @@ export async function startAgency(runner: Runner, source: string | Record<string
 }
 
 /** Resumes agency `id` on `runner` (see {@link AgencyRunner.resumeAgency}). ConfigError for an unknown agency or one another process runs. */
-export async function resumeAgency(runner: Runner, id: string, options: Omit<AgencyOptions, "event" | "baseDirectory"> = {}): Promise<AgencyHandle> {
+async function resumeAgency(runner: Runner, id: string, options: Omit<AgencyOptions, "event" | "baseDirectory"> = {}): Promise<AgencyHandle> {
   const directory = AgencyDirectory.existing(runner.home, id);
   return launch(runner, directory, directory.readRecord(), [], options.signal);
 }

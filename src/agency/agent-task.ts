@@ -9,9 +9,6 @@ import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
 import { WRITE_CAPABILITIES } from "./agency-schema.js";
 import type { AgencyDefinition, AgentDefinition } from "./load-agency.js";
 
-/** The agency's own tools: they run in the orchestrator's process and only publish to the bus or read the agency's context. */
-export const AGENCY_TOOLS = ["emit_event", "read_context"] as const;
-
 /** True when the agent may change the workspace; otherwise its invocations run on a read-only mount. */
 export function writesWorkspace(agent: AgentDefinition): boolean {
   return agent.capabilities.some((tool) => WRITE_CAPABILITIES.includes(tool));

@@ -13,7 +13,7 @@ import { agencyTools, invocationTask, writeAgentPolicy, writesWorkspace } from "
 import type { AgentDefinition } from "./load-agency.js";
 
 /** The durable consumer of agent `name` on the bus. */
-export function consumerName(agent: string): string {
+function consumerName(agent: string): string {
   return `agent-${agent}`;
 }
 

@@ -151,7 +151,7 @@ function snapshot(directory: AgencyDirectory): AgencyReport | (Omit<AgencyReport
 }
 
 /** One event of the timeline: sequence, time, who, type, subject, and the data that says what happened. */
-export function timelineLine(stored: StoredEvent): string {
+function timelineLine(stored: StoredEvent): string {
   const { event } = stored;
   const who = event.source.split("/").at(-1)!;
   const time = event.time.slice(11, 19);
