@@ -6,11 +6,12 @@ SOURCES := $(shell find src -type f) tsconfig.json package.json scripts/copy-ass
 # Where `runner` is linked: /usr/local/bin for root, ~/.local/bin otherwise.
 BIN_DIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 
-.PHONY: help setup docker deps build helper image link demo typecheck check format test test-deps test-unit test-integration bench clean
+.PHONY: help setup docker deps build helper image link demo demo-agency typecheck check format test test-deps test-unit test-integration bench clean
 
 help:
 	@echo "make setup   Docker engine (if absent), npm deps, Go (if absent), build (with the sandbox helper), sandbox image, 'runner' on PATH"
 	@echo "make demo    run examples/fix-median with the scripted model and print the verified diff"
+	@echo "make demo-agency  run examples/agency/fix-pipeline (four agents, scripted) and print the timeline and merged diff"
 	@echo "make check   typecheck, folder import cycles, dead exports, eslint, prettier (npm run check)"
 	@echo "make test    make check, then all tests: unit, end-to-end and integration (real Docker)"
 	@echo "make test-unit  the unit project only: no Docker daemon needed, seconds"
@@ -46,6 +47,9 @@ link: build
 
 demo: build
 	@bash scripts/demo.sh
+
+demo-agency: build
+	@bash scripts/demo-agency.sh
 
 typecheck: deps
 	npm run typecheck

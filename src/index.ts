@@ -2,16 +2,11 @@
  * agent-runner as a library (package entry, README "Library"): the Runner
  * and its handles, and the types a caller needs to read what they return.
  */
-export {
-  createRunner,
-  Runner,
-  type ApprovalBroker,
-  type ApprovalRequest,
-  type ModelText,
-  type RunHandle,
-  type RunnerOptions,
-  type StartOptions,
-} from "./runner/runner.js";
+export { createRunner, type AgencyHandle, type AgencyOptions, type AgencyRunner, type OutsideEvent } from "./agency/agency.js";
+export type { AgencyReport, AgencyStatus } from "./agency/agency-directory.js";
+export { AgencyFileError, type AgencyProblem } from "./agency/load-agency.js";
+export type { AgencyEvent } from "./bus/event-bus.js";
+export { Runner, type ApprovalBroker, type ApprovalRequest, type ModelText, type RunHandle, type RunnerOptions, type StartOptions } from "./runner/runner.js";
 export {
   cloudEventType,
   EVENT_CATALOGUE,

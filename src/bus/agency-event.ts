@@ -91,17 +91,24 @@ export interface AgencyEventInit {
   time?: Date;
 }
 
-/** A new random W3C trace id: 32 lower-case hex digits, not all zero. */
-export function newTraceId(): string {
-  let id = randomBytes(16).toString("hex");
-  while (/^0+$/.test(id)) id = randomBytes(16).toString("hex");
-  return id;
+/** Random bytes drawn 4 KiB at a time: randomBytes per id costs a system call each, and agencies mint an id per event. */
+const entropy = { pool: Buffer.alloc(0), used: 0 };
+
+/** `bytes` random bytes as lower-case hex, never all zero (W3C Trace Context forbids an all-zero trace or span id). */
+function randomHex(bytes: number): string {
+  for (;;) {
+    if (entropy.used + bytes > entropy.pool.length) {
+      entropy.pool = randomBytes(4096);
+      entropy.used = 0;
+    }
+    const hex = entropy.pool.toString("hex", entropy.used, (entropy.used += bytes));
+    if (!/^0+$/.test(hex)) return hex;
+  }
 }
 
-function newSpanId(): string {
-  let id = randomBytes(8).toString("hex");
-  while (/^0+$/.test(id)) id = randomBytes(8).toString("hex");
-  return id;
+/** A new random W3C trace id: 32 lower-case hex digits, not all zero. */
+export function newTraceId(): string {
+  return randomHex(16);
 }
 
 /**
@@ -120,7 +127,7 @@ export function createAgencyEvent(init: AgencyEventInit): AgencyEvent {
     type: init.type,
     time: (init.time ?? new Date()).toISOString(),
     datacontenttype: "application/json",
-    traceparent: `00-${causeTrace ?? init.traceId ?? newTraceId()}-${newSpanId()}-01`,
+    traceparent: `00-${causeTrace ?? init.traceId ?? newTraceId()}-${randomHex(8)}-01`,
     correlationid: init.correlationid,
     hops: init.hops ?? (init.cause ? init.cause.hops + 1 : 0),
   };

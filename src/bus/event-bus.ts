@@ -28,7 +28,7 @@ export const MAX_EVENT_DATA_BYTES = 16 * 1024;
 /**
  * A CloudEvents 1.0 event in structured JSON mode, as the agency publishes it.
  * CloudEvents attribute names are lower-case letters and digits only
- * (CloudEvents 1.0 §3.1.1 "Attribute Naming Convention"), hence `correlationid`,
+ * (CloudEvents 1.0, "Attribute Naming Convention"), hence `correlationid`,
  * `causationid` and `hops` rather than the founding design's `trace_id`/`max_hops`.
  */
 export interface AgencyEvent {

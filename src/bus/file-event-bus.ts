@@ -26,6 +26,51 @@ const CONSUMER_NAME = /^[A-Za-z0-9_-]{1,128}$/;
 const isStoredEvent = (value: unknown): value is AgencyEvent =>
   typeof value === "object" && value !== null && (value as AgencyEvent).specversion === "1.0" && typeof (value as AgencyEvent).id === "string";
 
+/** How every log line starts: `publish` writes these two attributes first, so an open reads ids without parsing whole events. */
+const LINE_START = '{"specversion":"1.0","id":';
+
+/** An event as its log line: one JSON object, specversion and id first. */
+function logLine(event: AgencyEvent): string {
+  const json = JSON.stringify(event);
+  if (json.startsWith(LINE_START)) return `${json}\n`;
+  const { specversion, id, ...rest } = event;
+  return `${JSON.stringify({ specversion, id, ...rest })}\n`;
+}
+
+const LINE_START_BYTES = Buffer.from(LINE_START);
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const CLOSING_BRACE = 0x7d;
+
+/**
+ * The event id of a log line (a LineReader): read from the line's start
+ * alone, except for the last line — the only one a crash can tear — and
+ * lines some other writer shaped differently, which are parsed whole. A line
+ * damaged after its id is found by the reader that parses it.
+ */
+function readLogLineId(line: Buffer, last: boolean): string | null {
+  const idStart = LINE_START_BYTES.length;
+  if (!last && line[idStart] === QUOTE && line[line.length - 1] === CLOSING_BRACE && line.subarray(0, idStart).equals(LINE_START_BYTES)) {
+    let quote = line.indexOf(QUOTE, idStart + 1);
+    while (quote !== -1 && isEscaped(line, quote)) quote = line.indexOf(QUOTE, quote + 1);
+    if (quote !== -1) return JSON.parse(line.toString("utf8", idStart, quote + 1)) as string;
+  }
+  const value: unknown = JSON.parse(line.toString("utf8"));
+  return isStoredEvent(value) ? value.id : null;
+}
+
+/** Whether the byte at `index` follows an odd number of backslashes. */
+function isEscaped(line: Buffer, index: number): boolean {
+  let backslashes = 0;
+  while (line[index - 1 - backslashes] === BACKSLASH) backslashes += 1;
+  return backslashes % 2 === 1;
+}
+
+const readCursorLine = (line: Buffer): CursorRecord | null => {
+  const value: unknown = JSON.parse(line.toString("utf8"));
+  return isCursorRecord(value) ? value : null;
+};
+
 /** A one-shot wake-up for waiting readers (Promise.withResolvers is Node 22+). */
 class Signal {
   fire: () => void = () => undefined;
@@ -121,13 +166,13 @@ export class FileEventBus implements EventBus {
     try {
       const offsets: number[] = [];
       const ids: string[] = [];
-      const logRecovery = await recoverJsonLines(join(directory, BUS_FILES.log), isStoredEvent, (value, offset) => {
+      const logRecovery = await recoverJsonLines(join(directory, BUS_FILES.log), readLogLineId, (id, offset) => {
         offsets.push(offset);
-        ids.push((value as AgencyEvent).id);
+        ids.push(id);
       });
       const cursors = new Map<string, ConsumerCursor>();
       const consumersPath = join(directory, BUS_FILES.consumers);
-      await recoverJsonLines(consumersPath, isCursorRecord, (value) => applyCursorRecord(cursors, value as CursorRecord));
+      await recoverJsonLines(consumersPath, readCursorLine, (record) => applyCursorRecord(cursors, record));
       await compactCursors(consumersPath, cursors);
       const log = await GroupCommitFile.open(join(directory, BUS_FILES.log));
       const consumersFile = await GroupCommitFile.open(consumersPath);
@@ -147,7 +192,7 @@ export class FileEventBus implements EventBus {
       await this.waitCommitted(known);
       return known;
     }
-    const line = `${JSON.stringify(event)}\n`;
+    const line = logLine(event);
     const sequence = this.offsets.length;
     this.offsets.push(this.assignedBytes);
     this.assignedBytes += Buffer.byteLength(line);

@@ -12,22 +12,26 @@ export interface JsonLinesRecovery {
 }
 
 /**
- * Reads the JSON Lines file at `path` (absent = empty), calling `onLine` with
- * each line's value and its byte offset, in order; then cuts off a torn last
- * line and makes the cut durable. A last line is torn when it has no newline
- * or `accept` refuses it: what a process killed in the middle of a write (or
- * a power loss before the flush) leaves. Such a line's append never resolved,
- * so nothing acknowledged is dropped.
+ * Reads one line (its bytes without the newline; a view valid during the
+ * call) into a record, or returns null when the line is not one. `last` is true for the file's last whole line: the
+ * only one a crash can have torn, so the only one a reader must check in
+ * full (others may be read cheaply, e.g. just their id).
+ */
+export type LineReader<T> = (line: Buffer, last: boolean) => T | null;
+
+/**
+ * Reads the JSON Lines file at `path` (absent = empty), calling `onRecord`
+ * with each line's record (see {@link LineReader}) and byte offset, in order;
+ * then cuts off a torn last line and makes the cut durable. A last line is
+ * torn when it has no newline or the reader refuses it: what a process
+ * killed in the middle of a write (or a power loss before the flush) leaves.
+ * Such a line's append never resolved, so nothing acknowledged is dropped.
  *
- * Throws when a line *before* the last is unreadable: that is damage, not a
+ * Throws when a line *before* the last is refused: that is damage, not a
  * torn append, and dropping it would renumber every later line. The message
  * names the file and the line.
  */
-export async function recoverJsonLines(
-  path: string,
-  accept: (value: unknown) => boolean,
-  onLine: (value: unknown, offset: number) => void,
-): Promise<JsonLinesRecovery> {
+export async function recoverJsonLines<T>(path: string, readLine: LineReader<T>, onRecord: (record: T, offset: number) => void): Promise<JsonLinesRecovery> {
   let handle;
   try {
     handle = await open(path, "r+");
@@ -37,11 +41,27 @@ export async function recoverJsonLines(
   }
   try {
     const { size } = await handle.stat();
+    let lineNumber = 0;
+    // Each whole line waits here until the next one shows it was not the last.
+    let held: { line: Buffer; offset: number } | null = null;
+    const release = (last: boolean): boolean => {
+      if (!held) return true;
+      lineNumber += 1;
+      let record: T | null = null;
+      try {
+        record = readLine(held.line, last);
+      } catch {
+        record = null;
+      }
+      if (record === null) {
+        if (!last) throw damaged(path, lineNumber);
+        return false;
+      }
+      onRecord(record, held.offset);
+      return true;
+    };
     let carry = Buffer.alloc(0);
     let carryOffset = 0;
-    let lineNumber = 0;
-    /** The first unreadable whole line, if any: fatal unless nothing but it follows. */
-    let bad: { offset: number; lineNumber: number } | null = null;
     let position = 0;
     while (position < size) {
       const chunk = Buffer.allocUnsafe(Math.min(CHUNK_BYTES, size - position));
@@ -51,25 +71,15 @@ export async function recoverJsonLines(
       const buffer = carry.length > 0 ? Buffer.concat([carry, chunk.subarray(0, bytesRead)]) : chunk.subarray(0, bytesRead);
       let start = 0;
       for (let newline = buffer.indexOf(10, start); newline !== -1; newline = buffer.indexOf(10, start)) {
-        const offset = carryOffset + start;
-        lineNumber += 1;
-        if (bad) throw damaged(path, bad.lineNumber);
-        let value: unknown;
-        let readable = true;
-        try {
-          value = JSON.parse(buffer.toString("utf8", start, newline));
-          readable = accept(value);
-        } catch {
-          readable = false;
-        }
-        if (readable) onLine(value, offset);
-        else bad = { offset, lineNumber };
+        release(false);
+        held = { line: buffer.subarray(start, newline), offset: carryOffset + start };
         start = newline + 1;
       }
       carry = buffer.subarray(start);
       carryOffset += start;
     }
-    const bytes = bad ? bad.offset : carryOffset;
+    const heldOffset = held?.offset ?? 0;
+    const bytes = release(true) ? carryOffset : heldOffset;
     if (bytes < size) {
       await handle.truncate(bytes);
       await handle.sync();

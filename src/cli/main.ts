@@ -6,6 +6,7 @@ import { Argument, Command, CommanderError } from "commander";
 import { COMPLETION_SHELLS, completionScript, type CompletionShell } from "./completion.js";
 import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
+import { agencyCommand } from "./agency-command.js";
 import { batchCommand } from "./batch-command.js";
 import { importCommand } from "./import-command.js";
 import { runnerHome } from "../runner/runner-home.js";
@@ -189,6 +190,7 @@ async function main(argv: string[]): Promise<number> {
     });
 
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
+  program.addCommand(agencyCommand(controller.signal, (code) => (exitCode = code)));
   program.addCommand(importCommand((code) => (exitCode = code)));
 
   const policy = program.command("policy").description('validate and explain permission policies (README "Policies")');

@@ -1,3 +1,4 @@
+import type { RunEmbedding } from "./run-embedding.js";
 import { errorMessage } from "../errors.js";
 import { SessionJournal } from "../agent/session-journal.js";
 import type { Task } from "../config/load-task.js";
@@ -28,6 +29,8 @@ import { RunBudget, startTimeLimit } from "./run-limits.js";
  */
 export interface RunScope {
   readonly runId: string;
+  /** Where a front end places the run ({} for a plain run). */
+  readonly embedding: RunEmbedding;
   readonly traceId: string;
   readonly store: RunStore;
   /** Where the run's worktree, workers, verify checkouts and sandbox scratch go (on the run's disk). */
@@ -73,6 +76,7 @@ export interface RunScope {
 }
 
 export interface RunScopeOptions {
+  embedding: RunEmbedding;
   task: Task;
   runId: string;
   traceId: string;
@@ -124,6 +128,7 @@ export function openRunScope(options: RunScopeOptions): RunScope {
   const cancelTimeLimit = startTimeLimit(task.timeout_sec, timeStop, report, events, started);
   return {
     runId,
+    embedding: options.embedding,
     traceId,
     store,
     paths: runPaths(options.runDirectory),

@@ -8,6 +8,7 @@ import type { SandboxProvider } from "../sandbox/sandbox.js";
 import type { DiskEnforcementChoice } from "../workspace/run-disk.js";
 import type { LogSettings } from "../logging/logger.js";
 import type { AskApproval } from "./permission-guard.js";
+import type { RunEmbedding } from "./run-embedding.js";
 import { deliverMainAgent, throwIfAborted } from "./phases/deliver-main.js";
 import { finalizeRun, recordFailure } from "./phases/finalize.js";
 import { openWorkspace } from "./phases/open-workspace.js";
@@ -46,6 +47,8 @@ export interface RunOptions {
   hostEnvironment?: NodeJS.ProcessEnv;
   /** Asks the person at the terminal to approve a call; absent when nobody can be asked (then the policy's `confirmations` decides). */
   askApproval?: AskApproval;
+  /** Where a front end places the run (base and merge branch, host tools, read-only workspace). */
+  embedding?: RunEmbedding;
 }
 
 export interface RunResult {
@@ -117,6 +120,7 @@ async function executeRun(
     ...(options.events ? { events: options.events } : {}),
     ...(options.onEnvelope ? { onEnvelope: options.onEnvelope } : {}),
     ...(dependencies.log ? { logSettings: dependencies.log } : {}),
+    embedding: options.embedding ?? {},
   });
   scope.logger.info({ task: run.task.name, resume: run.resume !== null }, "run started");
   options.onRunCreated?.(run.runId, run.runDirectory);

@@ -8,20 +8,22 @@ import type { Task } from "../config/load-task.js";
 import { loadScript, type Script, type ScriptedTurn } from "../model/scripted-model-server.js";
 import { loadSkillInput } from "../skills/load-skill-tool.js";
 import { workspaceTools } from "../tools/builtin/index.js";
+import type { Tool } from "../tools/define-tool.js";
 import { checkModelSettings } from "./open-model.js";
 
 /**
  * The part of the pre-flight that needs no sandbox, for every provider: a
  * real model's settings ({@link checkModelSettings}), or the scripted model's
  * script, loaded and its tool calls checked against the runner's tools
- * ({@link checkScriptToolCalls}). Throws ConfigError (exit 2) naming the problem.
+ * ({@link checkScriptToolCalls}; `hostTools`: the run's embedding's, which a
+ * script may call too). Throws ConfigError (exit 2) naming the problem.
  */
-export function checkTaskModel(task: Task, environment: NodeJS.ProcessEnv = process.env): void {
+export function checkTaskModel(task: Task, environment: NodeJS.ProcessEnv = process.env, hostTools: readonly Tool[] = []): void {
   if (task.model.provider !== "scripted") {
     checkModelSettings(task, environment);
     return;
   }
-  checkScriptToolCalls(loadScript(task.scriptPath!), task.scriptPath!, Object.keys(task.mcp_servers));
+  checkScriptToolCalls(loadScript(task.scriptPath!), task.scriptPath!, Object.keys(task.mcp_servers), hostTools);
 }
 
 /** One problem of a scripted tool call: where it is (`turns[3].tool_calls[0].arguments.path`) and what is wrong. */
@@ -36,8 +38,9 @@ export interface ScriptProblem {
  * tools. These are the zod schemas ToolRegistry validates a model's call
  * with, so a call that passes here passes there.
  */
-function runnerToolInputs(): Map<string, z.ZodType> {
+function runnerToolInputs(hostTools: readonly Tool[]): Map<string, z.ZodType> {
   return new Map<string, z.ZodType>([
+    ...hostTools.map((tool): [string, z.ZodType] => [tool.name, tool.input]),
     ...workspaceTools().map((tool): [string, z.ZodType] => [tool.name, tool.input]),
     ["read_tool_result", readToolResultInput],
     ["load_skill", loadSkillInput],
@@ -54,7 +57,7 @@ const CUT_NAME_SUFFIX = 9;
  * offer, before anything of the run exists, so a typo fails the task
  * (ConfigError, exit 2) instead of running and "succeeding" on a model that
  * only ever saw `Error: unknown tool`. What is checked (README "Scripted model"):
- * - a call's `name` must be a tool the runner defines ({@link runnerToolInputs}),
+ * - a call's `name` must be a tool the runner defines ({@link runnerToolInputs}) or a host tool of the run's embedding (`hostTools`),
  *   or `mcp__<server>__<tool>` for a server of the task's `mcp_servers`
  *   (`mcpServers`, its names as in task.yaml). The tool part of an MCP name is
  *   not checked: the server says which tools it has only once it runs.
@@ -68,8 +71,8 @@ const CUT_NAME_SUFFIX = 9;
  * Throws ConfigError naming `file` and listing every problem with its path
  * and step (1-based, as the terminal shows it: `turns[3]` is step 4).
  */
-export function checkScriptToolCalls(script: Script, file: string, mcpServers: readonly string[]): void {
-  const problems = scriptToolCallProblems(script, mcpServers);
+export function checkScriptToolCalls(script: Script, file: string, mcpServers: readonly string[], hostTools: readonly Tool[] = []): void {
+  const problems = scriptToolCallProblems(script, mcpServers, hostTools);
   if (problems.length === 0) return;
   const lines = problems.map((problem) => `  - ${problem.path}: ${problem.message}`);
   throw new ConfigError(
@@ -78,8 +81,8 @@ export function checkScriptToolCalls(script: Script, file: string, mcpServers: r
 }
 
 /** The problems {@link checkScriptToolCalls} reports, in script order; empty when there are none. */
-export function scriptToolCallProblems(script: Script, mcpServers: readonly string[]): ScriptProblem[] {
-  const inputs = runnerToolInputs();
+export function scriptToolCallProblems(script: Script, mcpServers: readonly string[], hostTools: readonly Tool[] = []): ScriptProblem[] {
+  const inputs = runnerToolInputs(hostTools);
   // A name cut to the length limit keeps at least this much of its `mcp__<server>__` start.
   const mcpPrefixes = mcpServers.map((server) => `mcp__${sanitizeToolNamePart(server)}__`.slice(0, MAX_TOOL_NAME_LENGTH - CUT_NAME_SUFFIX));
   const turnLists: [string, ScriptedTurn[]][] = [

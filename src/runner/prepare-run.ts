@@ -1,6 +1,7 @@
 import type { Task } from "../config/load-task.js";
 import { createLogger, type LogSettings } from "../logging/logger.js";
 import { checkTaskModel } from "./check-script.js";
+import type { Tool } from "../tools/define-tool.js";
 import { sweepDeadRuns } from "../run/run-lock.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
@@ -14,8 +15,13 @@ import { ensureTaskImage } from "../sandbox/task-image.js";
  * or built from `sandbox.build` (SandboxError, exit 3; src/sandbox/task-image.ts).
  * Returns the task with `sandbox.image` set to the image the run uses.
  */
-export async function prepareRun(task: Task, provider: DockerSandboxProvider, environment: NodeJS.ProcessEnv = process.env): Promise<Task> {
-  checkTaskModel(task, environment);
+export async function prepareRun(
+  task: Task,
+  provider: DockerSandboxProvider,
+  environment: NodeJS.ProcessEnv = process.env,
+  hostTools: readonly Tool[] = [],
+): Promise<Task> {
+  checkTaskModel(task, environment, hostTools);
   return prepareImage(task, provider);
 }
 

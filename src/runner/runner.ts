@@ -9,13 +9,15 @@ import { RateLimitGates } from "../model/rate-limit-gate.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";
+import type { RunEmbedding } from "../run/run-embedding.js";
+import type { Tool } from "../tools/define-tool.js";
 import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { RunStore } from "../run/run-store.js";
 import { reverifyRun, type Reverified } from "../run/reverify-run.js";
 import type { LogSettings } from "../logging/logger.js";
-import { resolveRepository } from "../workspace/run-worktree.js";
+import { branchHead, resolveRepository } from "../workspace/run-worktree.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import { EventReplay } from "./event-replay.js";
@@ -92,7 +94,16 @@ export interface StartOptions {
    * quick; what it throws is ignored (a display must not fail the model call).
    */
   onModelText?: (text: ModelText) => void;
+  /**
+   * Where a front end places the run (src/run/run-embedding.ts): the branch
+   * its worktree starts from, the branch its success is merged into, tools the
+   * host runs for it, a read-only workspace. Give the same to `resume`: it is
+   * not recorded with the run. `mergeInto` and `merge` exclude each other.
+   */
+  embedding?: RunEmbedding;
 }
+
+export type { RunEmbedding } from "../run/run-embedding.js";
 
 /** One piece of streamed model text ({@link StartOptions.onModelText}). */
 export interface ModelText {
@@ -179,7 +190,9 @@ export class Runner {
   /** {@link start} for a task already validated (`loadTaskFile`, `validateTask`): the CLI's ad-hoc tasks. */
   async startTask(task: Task, options: StartOptions = {}): Promise<RunHandle> {
     // A workspace that is not a repository's top level with a commit is the task's problem: ConfigError, before any run exists.
-    await resolveRepository(task.workspacePath);
+    const repository = await resolveRepository(task.workspacePath);
+    if (options.embedding?.baseBranch !== undefined) await branchHead(repository.root, options.embedding.baseBranch);
+    if (options.embedding?.mergeInto !== undefined) await branchHead(repository.root, options.embedding.mergeInto);
     if (task.model.max_cost_usd !== undefined) this.checkBudgetPriced(task, "model.max_cost_usd");
     const validated: Task = options.merge ? { ...task, on_success: "merge" } : task;
     return this.launch(validated, options, null, null, (prepared, dependencies, runOptions) => runTask(prepared, dependencies, runOptions));
@@ -286,9 +299,9 @@ export class Runner {
    * {@link checkTaskModel}, for any other provider) and, once per Runner, the
    * sweep; returns the task with the image its run uses.
    */
-  private async prepareOnce<T extends Task | null>(task: T): Promise<T> {
-    if (task && !(this.provider instanceof DockerSandboxProvider)) checkTaskModel(task, this.environment);
-    const prepared = (task && this.provider instanceof DockerSandboxProvider ? await prepareRun(task, this.provider, this.environment) : task) as T;
+  private async prepareOnce<T extends Task | null>(task: T, hostTools: readonly Tool[] = []): Promise<T> {
+    if (task && !(this.provider instanceof DockerSandboxProvider)) checkTaskModel(task, this.environment, hostTools);
+    const prepared = (task && this.provider instanceof DockerSandboxProvider ? await prepareRun(task, this.provider, this.environment, hostTools) : task) as T;
     // One sweep per Runner, and every start and resume waits for it: a resume must not reopen a worktree the sweep is committing.
     this.sweep ??= sweepDeadRunLeftovers(this.provider, this.home, this.log);
     await this.sweep;
@@ -306,7 +319,7 @@ export class Runner {
     checkStartOptions(options);
     if (this.closed) throw new RunnerError("this Runner is closed; create another one", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was already aborted");
-    const prepared = await this.prepareOnce(task);
+    const prepared = await this.prepareOnce(task, options.embedding?.hostTools);
     if (this.closed) throw new RunnerError("this Runner was closed while the run was starting; nothing of it was created", 2, { reason: "runner_closed" });
     if (options.signal?.aborted) throw new CancelledError("the start signal was aborted");
     const controller = new AbortController();
@@ -336,6 +349,7 @@ export class Runner {
         },
         onEnvelope: (line) => replay.push(JSON.parse(line) as RunEnvelope),
         ...(broker ? { askApproval: (question: ApprovalQuestion, askSignal: AbortSignal) => broker.request({ runId, ...question }, askSignal) } : {}),
+        ...(options.embedding ? { embedding: options.embedding } : {}),
       },
     ).finally(() => replay.end());
     const entry = { controller, finished };
@@ -417,4 +431,15 @@ function checkStartOptions(options: StartOptions): void {
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new ConfigError("signal: expected an AbortSignal");
   if (options.onModelText !== undefined && typeof options.onModelText !== "function")
     throw new ConfigError("onModelText: expected a function (text: ModelText) => void");
+  const embedding = options.embedding;
+  if (embedding === undefined) return;
+  for (const field of ["baseBranch", "mergeInto"] as const) {
+    const value = embedding[field];
+    if (value !== undefined && !(typeof value === "string" && /^[\w.-]+(\/[\w.-]+)*$/.test(value) && !value.includes("..")))
+      throw new ConfigError(`embedding.${field}: expected a branch name like agency/20261201-221500-ab12, got ${JSON.stringify(value)}`);
+  }
+  if (embedding.mergeInto !== undefined && options.merge)
+    throw new ConfigError("embedding.mergeInto and merge: give one (merge fast-forwards your checked-out branch)");
+  if (embedding.hostTools !== undefined && !(Array.isArray(embedding.hostTools) && embedding.hostTools.every((tool) => typeof tool?.execute === "function")))
+    throw new ConfigError("embedding.hostTools: expected an array of tools (defineTool)");
 }

@@ -138,13 +138,74 @@ function handToSandboxUser(target: RunWorktree, files: Buffer[]): void {
   }
 }
 
-/** Result of `runner exec --merge`: whether the run branch landed on the user's branch, and why not. */
+/** Result of `runner exec --merge` (or of a merge into a named branch): whether the run branch landed, and why not. */
 export interface UserMergeOutcome {
   merged: boolean;
-  /** The user's branch (`refs/heads/...`), when one is checked out. */
+  /** The user's branch (`refs/heads/...`), when one is checked out; the target branch of a merge into a named branch. */
   branch: string | null;
   /** Why nothing was merged, or what was done. */
   detail: string;
+  /** A merge into a named branch that conflicted: the conflicting files (nothing was merged). */
+  conflicts?: string[];
+}
+
+/** Times a merge into a named branch is computed again when the branch moved under it (another run merged meanwhile). */
+const BRANCH_MERGE_ATTEMPTS = 5;
+
+/**
+ * Merges `runBranch` into the branch `target` of the repository without
+ * checking anything out (the branch is a ref the runner owns, e.g. an
+ * agency's `agency/<id>`): a fast-forward when `target` is an ancestor,
+ * otherwise a two-parent merge commit whose tree `git merge-tree
+ * --write-tree` computes (host-side safe git; no worktree file is read or
+ * written). The ref moves with `git update-ref <new> <old>`, a
+ * compare-and-swap: when another merge moved it meanwhile, the merge is
+ * computed again on the new head (up to {@link BRANCH_MERGE_ATTEMPTS} times).
+ * A conflict changes nothing and names the files. Throws SandboxError when
+ * git fails otherwise.
+ */
+export async function mergeIntoBranch(
+  repositoryRoot: string,
+  gitConfig: string[],
+  runBranch: string,
+  target: string,
+  message: string,
+): Promise<UserMergeOutcome> {
+  const options = { baseDirectory: repositoryRoot, config: gitConfig };
+  const ref = `refs/heads/${target}`;
+  const theirs = (await rawSafeGit(options, ["rev-parse", "--verify", `refs/heads/${runBranch}^{commit}`])).trim();
+  for (let attempt = 1; attempt <= BRANCH_MERGE_ATTEMPTS; attempt += 1) {
+    const head = (await rawSafeGit(options, ["rev-parse", "--verify", `${ref}^{commit}`])).trim();
+    if ((await safeGitResult(options, ["merge-base", "--is-ancestor", theirs, head])).exitCode === 0) {
+      return { merged: true, branch: ref, detail: `${target} already holds ${runBranch}` };
+    }
+    let next: string;
+    let how: string;
+    if ((await safeGitResult(options, ["merge-base", "--is-ancestor", head, theirs])).exitCode === 0) {
+      next = theirs;
+      how = "fast-forwarded";
+    } else {
+      const trial = await safeGitResult(options, ["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", head, theirs]);
+      if (trial.exitCode === 1) {
+        const [, ...rest] = trial.stdout.split("\0");
+        const end = rest.indexOf("");
+        const files = [...new Set(end === -1 ? rest : rest.slice(0, end))];
+        return {
+          merged: false,
+          branch: ref,
+          detail: `${runBranch} conflicts with ${target} in ${files.join(", ")}; nothing was merged and ${runBranch} keeps the work`,
+          conflicts: files,
+        };
+      }
+      if (trial.exitCode !== 0) throw new SandboxError(`git merge-tree failed for ${runBranch}: ${trial.stderr.trim()}`, { reason: "git_failed" });
+      const tree = trial.stdout.split("\0")[0]!.trim();
+      next = (await rawSafeGit(options, ["commit-tree", tree, "-p", head, "-p", theirs, "-m", message])).trim();
+      how = "merged";
+    }
+    const moved = await safeGitResult(options, ["update-ref", "-m", `agent-runner: ${how} ${runBranch}`, ref, next, head]);
+    if (moved.exitCode === 0) return { merged: true, branch: ref, detail: `${how} ${runBranch} into ${target}` };
+  }
+  throw new SandboxError(`${target} kept moving while ${runBranch} was merged into it (${BRANCH_MERGE_ATTEMPTS} attempts)`, { reason: "git_failed" });
 }
 
 /**

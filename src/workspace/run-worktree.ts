@@ -67,31 +67,42 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
 
 /**
  * Creates the worktree at `worktreePath` on a new branch `runner/<runId>` from
- * HEAD, without touching the user's checkout, and hands its files to the
- * sandbox user. Throws SandboxError when git fails.
+ * HEAD (or from the head of `baseBranch`), without touching the user's
+ * checkout, and hands its files to the sandbox user. Throws ConfigError when
+ * `baseBranch` does not exist, SandboxError when git fails.
  */
-export async function createRunWorktree(repositoryDirectory: string, runId: string, worktreePath: string): Promise<RunWorktree> {
+export async function createRunWorktree(repositoryDirectory: string, runId: string, worktreePath: string, baseBranch?: string): Promise<RunWorktree> {
   const repository = await resolveRepository(repositoryDirectory);
   const gitConfig = await driverOverrides(repository.root);
   const branch = `runner/${runId}`;
   const sandboxUser = sandboxUserFor(repository.root);
-  const added = await addWorktree(
-    repository.root,
-    gitConfig,
-    ["-b", branch, worktreePath, repository.head],
-    worktreePath,
-    sandboxUser,
-    `the worktree for ${branch}`,
-  );
+  const base = baseBranch === undefined ? repository.head : await branchHead(repository.root, baseBranch);
+  const added = await addWorktree(repository.root, gitConfig, ["-b", branch, worktreePath, base], worktreePath, sandboxUser, `the worktree for ${branch}`);
   return {
     repositoryRoot: repository.root,
     commonGitDirectory: repository.commonGitDirectory,
     ...added,
     branch,
-    baseCommit: repository.head,
+    baseCommit: base,
     sandboxUser,
     gitConfig,
   };
+}
+
+/** Creates branch `branch` at `commit` (host-side safe git; no checkout). Throws SandboxError when git refuses (the name is taken). */
+export async function createBranch(repositoryRoot: string, branch: string, commit: string): Promise<void> {
+  try {
+    await rawSafeGit({ baseDirectory: repositoryRoot }, ["branch", "--no-track", branch, commit]);
+  } catch (error) {
+    throw new SandboxError(`cannot create branch ${branch} in ${repositoryRoot}: ${errorMessage(error)}`, { reason: "git_failed", cause: error });
+  }
+}
+
+/** The commit branch `branch` points at. Throws ConfigError when there is no such branch. */
+export async function branchHead(repositoryRoot: string, branch: string): Promise<string> {
+  const head = await rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}^{commit}`]).catch(() => "");
+  if (!head.trim()) throw new ConfigError(`there is no branch ${branch} in ${repositoryRoot}`);
+  return head.trim();
 }
 
 /**

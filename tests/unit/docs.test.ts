@@ -13,6 +13,13 @@ describe("docs", () => {
     expect(paths.filter((path) => !existsSync(join(ROOT, path)))).toEqual([]);
   });
 
+  it("docs/agency.md names only files that exist", () => {
+    const text = readFileSync(join(ROOT, "docs/agency.md"), "utf8");
+    const paths = [...new Set(text.match(/\b(?:src|tests|bench)\/[\w./-]+\.ts\b/g) ?? [])];
+    expect(paths.length).toBeGreaterThan(3);
+    expect(paths.filter((path) => !existsSync(join(ROOT, path)))).toEqual([]);
+  });
+
   it("README.md and docs/ never point outside the repository", () => {
     for (const file of ["README.md", "docs/architecture.md", "CONTRIBUTING.md"]) {
       expect(readFileSync(join(ROOT, file), "utf8"), file).not.toMatch(/\.\.\/shared\//);

@@ -1,7 +1,7 @@
 import type { AgentOutcome } from "../../agent/agent-loop.js";
 import { CancelledError } from "../../errors.js";
 import type { SandboxProvider } from "../../sandbox/sandbox.js";
-import { mergeIntoUserBranch } from "../../workspace/merge.js";
+import { mergeIntoBranch, mergeIntoUserBranch } from "../../workspace/merge.js";
 import { writeRunBranchDiff, type CommitOutcome, type RunWorktree } from "../../workspace/run-worktree.js";
 import type { RunReport, RunStatus } from "../run-report.js";
 import type { RunScope } from "../run-scope.js";
@@ -69,6 +69,12 @@ export async function deliverMainAgent(
     setOutcome(report, "succeeded", `${report.verify ? "verified" : "finished_unverified"}${denied}`);
     if (task.on_success === "merge") {
       report.merge = delivered.merged ?? { merged: false, branch: null, detail: "only a verified run is merged, and the task has no verify command" };
+      events.emit({ type: "workspace.merged", data: { merged: report.merge.merged, branch: report.merge.branch, detail: report.merge.detail } });
+    } else if (scope.embedding.mergeInto !== undefined) {
+      // The front end's branch takes a verified success, or an unverified one when the task has no verify command.
+      throwIfAborted(signal);
+      const message = `agent-runner: merge ${worktree.branch} (${scope.redactor.redact(task.name)}, run ${scope.runId})`;
+      report.merge = await mergeIntoBranch(worktree.repositoryRoot, worktree.gitConfig, worktree.branch, scope.embedding.mergeInto, message);
       events.emit({ type: "workspace.merged", data: { merged: report.merge.merged, branch: report.merge.branch, detail: report.merge.detail } });
     }
   }

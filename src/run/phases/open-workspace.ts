@@ -60,7 +60,7 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
     worktree = reopened.worktree;
     reused = reopened.reused;
   } else {
-    worktree = await createRunWorktree(task.workspacePath, runId, scope.paths.worktree).catch(async (error: unknown) => {
+    worktree = await createRunWorktree(task.workspacePath, runId, scope.paths.worktree, scope.embedding.baseBranch).catch(async (error: unknown) => {
       // git says only "unable to write file": a checkout larger than the run's empty filesystem is the task's limit.
       if (disk.enforcement === "filesystem") {
         const needed = await checkoutBytes(task.workspacePath).catch(() => 0);

@@ -96,7 +96,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
     outcome = await runAgentLoop({
       agentId: MAIN_AGENT,
       model: environment.model,
-      tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools, mcp.tools)),
+      tools: new ToolRegistry(mainAgentTools(results, host, context, skillTools, mcp.tools, scope.embedding.hostTools ?? [])),
       sandbox,
       systemPrompt: workspaceAgentSystemPrompt({
         allowedHosts,
@@ -156,9 +156,17 @@ async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds:
 }
 
 /** The main agent's tools, in a fixed order (the tool list is part of the prompt-cache prefix). */
-function mainAgentTools(results: ToolResultStore, host: SubagentHost, context: ContextSettings, skillTools: Tool[], mcpTools: Tool[]): Tool[] {
+function mainAgentTools(
+  results: ToolResultStore,
+  host: SubagentHost,
+  context: ContextSettings,
+  skillTools: Tool[],
+  mcpTools: Tool[],
+  hostTools: Tool[] = [],
+): Tool[] {
   const all = [
     ...workspaceTools(),
+    ...hostTools,
     readToolResultTool(results, context.toolResultMaxTokens * 4),
     ...skillTools,
     ...mcpTools,

@@ -76,7 +76,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
     specFor(MAIN_AGENT, workspace.worktree).then((spec) =>
       RecoveringSandbox.create(
         dependencies.sandboxProvider,
-        spec,
+        scope.embedding.readOnlyWorkspace ? { ...spec, workspace: { ...spec.workspace, readOnly: true } } : spec,
         (sandboxId) => events.emit({ type: "sandbox.restarted", data: { sandbox_id: sandboxId } }),
         signal,
       ),

@@ -69,6 +69,23 @@ describe("FileEventBus on disk", () => {
     expect(await readFile(join(directory, BUS_FILES.log), "utf8")).toBe(`${JSON.stringify(event)}\n`);
   });
 
+  it("finds every id again on open, whatever the id holds and however the event's attributes are ordered", async () => {
+    let bus = await FileEventBus.open(directory);
+    const quoted = testEvent("quoted", { id: 'outside "42" \\ \\"x' });
+    const { specversion, id, ...rest } = testEvent("reordered");
+    const reordered = { ...rest, id, specversion };
+    await bus.publish(quoted);
+    await bus.publish(reordered);
+    await bus.publish(testEvent("last"));
+    await bus.close();
+    bus = await FileEventBus.open(directory);
+    expect(await bus.publish({ ...quoted })).toBe(0);
+    expect(await bus.publish({ ...reordered })).toBe(1);
+    expect(await bus.nextSequence()).toBe(3);
+    expect((await storedEvents(bus))[0]!.event).toEqual(quoted);
+    await bus.close();
+  });
+
   it("drops a torn last line on open, and the next publish takes its sequence", async () => {
     let bus = await FileEventBus.open(directory);
     const kept = [testEvent("kept"), testEvent("kept")];

@@ -1,0 +1,118 @@
+import { z } from "zod";
+import { taskSchema } from "../config/task-schema.js";
+
+/** An event type: dot-separated lower-case words, like `coding.task.ready` (CloudEvents `type`, reverse-DNS style). */
+export const EVENT_TYPE = /^[a-z0-9][a-z0-9_-]*(\.[a-z0-9_-]+)*$/;
+
+const eventType = z.string().regex(EVENT_TYPE, "expected an event type of dot-separated lower-case words, like coding.task.ready");
+
+/** A trigger: an exact event type, or a prefix ending in `.*` (`coding.*` matches `coding.task.ready`), or `*` for every event. */
+const eventPattern = z.string().refine((pattern) => pattern === "*" || EVENT_TYPE.test(pattern.endsWith(".*") ? pattern.slice(0, -2) : pattern), {
+  message: "expected an event type like coding.task.ready, or a prefix with a trailing .* like coding.review.*",
+});
+
+/** The event types the orchestrator publishes itself; no agent may emit them. */
+export const ORCHESTRATOR_EVENT_PREFIX = "agency.";
+
+/**
+ * The tools an agent may be given (`capabilities`), the workspace tools of
+ * DESIGN.md plus skills and subagents. `emit_event` and `read_context` are
+ * the agency's own and need no capability: `emit_event` comes with `emits`,
+ * `read_context` with every agent.
+ */
+const CAPABILITY_TOOLS = ["read_file", "list_dir", "glob", "grep", "write_file", "edit_file", "run_shell", "load_skill", "agent"] as const;
+
+/**
+ * Capabilities that make an agent a writer (its change is committed, verified and merged into the
+ * agency branch). An agent with none of them runs on a read-only mount: its `run_shell` too, so a
+ * tester runs the tests without changing what it tests.
+ */
+export const WRITE_CAPABILITIES: readonly string[] = ["write_file", "edit_file", "agent"];
+
+const pathGlob = z
+  .string()
+  .min(1, "expected a glob relative to the repository, like src/** or deploy/**")
+  .refine((glob) => !glob.startsWith("/") && !glob.split("/").includes(".."), { message: "expected a glob relative to the repository (no leading /, no ..)" });
+
+/** `agents/<name>.yaml`: one agent of an agency (docs/agency.md "Agent files"). */
+export const agentFileSchema = z.strictObject({
+  agent: z.strictObject({
+    name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected a slug of lower-case letters, digits and dashes, like code-executor"),
+    description: z.string().trim().min(1, "expected a sentence saying what the agent does"),
+    /** task.yaml's `model`; `script` relative to the agent file. */
+    model: taskSchema.shape.model,
+    instructions: z.string().trim().min(1, "expected the role's instructions as text"),
+    triggers: z.array(z.strictObject({ event: eventPattern })).min(1, "expected at least one trigger, like - event: coding.task.ready"),
+    capabilities: z
+      .array(
+        z.strictObject({
+          tool: z.enum(CAPABILITY_TOOLS, {
+            message: `expected one of ${CAPABILITY_TOOLS.join(", ")} (emit_event comes with emits, read_context with every agent)`,
+          }),
+        }),
+      )
+      .default([]),
+    emits: z
+      .array(
+        eventType.refine((type) => !type.startsWith(ORCHESTRATOR_EVENT_PREFIX), {
+          message: `agency.* events are the orchestrator's own; give your event another prefix, like coding.code.ready`,
+        }),
+      )
+      .default([]),
+    /** task.yaml's `verify`: the change merges into the agency branch only if it passes. */
+    verify: taskSchema.shape.verify,
+    policies: z
+      .strictObject({
+        max_concurrency: z.number().int("expected a whole number").min(1).max(64).default(1),
+        timeout_seconds: z
+          .number()
+          .int("expected a whole number of seconds")
+          .positive()
+          .max(24 * 3600)
+          .default(600),
+      })
+      .default({ max_concurrency: 1, timeout_seconds: 600 }),
+    permissions: z
+      .strictObject({
+        allowed_paths: z.array(pathGlob).default(["**"]),
+        denied_paths: z.array(pathGlob).default([]),
+      })
+      .default({ allowed_paths: ["**"], denied_paths: [] }),
+    /** task.yaml's `sandbox` (image, limits, network, setup); default the task default. */
+    sandbox: taskSchema.shape.sandbox.optional(),
+    /** Model calls of one invocation (task.yaml `max_steps`). */
+    max_steps: z.number().int().positive().max(10_000).default(50),
+  }),
+});
+
+export type AgentFile = z.infer<typeof agentFileSchema>;
+
+const startEvent = z.strictObject({
+  type: eventType,
+  subject: z.string().min(1).optional(),
+  data: z.unknown().optional(),
+  /** The event's id (dedupe key); default one derived from the agency id and the event's position. */
+  id: z.string().min(1).optional(),
+});
+
+/** `agency.yaml` (docs/agency.md "The agency file"). */
+export const agencyFileSchema = z.strictObject({
+  name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected a slug of lower-case letters, digits and dashes, like fix-pipeline"),
+  /** A git repository (its top level); relative to agency.yaml. */
+  workspace: z.string().min(1).default("."),
+  /** A directory of agent files (every *.yaml / *.yml), relative to agency.yaml; or, from the library, the agent files' objects. */
+  agents: z.union([z.string().min(1), z.array(z.record(z.string(), z.unknown())).min(1)]).default("./agents"),
+  bus: z
+    .string()
+    .refine((bus) => bus === "file", {
+      message: "only the embedded bus is built: bus: file (nats://… comes with the distributed backend)",
+    })
+    .default("file"),
+  /** Global project context every agent reads with `read_context`. */
+  context: z.record(z.string(), z.unknown()).default({}),
+  start: z.array(startEvent).default([]),
+  /** The event type that means "done". */
+  goal: eventType,
+});
+
+export type AgencyFile = z.infer<typeof agencyFileSchema>;

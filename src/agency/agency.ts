@@ -1,0 +1,205 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { checkAgencyEvent, newTraceId } from "../bus/agency-event.js";
+import type { AgencyEvent, EventBus } from "../bus/event-bus.js";
+import { FileEventBus } from "../bus/file-event-bus.js";
+import { ConfigError } from "../errors.js";
+import { newRunId } from "../run/run-id.js";
+import { createRunner as createPlainRunner, type Runner, type RunnerOptions } from "../runner/runner.js";
+import { createBranch, resolveRepository } from "../workspace/run-worktree.js";
+import { AgencyDirectory, type AgencyRecord, type AgencyReport } from "./agency-directory.js";
+import { agencyEvent } from "./agency-event.js";
+import { followAgencyLog } from "./agency-log.js";
+import { EVENT_TYPE } from "./agency-schema.js";
+import { loadAgency } from "./load-agency.js";
+import { Orchestrator } from "./orchestrator.js";
+
+/** An event from outside the agency (the CLI's `--event` and `publish`, the library's `publish`). */
+export interface OutsideEvent {
+  type: string;
+  subject?: string;
+  data?: unknown;
+  dataref?: string;
+  /** Your own id makes a retried publish dedupe; default a random UUID. */
+  id?: string;
+}
+
+export interface AgencyOptions {
+  /** Aborting it cancels the agency as Ctrl-C does (status `cancelled`, resumable). */
+  signal?: AbortSignal;
+  /** An event published when the agency starts, after its `start` ones (`--event TYPE --data JSON`). */
+  event?: OutsideEvent;
+  /** Where relative paths of an agency object resolve (default the current directory). */
+  baseDirectory?: string;
+}
+
+/** One agency started or resumed (docs/agency.md "Library"). */
+export interface AgencyHandle {
+  /** The agency id (`<date>-<time>-<random>`); work lands on `agency/<id>`. */
+  readonly id: string;
+  /** `$RUNNER_HOME/agencies/<id>/`. */
+  readonly directory: string;
+  /** The agency's CloudEvents from sequence `from` (default 0): what is in the log, then live ones; ends when the agency ends. */
+  events(options?: { from?: number }): AsyncIterable<AgencyEvent>;
+  /**
+   * Publishes an outside event (source `…/outside`, hops 0); resolves with its sequence. Throws
+   * EventRejectedError for a refused one. After the agency ended the event waits in the log for a resume.
+   */
+  publish(event: OutsideEvent): Promise<number>;
+  /** agency-report.json's object, for every outcome (succeeded, failed, error, cancelled). */
+  readonly result: Promise<AgencyReport>;
+  /** Cancels as Ctrl-C does: running invocations are cancelled (their work committed); `runner agency resume` goes on. Resolves when it has ended. */
+  cancel(): Promise<void>;
+}
+
+/** A Runner that also runs agencies: `runner.agency(pathOrObject, options)`. */
+export type AgencyRunner = Runner & {
+  /**
+   * Starts the agency of `agency.yaml`'s path or object. Rejects with
+   * AgencyFileError (a ConfigError, exit 2) naming every bad file and field
+   * before anything is created.
+   */
+  agency(source: string | Record<string, unknown>, options?: AgencyOptions): Promise<AgencyHandle>;
+  /** Resumes agency `id` (after Ctrl-C, a crash, or to process events published while it was idle). */
+  resumeAgency(id: string, options?: Omit<AgencyOptions, "event" | "baseDirectory">): Promise<AgencyHandle>;
+};
+
+/** {@link createPlainRunner createRunner} whose Runner also runs agencies (the library's `createRunner`). */
+export async function createRunner(options: RunnerOptions = {}): Promise<AgencyRunner> {
+  const runner = await createPlainRunner(options);
+  return Object.assign(runner, {
+    agency: (source: string | Record<string, unknown>, agencyOptions: AgencyOptions = {}) => startAgency(runner, source, agencyOptions),
+    resumeAgency: (id: string, agencyOptions: Omit<AgencyOptions, "event" | "baseDirectory"> = {}) => resumeAgency(runner, id, agencyOptions),
+  });
+}
+
+/** Starts an agency on `runner` (see {@link AgencyRunner.agency}). */
+async function startAgency(runner: Runner, source: string | Record<string, unknown>, options: AgencyOptions = {}): Promise<AgencyHandle> {
+  const definition = await loadAgency(source, options.baseDirectory);
+  if (options.event) checkOutsideEvent(options.event, "event");
+  const agencyId = newRunId();
+  const repository = await resolveRepository(definition.workspacePath);
+  const record: AgencyRecord = {
+    agency_id: agencyId,
+    trace_id: newTraceId(),
+    branch: `agency/${agencyId}`,
+    created_at: new Date().toISOString(),
+    definition,
+  };
+  await createBranch(repository.root, record.branch, repository.head);
+  const directory = AgencyDirectory.of(runner.home, agencyId);
+  directory.create(record);
+  const startEvents = [
+    ...definition.start.map((event, index) => ({ ...event, id: event.id ?? `${agencyId}-start-${index}` })),
+    ...(options.event ? [{ ...options.event, id: options.event.id ?? `${agencyId}-event` }] : []),
+  ];
+  return launch(runner, directory, record, startEvents, options.signal);
+}
+
+/** Resumes agency `id` on `runner` (see {@link AgencyRunner.resumeAgency}). ConfigError for an unknown agency or one another process runs. */
+async function resumeAgency(runner: Runner, id: string, options: Omit<AgencyOptions, "event" | "baseDirectory"> = {}): Promise<AgencyHandle> {
+  const directory = AgencyDirectory.existing(runner.home, id);
+  return launch(runner, directory, directory.readRecord(), [], options.signal);
+}
+
+async function launch(
+  runner: Runner,
+  directory: AgencyDirectory,
+  record: AgencyRecord,
+  startEvents: { type: string; subject?: string; data?: unknown; id: string }[],
+  signal: AbortSignal | undefined,
+): Promise<AgencyHandle> {
+  let bus: FileEventBus;
+  try {
+    bus = await FileEventBus.open(directory.busDirectory);
+  } catch (error) {
+    throw new ConfigError(`agency ${record.agency_id}: ${(error as Error).message}`, { cause: error });
+  }
+  const controller = new AbortController();
+  const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
+  const inbox = drainInbox(directory, bus, record, stop);
+  const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents });
+  let ended = false;
+  const result = orchestrator.run().finally(async () => {
+    inbox.close();
+    await bus.close();
+    ended = true;
+  });
+  const context = { agencyId: record.agency_id, traceId: record.trace_id };
+  return {
+    id: record.agency_id,
+    directory: directory.path,
+    result,
+    async *events(options = {}) {
+      for await (const stored of followAgencyLog(directory.path, { from: options.from ?? 0, follow: true })) yield stored.event;
+    },
+    async publish(event) {
+      checkOutsideEvent(event, "event");
+      const outside = agencyEvent(context, { kind: "outside" }, event);
+      checkAgencyEvent(outside);
+      if (!ended) return bus.publish(outside);
+      // The agency has ended: the event waits in its log for `resumeAgency`.
+      const reopened = await FileEventBus.open(directory.busDirectory);
+      try {
+        return await reopened.publish(outside);
+      } finally {
+        await reopened.close();
+      }
+    },
+    async cancel() {
+      controller.abort();
+      await result.catch(() => undefined);
+    },
+  };
+}
+
+/** Checks an outside event's fields; ConfigError naming the field. */
+export function checkOutsideEvent(event: OutsideEvent, field: string): void {
+  if (typeof event?.type !== "string" || !EVENT_TYPE.test(event.type)) {
+    throw new ConfigError(
+      `${field}.type: expected an event type of dot-separated lower-case words, like coding.task.received, got ${JSON.stringify(event?.type)}`,
+    );
+  }
+  if (event.type.startsWith("agency.")) throw new ConfigError(`${field}.type: agency.* events are the orchestrator's own; use another prefix`);
+}
+
+/**
+ * Queues an outside event for agency `directory` when another process runs
+ * it (its bus has one owner): a file in `inbox/`, written whole (renamed into
+ * place), that the running orchestrator publishes and removes. Returns the
+ * event's id.
+ */
+export function queueForRunningAgency(directory: string, event: AgencyEvent): string {
+  const inbox = join(directory, "inbox");
+  mkdirSync(inbox, { recursive: true, mode: 0o700 });
+  const name = `${Date.now()}-${event.id.replace(/[^\w.-]/g, "_")}.json`;
+  writeFileSync(join(inbox, `.${name}.tmp`), JSON.stringify(event));
+  renameSync(join(inbox, `.${name}.tmp`), join(inbox, name));
+  return event.id;
+}
+
+/** Publishes what `runner agency publish` queued in `inbox/` (now and whenever a file appears) until `signal` aborts. */
+function drainInbox(directory: AgencyDirectory, bus: EventBus, record: AgencyRecord, signal: AbortSignal): { close(): void } {
+  const inbox = join(directory.path, "inbox");
+  mkdirSync(inbox, { recursive: true, mode: 0o700 });
+  let draining = Promise.resolve();
+  const drain = () => {
+    draining = draining.then(async () => {
+      for (const name of readdirSync(inbox)
+        .filter((entry) => entry.endsWith(".json") && !entry.startsWith("."))
+        .sort()) {
+        const file = join(inbox, name);
+        if (!existsSync(file)) continue;
+        const event = JSON.parse(readFileSync(file, "utf8")) as AgencyEvent;
+        // A queued event belongs to this agency whatever it says.
+        await bus.publish({ ...event, correlationid: record.agency_id }).catch(() => undefined);
+        rmSync(file, { force: true });
+      }
+    });
+  };
+  const watcher = watch(inbox, () => {
+    if (!signal.aborted) drain();
+  });
+  drain();
+  return { close: () => watcher.close() };
+}

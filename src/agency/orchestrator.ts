@@ -1,0 +1,386 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { E_CANCELED, Semaphore } from "async-mutex";
+import type { AgencyEvent, Delivery, EventBus } from "../bus/event-bus.js";
+import { ConfigError, errorMessage } from "../errors.js";
+import type { RunReport } from "../run/run-report.js";
+import type { Runner, RunHandle } from "../runner/runner.js";
+import { branchHead } from "../workspace/run-worktree.js";
+import { agencyEvent, invocationId, triggerMatches, type Publisher } from "./agency-event.js";
+import type { AgencyDirectory, AgencyRecord, AgencyReport, AgencyStatus, InvocationRecord } from "./agency-directory.js";
+import { lifecycleTransitions, type AgentState, type LifecycleChange } from "./agent-lifecycle.js";
+import { agencyTools, invocationTask, writeAgentPolicy, writesWorkspace } from "./agent-task.js";
+import type { AgentDefinition } from "./load-agency.js";
+
+/** The durable consumer of agent `name` on the bus. */
+function consumerName(agent: string): string {
+  return `agent-${agent}`;
+}
+
+export interface OrchestratorOptions {
+  runner: Runner;
+  bus: EventBus;
+  record: AgencyRecord;
+  directory: AgencyDirectory;
+  /** Aborting it cancels the agency as Ctrl-C does: running invocations are cancelled (resumable), status `cancelled`. */
+  signal: AbortSignal;
+  /** Events published before the agents start: the agency's `start` ones and the caller's (`--event`). Ids make them publish once across resumes. */
+  startEvents: { type: string; subject?: string; data?: unknown; id: string }[];
+  /** The clock, ms (durations); injectable for tests. */
+  now?: () => number;
+}
+
+/**
+ * Runs an agency until its goal event is published (then waits for the
+ * invocations still running), or until it is quiescent — every agent's
+ * consumer has acked every event and no invocation runs — or until it is
+ * cancelled. Each agent is a durable consumer of the bus: an event whose type
+ * its triggers match becomes an invocation (a run of the Runner, see
+ * agent-task.ts), at most `max_concurrency` at once; further events wait in
+ * the log. The invocation id is derived from (agent, event id) and recorded
+ * with its run before any model call, so a redelivered event starts nothing
+ * new: a finished invocation is only acked, a running one (the process died)
+ * is resumed with `Runner.resume`. An event is acked only after its
+ * invocation's `agency.invocation.finished` is published and recorded.
+ */
+export class Orchestrator {
+  private readonly invocations: Map<string, InvocationRecord>;
+  private readonly inFlight = new Set<string>();
+  private readonly running = new Map<string, number>();
+  private readonly states = new Map<string, AgentState>();
+  private readonly consuming = new AbortController();
+  private readonly runs: AbortController;
+  private readonly work = new Set<Promise<void>>();
+  private outcome: { status: AgencyStatus; reason: string } | null = null;
+  private ended!: () => void;
+  private readonly endedPromise = new Promise<void>((resolve) => (this.ended = resolve));
+  private watched = 0;
+  private checking = false;
+  private checkAgain = false;
+  private readonly now: () => number;
+
+  constructor(private readonly options: OrchestratorOptions) {
+    this.invocations = options.directory.readInvocations();
+    this.runs = new AbortController();
+    this.now = options.now ?? Date.now;
+  }
+
+  async run(): Promise<AgencyReport> {
+    const started = this.now();
+    const { bus, record, signal } = this.options;
+    const agents = record.definition.agents;
+    const onAbort = () => this.end("cancelled", "cancelled", true);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      for (const agent of agents) writeAgentPolicy(agent, this.options.directory.policyFile(agent.name));
+      for (const start of this.options.startEvents) {
+        await bus.publish(this.event({ kind: "orchestrator" }, { ...start, cause: null }));
+      }
+      for (const agent of agents) {
+        this.states.set(agent.name, "spawn");
+        await this.publishState(agent.name, "spawn", null);
+        await this.change(agent.name, { kind: "started" });
+      }
+      const loops = [this.watchGoal(), ...agents.map((agent) => this.consume(agent))];
+      void this.settle();
+      await Promise.race([this.endedPromise, Promise.all(loops)]);
+      await Promise.allSettled(loops);
+      await Promise.allSettled([...this.work]);
+    } catch (error) {
+      this.end("error", errorMessage(error), true);
+      await Promise.allSettled([...this.work]);
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+    for (const agent of agents) await this.change(agent.name, { kind: "stopped" }).catch(() => undefined);
+    return this.report(this.outcome ?? { status: "error", reason: "the orchestrator stopped without an outcome" }, this.now() - started);
+  }
+
+  /** Ends the agency once: stops taking events; `cancelRuns` also cancels the invocations still running. */
+  private end(status: AgencyStatus, reason: string, cancelRuns: boolean): void {
+    if (this.outcome === null) this.outcome = { status, reason };
+    this.consuming.abort();
+    if (cancelRuns) this.runs.abort();
+    this.ended();
+  }
+
+  /** Reads the whole log from 0 for the goal: an agency resumed after its goal ends at once. */
+  private async watchGoal(): Promise<void> {
+    for await (const stored of this.options.bus.read({ from: 0, follow: true, signal: this.consuming.signal })) {
+      this.watched = stored.sequence + 1;
+      if (stored.event.type === this.options.record.definition.goal) {
+        this.end("succeeded", "goal_reached", false);
+        return;
+      }
+      void this.settle();
+    }
+  }
+
+  private async consume(agent: AgentDefinition): Promise<void> {
+    const { bus } = this.options;
+    const name = consumerName(agent.name);
+    const slots = new Semaphore(agent.policies.max_concurrency);
+    this.consuming.signal.addEventListener("abort", () => slots.cancel(), { once: true });
+    for await (const delivery of bus.consume(name, { signal: this.consuming.signal })) {
+      if (!agent.triggers.some((pattern) => triggerMatches(pattern, delivery.event.type))) {
+        await bus.ack(name, delivery.sequence);
+        void this.settle();
+        continue;
+      }
+      let release: () => void;
+      try {
+        [, release] = await slots.acquire();
+      } catch (error) {
+        if (error === E_CANCELED) return;
+        throw error;
+      }
+      if (this.consuming.signal.aborted) {
+        release();
+        return;
+      }
+      const work = this.invoke(agent, delivery)
+        .catch((error: unknown) => this.end("error", `invocation of ${agent.name} for ${delivery.event.id}: ${errorMessage(error)}`, true))
+        .finally(() => {
+          release();
+          this.work.delete(work);
+          void this.settle();
+        });
+      this.work.add(work);
+    }
+  }
+
+  /** One invocation of `agent` for a delivery: start (or resume, or only acknowledge) its run, then publish, record, ack. */
+  private async invoke(agent: AgentDefinition, delivery: Delivery): Promise<void> {
+    const { bus, directory } = this.options;
+    const event = delivery.event;
+    const id = invocationId(agent.name, event.id);
+    const known = this.invocations.get(id);
+    if (known && known.status !== "running") {
+      await bus.ack(consumerName(agent.name), delivery.sequence);
+      return;
+    }
+    // A redelivery of an invocation this process runs: its first delivery acks.
+    if (this.inFlight.has(id)) return;
+    this.inFlight.add(id);
+    this.running.set(agent.name, (this.running.get(agent.name) ?? 0) + 1);
+    try {
+      await this.change(agent.name, { kind: "invocation_started" });
+      const report = await this.runInvocation(agent, delivery, id, known);
+      this.running.set(agent.name, this.running.get(agent.name)! - 1);
+      // Cancelled: neither recorded nor acked, so a resume of the agency resumes the run.
+      if (report === null || report.status === "cancelled") return;
+      const conflicts = report.merge?.conflicts;
+      if (conflicts?.length) {
+        await bus.publish(
+          this.event(
+            { kind: "orchestrator" },
+            {
+              type: "agency.merge.conflict",
+              subject: agent.name,
+              id: `${id}-conflict`,
+              cause: event,
+              data: { invocation_id: id, agent: agent.name, run_id: report.run_id, branch: report.branch, files: conflicts, detail: report.merge!.detail },
+            },
+          ),
+        );
+      }
+      const merged = report.merge ? report.merge.merged : null;
+      // Safe outputs: what the agent emitted goes out only once its work has landed (succeeded, and merged when it wrote).
+      const emitted = directory.outbox(id);
+      const landed = report.status === "succeeded" && merged !== false;
+      if (landed) for (const queued of emitted) await bus.publish(queued);
+      await bus.publish(
+        this.event(
+          { kind: "orchestrator" },
+          {
+            type: "agency.invocation.finished",
+            subject: agent.name,
+            id: `${id}-finished`,
+            cause: event,
+            data: {
+              invocation_id: id,
+              agent: agent.name,
+              event_id: event.id,
+              status: report.status,
+              reason: report.reason,
+              run_id: report.run_id,
+              commit: report.head_commit,
+              branch: report.branch,
+              merged,
+              emitted: landed ? emitted.map((queued) => queued.type) : [],
+              discarded: landed ? [] : emitted.map((queued) => queued.type),
+            },
+          },
+        ),
+      );
+      const finished = {
+        status: report.status,
+        reason: report.reason ?? null,
+        cost_usd: report.cost_usd,
+        duration_ms: report.duration_ms,
+        commit: report.head_commit,
+        merged,
+      };
+      directory.appendInvocation({ kind: "finished", invocation_id: id, ...finished, time: new Date().toISOString() });
+      Object.assign(this.invocations.get(id)!, finished);
+      await bus.ack(consumerName(agent.name), delivery.sequence);
+      await this.change(agent.name, { kind: "invocation_ended", crashed: report.status === "error", running: this.running.get(agent.name)! });
+    } finally {
+      this.inFlight.delete(id);
+    }
+  }
+
+  private async runInvocation(agent: AgentDefinition, delivery: Delivery, id: string, known: InvocationRecord | undefined): Promise<RunReport | null> {
+    const { runner, record, directory } = this.options;
+    const event = delivery.event;
+    const writes = writesWorkspace(agent);
+    const hostTools = agencyTools({
+      agent,
+      context: record.definition.context,
+      build: (fields) => this.event({ kind: "agent", name: agent.name }, { ...fields, cause: event }),
+      emit: (emitted) => directory.addToOutbox(id, emitted),
+      eventIdFor: (toolCallId) => `${id}-${toolCallId}`,
+    });
+    const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}) };
+    let handle: RunHandle;
+    if (known) {
+      try {
+        handle = await runner.resume(known.run_id, { signal: this.runs.signal, embedding });
+      } catch (error) {
+        // The run ended before the process died, but its end was not recorded: take its report.
+        const ended = error instanceof ConfigError ? endedReport(runner.home, known.run_id) : null;
+        if (ended) return ended;
+        throw error;
+      }
+    } else {
+      const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name).length;
+      const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier);
+      handle = await runner.start(task, { signal: this.runs.signal, embedding: { ...embedding, baseBranch: record.branch } });
+      // Recorded before the agent's first model call (the run has only made its directory): a crash from here resumes this run.
+      directory.appendInvocation({
+        kind: "started",
+        invocation_id: id,
+        agent: agent.name,
+        event_id: event.id,
+        event_type: event.type,
+        sequence: delivery.sequence,
+        run_id: handle.id,
+        time: new Date().toISOString(),
+      });
+      this.invocations.set(id, {
+        invocation_id: id,
+        agent: agent.name,
+        event_id: event.id,
+        event_type: event.type,
+        sequence: delivery.sequence,
+        run_id: handle.id,
+        status: "running",
+        reason: null,
+        cost_usd: null,
+        duration_ms: null,
+        commit: null,
+        merged: null,
+      });
+      // The run's side of the link: which agency, agent and event it served.
+      writeFileSync(
+        join(handle.directory, "agency.json"),
+        `${JSON.stringify({ agency_id: record.agency_id, agent: agent.name, invocation_id: id, event_id: event.id, event_type: event.type }, null, 2)}\n`,
+      );
+    }
+    return handle.result;
+  }
+
+  /** Moves `agent` through its lifecycle, one `agency.agent.state` event per new state. */
+  private async change(agent: string, change: LifecycleChange): Promise<void> {
+    for (const next of lifecycleTransitions(this.states.get(agent) ?? "spawn", change)) {
+      const previous = this.states.get(agent) ?? null;
+      this.states.set(agent, next);
+      await this.publishState(agent, next, previous);
+    }
+  }
+
+  private async publishState(agent: string, state: AgentState, previous: AgentState | null): Promise<void> {
+    await this.options.bus.publish(
+      this.event(
+        { kind: "orchestrator" },
+        { type: "agency.agent.state", subject: agent, data: { agent, state, previous, running: this.running.get(agent) ?? 0 } },
+      ),
+    );
+  }
+
+  /** Ends the agency as quiescent when nothing is left: every event read and acked by every agent, no invocation running. */
+  private async settle(): Promise<void> {
+    if (this.checking) {
+      this.checkAgain = true;
+      return;
+    }
+    this.checking = true;
+    try {
+      do {
+        this.checkAgain = false;
+        if (this.outcome !== null) {
+          if (this.inFlight.size === 0 && this.work.size === 0) this.ended();
+          return;
+        }
+        if (await this.quiescent()) this.end("failed", "quiescent", false);
+      } while (this.checkAgain);
+    } catch (error) {
+      this.end("error", `the bus: ${errorMessage(error)}`, true);
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  private async quiescent(): Promise<boolean> {
+    if (this.inFlight.size > 0 || this.work.size > 0) return false;
+    const { bus, record } = this.options;
+    const next = await bus.nextSequence();
+    if (this.watched < next) return false;
+    for (const agent of record.definition.agents) if ((await bus.ackFloor(consumerName(agent.name))) < next) return false;
+    return this.inFlight.size === 0 && this.work.size === 0 && (await bus.nextSequence()) === next;
+  }
+
+  private event(publisher: Publisher, fields: Parameters<typeof agencyEvent>[2]): AgencyEvent {
+    return agencyEvent({ agencyId: this.options.record.agency_id, traceId: this.options.record.trace_id }, publisher, fields);
+  }
+
+  private async report(outcome: { status: AgencyStatus; reason: string }, durationMs: number): Promise<AgencyReport> {
+    const { record, bus, directory } = this.options;
+    const head = await branchHead(record.definition.workspacePath, record.branch).catch(() => null);
+    const report: AgencyReport = {
+      agency_id: record.agency_id,
+      name: record.definition.name,
+      status: outcome.status,
+      reason: outcome.reason,
+      goal: record.definition.goal,
+      branch: record.branch,
+      head_commit: head,
+      events: await bus.nextSequence().catch(() => 0),
+      duration_ms: durationMs,
+      invocations: [...this.invocations.values()].map((invocation) => ({
+        invocation_id: invocation.invocation_id,
+        agent: invocation.agent,
+        event_id: invocation.event_id,
+        event_type: invocation.event_type,
+        run_id: invocation.run_id,
+        status: invocation.status,
+        reason: invocation.reason,
+        cost_usd: invocation.cost_usd,
+        duration_ms: invocation.duration_ms,
+        commit: invocation.commit,
+        merged: invocation.merged,
+      })),
+    };
+    directory.writeJson("agency-report.json", report);
+    return report;
+  }
+}
+
+/** The report of run `runId` when it has ended (succeeded, failed, error), else null. */
+function endedReport(home: string, runId: string): RunReport | null {
+  const file = join(home, "runs", runId, "report.json");
+  if (!existsSync(file)) return null;
+  const report = JSON.parse(readFileSync(file, "utf8")) as RunReport;
+  return report.status === "cancelled" ? null : report;
+}

@@ -1,0 +1,188 @@
+import { join } from "node:path";
+import { AgencyDirectory, exitCodeOfAgency, type AgencyReport } from "../agency/agency-directory.js";
+import { agencyEvent } from "../agency/agency-event.js";
+import { agencyRunning, followAgencyLog, readAgencyLog } from "../agency/agency-log.js";
+import { checkOutsideEvent, createRunner, queueForRunningAgency, type AgencyHandle, type OutsideEvent } from "../agency/agency.js";
+import { checkAgencyEvent } from "../bus/agency-event.js";
+import type { StoredEvent } from "../bus/event-bus.js";
+import { FileEventBus } from "../bus/file-event-bus.js";
+import { ConfigError } from "../errors.js";
+import { runnerHome } from "../runner/runner-home.js";
+import { terminalSafe } from "../terminal-text.js";
+
+export interface RunFlags {
+  event?: string;
+  subject?: string;
+  data?: string;
+  json?: boolean;
+}
+
+export interface EventsFlags {
+  follow?: boolean;
+  from: string;
+  json?: boolean;
+}
+
+/** `runner agency run`: `agency <id>` first, the timeline (or --json events), the outcome; the exit code of the agency's status. */
+export async function agencyRun(file: string, flags: RunFlags, signal: AbortSignal): Promise<number> {
+  if ((flags.data !== undefined || flags.subject !== undefined) && flags.event === undefined)
+    throw new ConfigError("--data and --subject describe an --event TYPE; give --event");
+  const event: OutsideEvent | undefined = flags.event
+    ? { type: flags.event, ...(flags.subject ? { subject: flags.subject } : {}), ...(flags.data !== undefined ? { data: parseData(flags.data) } : {}) }
+    : undefined;
+  if (event) checkOutsideEvent(event, "--event");
+  const runner = await createRunner({ home: runnerHome() });
+  try {
+    const agency = await runner.agency(file, { signal, ...(event ? { event } : {}) });
+    return await follow(agency, flags.json ?? false);
+  } finally {
+    await runner.close();
+  }
+}
+
+/** `runner agency resume`. */
+export async function agencyResume(id: string, flags: { json?: boolean }, signal: AbortSignal): Promise<number> {
+  const runner = await createRunner({ home: runnerHome() });
+  try {
+    return await follow(await runner.resumeAgency(id, { signal }), flags.json ?? false);
+  } finally {
+    await runner.close();
+  }
+}
+
+async function follow(agency: AgencyHandle, json: boolean): Promise<number> {
+  process.stdout.write(`agency ${agency.id}\n`);
+  let sequence = 0;
+  for await (const event of agency.events({ from: 0 })) {
+    process.stdout.write(json ? `${JSON.stringify(event)}\n` : `${timelineLine({ sequence, event })}\n`);
+    sequence += 1;
+  }
+  const report = await agency.result;
+  if (json) {
+    process.stdout.write(`${JSON.stringify({ agency_id: report.agency_id, status: report.status, report: join(agency.directory, "agency-report.json") })}\n`);
+  } else {
+    process.stdout.write(outcomeText(report));
+  }
+  return exitCodeOfAgency(report.status);
+}
+
+/** `runner agency show`. */
+export function agencyShow(id: string, flags: { json?: boolean }): number {
+  const directory = AgencyDirectory.existing(runnerHome(), id);
+  const report = snapshot(directory);
+  if (flags.json) {
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    return 0;
+  }
+  process.stdout.write(`agency ${report.agency_id} (${report.name}): ${report.status}${report.reason ? ` (${report.reason})` : ""}\n\nevents:\n`);
+  for (const stored of readAgencyLog(directory.path)) process.stdout.write(`  ${timelineLine(stored)}\n`);
+  process.stdout.write(outcomeText(report));
+  return 0;
+}
+
+/** `runner agency events`. */
+export async function agencyEvents(id: string, flags: EventsFlags, signal: AbortSignal): Promise<number> {
+  const directory = AgencyDirectory.existing(runnerHome(), id);
+  const from = Number(flags.from);
+  if (!Number.isInteger(from) || from < 0) throw new ConfigError(`--from: expected a sequence number (0 or more), got ${flags.from}`);
+  for await (const stored of followAgencyLog(directory.path, { from, follow: flags.follow ?? false, signal })) {
+    process.stdout.write(flags.json ? `${JSON.stringify(stored.event)}\n` : `${timelineLine(stored)}\n`);
+  }
+  return 0;
+}
+
+/** `runner agency publish`: straight into the bus of an idle agency, through the inbox of a running one. */
+export async function agencyPublish(id: string, type: string, flags: { subject?: string; data?: string; id?: string }): Promise<number> {
+  const directory = AgencyDirectory.existing(runnerHome(), id);
+  const outside: OutsideEvent = {
+    type,
+    ...(flags.subject ? { subject: flags.subject } : {}),
+    ...(flags.data !== undefined ? { data: parseData(flags.data) } : {}),
+    ...(flags.id ? { id: flags.id } : {}),
+  };
+  checkOutsideEvent(outside, "type");
+  const record = directory.readRecord();
+  const event = agencyEvent({ agencyId: record.agency_id, traceId: record.trace_id }, { kind: "outside" }, outside);
+  try {
+    checkAgencyEvent(event);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  if (agencyRunning(directory.path)) {
+    queueForRunningAgency(directory.path, event);
+    process.stdout.write(`queued ${type} (${event.id}) for the running agency\n`);
+    return 0;
+  }
+  const bus = await FileEventBus.open(directory.busDirectory);
+  try {
+    const sequence = await bus.publish(event);
+    process.stdout.write(`published ${type} (${event.id}) at sequence ${sequence}; \`runner agency resume ${id}\` handles it\n`);
+  } finally {
+    await bus.close();
+  }
+  return 0;
+}
+
+function parseData(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError(`--data: expected JSON, like '{"issue": "add() is wrong"}' (${(error as Error).message})`);
+  }
+}
+
+/** agency-report.json, or while the agency has none yet (running, or killed) the same shape from its records, status `running`. */
+function snapshot(directory: AgencyDirectory): AgencyReport | (Omit<AgencyReport, "status"> & { status: "running" }) {
+  const report = directory.readReport();
+  if (report && !agencyRunning(directory.path)) return report;
+  const record = directory.readRecord();
+  return {
+    agency_id: record.agency_id,
+    name: record.definition.name,
+    status: "running",
+    reason: agencyRunning(directory.path) ? "" : "not running: interrupted or killed; `runner agency resume` continues it",
+    goal: record.definition.goal,
+    branch: record.branch,
+    head_commit: null,
+    events: readAgencyLog(directory.path).length,
+    duration_ms: 0,
+    invocations: [...directory.readInvocations().values()],
+  };
+}
+
+/** One event of the timeline: sequence, time, who, type, subject, and the data that says what happened. */
+function timelineLine(stored: StoredEvent): string {
+  const { event } = stored;
+  const who = event.source.split("/").at(-1)!;
+  const time = event.time.slice(11, 19);
+  const data = event.data as Record<string, unknown> | undefined;
+  let detail = "";
+  if (event.type === "agency.agent.state" && data) detail = `${String(data.agent)}: ${String(data.previous ?? "-")} → ${String(data.state)}`;
+  else if (event.type === "agency.invocation.finished" && data)
+    detail = `${String(data.agent)} ${String(data.status)} (${String(data.reason)}) run ${String(data.run_id)}${data.merged === true ? " merged" : data.merged === false ? " NOT merged" : ""}`;
+  else if (data !== undefined) detail = JSON.stringify(data).slice(0, 120);
+  return terminalSafe(`#${stored.sequence} ${time} ${who.padEnd(12)} ${event.type}${event.subject ? ` [${event.subject}]` : ""}${detail ? `  ${detail}` : ""}`);
+}
+
+function outcomeText(report: {
+  agency_id: string;
+  status: string;
+  reason: string;
+  branch: string;
+  head_commit: string | null;
+  invocations: AgencyReport["invocations"];
+}): string {
+  const lines = ["", "invocations:"];
+  for (const invocation of report.invocations) {
+    lines.push(
+      `  ${invocation.agent.padEnd(12)} ${invocation.event_type.padEnd(32)} ${invocation.status.padEnd(9)} ${invocation.reason ?? ""}  run ${invocation.run_id}${invocation.duration_ms === null ? "" : ` ${(invocation.duration_ms / 1000).toFixed(1)}s`}`,
+    );
+  }
+  if (report.invocations.length === 0) lines.push("  (none)");
+  lines.push(
+    "",
+    `${report.status}${report.reason ? ` (${report.reason})` : ""}: work on ${report.branch}${report.head_commit ? ` at ${report.head_commit.slice(0, 12)}` : ""}`,
+  );
+  lines.push(`  runner agency show ${report.agency_id}    git diff HEAD...${report.branch}`, "");
+  return terminalSafe(lines.join("\n")) + "\n";
+}
