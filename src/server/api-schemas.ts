@@ -129,3 +129,15 @@ export const BatchSummarySchema = z.object({
 export const BatchListSchema = z.object({ batches: z.array(BatchSummarySchema) });
 
 export const HealthSchema = z.object({ status: z.literal("ok"), version: z.string() });
+
+export const EventPageQuery = z
+  .object({
+    before: z.coerce.number().int().min(0).optional().describe("sequence number the page ends before (default: the end of the log)"),
+    limit: z.coerce.number().int().min(1).max(2000).default(500),
+  })
+  .strict();
+
+export const EventPageSchema = z.object({
+  events: z.array(z.object({ sequence: z.number().int(), event: z.record(z.string(), z.unknown()) })),
+  total: z.number().int().describe("events in the log so far"),
+});

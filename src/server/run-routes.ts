@@ -15,6 +15,8 @@ import {
   CancelledSchema,
   CancelRunRequest,
   EventsQuery,
+  EventPageQuery,
+  EventPageSchema,
   ListRunsQuery,
   MergeOutcomeSchema,
   ProblemSchema,
@@ -27,6 +29,7 @@ import {
 import type { ApiRoutes } from "./api-routes.js";
 import { runEventStream } from "./event-streams.js";
 import { HttpProblem, problemOfError } from "./problem.js";
+import { readEnvelopes } from "../events/event-log-reader.js";
 import { adopt, approvalBody, findRunRecord, runEvents, runRecord, type ServerContext } from "./server-context.js";
 
 const problem = (description: string) => ({ description, schema: ProblemSchema });
@@ -125,6 +128,25 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       findRunRecord(context, params.id);
       const from = startSequence(c.req.header("last-event-id"), query.from);
       return runEventStream(c, runEvents(context, params.id, from), from);
+    },
+  );
+
+  api.add(
+    {
+      method: "get",
+      path: "/v1/runs/:id/event-page",
+      summary: "A page of the run's events as JSON, ending before sequence number `before`: how the page loads what scrolled out of its window",
+      params: RunIdParams,
+      query: EventPageQuery,
+      responses: { 200: { description: "events with their sequence numbers", schema: EventPageSchema }, 404: problem("no such run") },
+    },
+    (c, { params, query }) => {
+      findRunRecord(context, params.id);
+      const envelopes = readEnvelopes(join(context.runner.home, "runs", params.id, "events.jsonl"));
+      const end = Math.min(query.before ?? envelopes.length, envelopes.length);
+      const start = Math.max(0, end - query.limit);
+      const events = envelopes.slice(start, end).map((event, index) => ({ sequence: start + index, event }));
+      return c.json(EventPageSchema.parse({ events, total: envelopes.length }));
     },
   );
 

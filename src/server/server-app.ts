@@ -9,6 +9,7 @@ import { requireToken } from "./auth.js";
 import { addBatchRoutes } from "./batch-routes.js";
 import { BoardStream } from "./event-streams.js";
 import { IdempotencyKeys } from "./idempotency.js";
+import { addPageRoutes } from "./page-routes.js";
 import { HttpProblem, problemOfError, sendProblem } from "./problem.js";
 import { addRunRoutes } from "./run-routes.js";
 import { approvalBody, publishRun, runRecord, type ServerContext } from "./server-context.js";
@@ -106,6 +107,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     { method: "get", path: "/v1/openapi.json", summary: "This document", responses: { 200: { description: "OpenAPI 3.1", mediaType: "application/json" } } },
     (c) => c.json(api.document(context.version)),
   );
+  addPageRoutes(app, context);
 
   return {
     app,
