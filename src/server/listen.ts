@@ -7,6 +7,8 @@ export interface Listening {
   url: string;
   port: number;
   server: ServerType;
+  /** Drops every open connection (SSE streams included) and keeps listening: what a network cut does to the clients. */
+  dropConnections(): void;
   close(): Promise<void>;
 }
 
@@ -24,6 +26,7 @@ export function listen(app: Hono, host: string, port: number): Promise<Listening
         url: `http://${shown}:${info.port}`,
         port: info.port,
         server,
+        dropConnections: () => (server as { closeAllConnections?: () => void }).closeAllConnections?.(),
         close: () =>
           new Promise<void>((done) => {
             // SSE connections stay open until their run ends: close them with the server.

@@ -83,7 +83,7 @@ describe("runner serve: the page", () => {
       const second = await openPage(listening.url, `/runs/${id}`);
       for (const page of [first, second]) await page.locator("details.tool summary", { hasText: "wait-for cut" }).waitFor();
       // Cut every connection (the pages' SSE streams included); the server keeps listening.
-      listening.server.closeAllConnections();
+      listening.dropConnections();
       gates.open("cut");
       for (const page of [first, second]) await page.locator("li[data-type='run.finished']").waitFor({ timeout: 30_000 });
 
@@ -130,7 +130,7 @@ describe("runner serve: the page", () => {
       await diff.locator(".d2h-file-wrapper").first().waitFor();
       expect(await diff.locator("main").textContent()).toContain("<script>window.pwned='content'</script>");
       for (const view of [page, diff]) {
-        expect(await view.evaluate(() => (window as { pwned?: string }).pwned)).toBeUndefined();
+        expect(await view.evaluate(() => (globalThis as { pwned?: string }).pwned)).toBeUndefined();
         expect(await view.locator("main script, main img, main iframe").count()).toBe(0);
       }
       // Static assets and the stream need the token too.
