@@ -175,7 +175,7 @@ describe("runner serve: the page", () => {
         }
         run.append(lines);
         await page.locator(`li[data-sequence='${next - 3}']`).waitFor({ timeout: 60_000 });
-        measured.push({ events: next, heap: await heap(), nodes: await page.evaluate(() => document.getElementsByTagName("*").length) });
+        measured.push({ events: next, heap: await heap(), nodes: await page.locator("*").count() });
       }
       console.log(`serve page: ${JSON.stringify(measured)}`);
       const entries = await page.locator("li.entry").count();
