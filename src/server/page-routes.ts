@@ -80,7 +80,7 @@ ${diff ? '<link rel="stylesheet" href="/assets/vendor/diff2html.min.css">\n<scri
 <header class="top">
 <a class="brand" href="/">runner</a>
 <nav><a href="/"${view === "board" ? ' aria-current="page"' : ""}>Runs</a><a href="/batches"${view.startsWith("batch") ? ' aria-current="page"' : ""}>Batches</a></nav>
-<span id="connection" class="connection" role="status" aria-live="polite">connecting…</span>
+<span id="connection" class="connection" role="status" aria-live="polite"${view === "board" || view === "run" ? "" : " hidden"}>connecting…</span>
 </header>
 <main id="view"${attributes}>
 <h1>${escapeHtml(title)}</h1>

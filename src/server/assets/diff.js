@@ -60,7 +60,7 @@ export function show(main) {
     replace(
       summary,
       h("span", { class: `status ${record.status}` }, verified ? "verified" : record.status),
-      report ? ` ${report.reason}` : " (running)",
+      report ? (report.reason !== "verified" ? ` ${report.reason}` : "") : " (running)",
       report?.verify ? h("span", { class: "muted" }, " · verify ", h("code", {}, report.verify.command), ` exit ${report.verify.exit_code ?? "–"}`) : null,
       merged ? h("span", { class: "ok" }, ` · merged: ${report.merge.detail}`) : null,
     );

@@ -18,6 +18,12 @@ export function show(main) {
   const earlier = h("button", { type: "button", class: "earlier", hidden: true }, "Load earlier events");
   const transcript = h("ol", { class: "transcript", "aria-live": "off" });
   const counter = h("p", { class: "muted window-note" });
+  const everything = h(
+    "label",
+    { class: "muted every-event" },
+    h("input", { type: "checkbox", onchange: (event) => transcript.classList.toggle("all-events", event.target.checked) }),
+    " show every event",
+  );
   replace(
     main,
     h("h1", {}, main.dataset.task, " ", h("span", { class: "muted mono" }, runId)),
@@ -30,8 +36,7 @@ export function show(main) {
     ),
     status,
     verify,
-    earlier,
-    counter,
+    h("div", { class: "transcript-bar" }, earlier, counter, everything),
     transcript,
   );
 
@@ -63,6 +68,9 @@ export function show(main) {
       h("p", {}, `exit ${result.exit_code ?? "–"}`, result.duration_ms ? ` · ${(result.duration_ms / 1000).toFixed(1)} s` : ""),
       result.output_tail ? h("pre", { class: "tail" }, result.output_tail) : h("p", { class: "muted" }, "No output."),
     );
+    // A tail is read from its end: the failure is at the bottom.
+    const tail = verify.querySelector(".tail");
+    if (tail) tail.scrollTop = tail.scrollHeight;
   };
 
   const entryFor = (envelope, sequence) => {
@@ -109,7 +117,7 @@ export function show(main) {
       case "tool_call.denied":
         return line("denied", `denied ${data.name}: `, h("span", { class: "rule" }, data.rule), ` ${data.reason}`);
       case "approval.requested":
-        return line("approval", "waiting for approval: ", data.question, " ", h("a", { href: "/?filter=needs%20me" }, "answer"));
+        return line("approval", "waiting for approval: ", data.question, " ", answerButtons(runId, data.tool_call_id));
       case "approval.resolved":
         return line("meta", `approval: ${data.answer}${data.timed_out ? " (nobody answered in time)" : ""}${data.reason ? ` — ${data.reason}` : ""}`);
       case "subagent.started":
@@ -124,6 +132,8 @@ export function show(main) {
       case "verify.finished":
         if (!data.agent_id || data.agent_id === "main") renderVerify(data);
         return line(data.passed ? "verify-passed" : "verify-failed", `verify ${data.passed ? "passed" : "failed"} (exit ${data.exit_code ?? "–"})`);
+      case "model_call.started":
+        return line("meta minor", `step ${data.step}: calling the model (${data.messages} messages)`);
       case "run.started":
         return line("meta", "run started on ", h("code", {}, data.branch));
       case "run.finished":
@@ -230,6 +240,29 @@ export function show(main) {
   };
   start().catch((error) => main.append(h("p", { class: "error" }, error.message)));
   return { append, renderStatus };
+}
+
+/** Allow / Deny for a question still waiting (looked up by its tool call in /v1/approvals); the inbox link otherwise. */
+function answerButtons(runId, toolCallId) {
+  const box = h("span", { class: "inline-answer" }, h("a", { href: "/?filter=needs%20me" }, "answer in the inbox"));
+  api("/v1/approvals")
+    .then(({ approvals }) => {
+      const pending = approvals.find((approval) => approval.run_id === runId && approval.tool_call_id === toolCallId);
+      if (!pending) return;
+      const answer = (decision) =>
+        api(`/v1/runs/${encodeURIComponent(runId)}/approvals/${encodeURIComponent(pending.id)}`, { method: "POST", body: { decision } }).then(
+          () => replace(box, h("span", { class: "muted" }, `answered: ${decision}`)),
+          (error) => box.append(h("span", { class: "error" }, ` ${error.message}`)),
+        );
+      replace(
+        box,
+        h("button", { type: "button", class: "allow", onclick: () => answer("allow") }, "Allow"),
+        pending.can_remember ? h("button", { type: "button", onclick: () => answer("allow_always") }, "Always for this run") : null,
+        h("button", { type: "button", class: "deny", onclick: () => answer("deny") }, "Deny"),
+      );
+    })
+    .catch(() => undefined);
+  return box;
 }
 
 function clip(text) {
