@@ -45,6 +45,11 @@ export default tseslint.config(
     languageOptions: { sourceType: "module", globals: globals.node },
   },
   {
+    // The page's ES modules (runner serve) run in the browser.
+    files: ["src/server/assets/**/*.js"],
+    languageOptions: { sourceType: "module", globals: globals.browser },
+  },
+  {
     files: ["**/*.cjs", "**/*.mjs", "**/*.js"],
     rules: { "no-unused-vars": ["error", { argsIgnorePattern: "^_", caughtErrors: "none" }] },
   },

@@ -14,4 +14,6 @@ function copyScripts(directory) {
 }
 
 copyScripts("src");
+// runner serve's page: ES modules and a stylesheet served as files (no bundler).
+cpSync("src/server/assets", "dist/server/assets", { recursive: true });
 chmodSync("dist/cli/main.js", 0o755);

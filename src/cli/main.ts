@@ -9,6 +9,7 @@ import { terminalSafe } from "../terminal-text.js";
 import { agencyCommand } from "./agency-command.js";
 import { batchCommand } from "./batch-command.js";
 import { importCommand } from "./import-command.js";
+import { serveCommand } from "./serve-command.js";
 import { runnerHome } from "../runner/runner-home.js";
 
 // Only what every command needs is imported here. Each command imports its own modules when it runs
@@ -192,6 +193,7 @@ async function main(argv: string[]): Promise<number> {
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
   program.addCommand(agencyCommand(controller.signal, (code) => (exitCode = code)));
   program.addCommand(importCommand((code) => (exitCode = code)));
+  program.addCommand(serveCommand(controller.signal, (code) => (exitCode = code)));
 
   const policy = program.command("policy").description('validate and explain permission policies (README "Policies")');
   policy

@@ -16,6 +16,8 @@ import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { RunStore } from "../run/run-store.js";
 import { reverifyRun, type Reverified } from "../run/reverify-run.js";
+import { mergeRun } from "../run/merge-run.js";
+import type { UserMergeOutcome } from "../workspace/merge.js";
 import type { LogSettings } from "../logging/logger.js";
 import { branchHead, resolveRepository } from "../workspace/run-worktree.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
@@ -270,6 +272,18 @@ export class Runner {
       enforcement: diskEnforcementChoice(this.environment),
       signal: options.signal ?? new AbortController().signal,
     });
+  }
+
+  /**
+   * Fast-forwards the user's branch to an ended, verified run's commit, as
+   * `--merge` would have at the end of the run (src/run/merge-run.ts): a
+   * refusal (not verified, a branch that moved, uncommitted changes) is an
+   * outcome with its reason, not an error. Rejects with ConfigError for an
+   * unknown or unfinished run.
+   */
+  async merge(runId: string): Promise<UserMergeOutcome> {
+    if (!/^[\w.-]+$/.test(runId) || !existsSync(join(this.home, "runs", runId))) throw new ConfigError(`no run ${runId} in ${this.home}/runs`);
+    return mergeRun(join(this.home, "runs", runId));
   }
 
   /** A budget needs prices: ConfigError naming `field` when the task's model has none (a cost the runner cannot know cannot stop it). */

@@ -1,0 +1,162 @@
+import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
+import { join } from "node:path";
+import type { RunEnvelope } from "../events/event-catalogue.js";
+import { readEnvelopes } from "../events/event-log-reader.js";
+import type { PendingApproval } from "../runner/approval-inbox.js";
+import type { ApprovalInbox } from "../runner/approval-inbox.js";
+import { listRuns, type RunSummary } from "../runner/run-records.js";
+import type { Runner, RunHandle } from "../runner/runner.js";
+import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
+import { RunRecordSchema } from "./api-schemas.js";
+import type { BoardStream } from "./event-streams.js";
+import type { IdempotencyKeys } from "./idempotency.js";
+import { HttpProblem } from "./problem.js";
+
+/** What every route of the server works with: the Runner, the handles of the runs it started that have not ended, the approvals inbox, the board's stream. */
+export interface ServerContext {
+  runner: Runner;
+  inbox: ApprovalInbox;
+  /** Runs this server started or resumed, until they end: what cancel and live events need. Everything else is read from RUNNER_HOME. */
+  handles: Map<string, RunHandle>;
+  /** `--tasks-root` directories: where task files, task objects' paths and batch directories may point. */
+  roots: string[];
+  board: BoardStream;
+  idempotency: IdempotencyKeys;
+  version: string;
+}
+
+/**
+ * Keeps `handle` until its run ends and tells the board about the run's
+ * run-level events (started, each main-agent step, verify, finished).
+ */
+export function adopt(context: ServerContext, handle: RunHandle): void {
+  context.handles.set(handle.id, handle);
+  const boardTypes = new Set(["run.started", "run.resumed", "model_call.finished", "verify.finished", "run.finished", "workspace.merged"]);
+  void (async () => {
+    for await (const envelope of handle.events()) {
+      if (boardTypes.has(eventName(envelope.type))) publishRun(context, handle.id);
+    }
+  })()
+    .catch(() => undefined)
+    .finally(() => {
+      context.handles.delete(handle.id);
+      publishRun(context, handle.id);
+    });
+}
+
+/** Sends the board the run's fresh record. */
+export function publishRun(context: ServerContext, id: string): void {
+  const summary = listRuns(context.runner.home).find((run) => run.id === id);
+  if (summary) context.board.publish({ event: "run", data: runRecord(context, summary) });
+}
+
+/** `dev.agent-runner.run.started.v1` → `run.started`. */
+export function eventName(type: string): string {
+  return type.replace(/^dev\.agent-runner\./, "").replace(/\.v\d+$/, "");
+}
+
+/** The run's record (see RunRecordSchema). Throws a 404 problem for an unknown run. */
+export function findRunRecord(context: ServerContext, id: string): RunRecordBody {
+  const summary = listRuns(context.runner.home).find((run) => run.id === id);
+  if (!summary) throw new HttpProblem(404, "No such run", `no run ${id} in ${context.runner.home}/runs; GET /v1/runs lists them`);
+  return runRecord(context, summary);
+}
+
+export function runRecord(context: ServerContext, summary: RunSummary): RunRecordBody {
+  const directory = join(context.runner.home, "runs", summary.id);
+  const report = readJson(join(directory, "report.json")) as { steps?: number; cost_usd?: number | null } | null;
+  const live = report ? null : progressOf(join(directory, "events.jsonl"));
+  const status = context.handles.has(summary.id) && !report ? "running" : summary.status;
+  return RunRecordSchema.parse({
+    id: summary.id,
+    task: summary.task,
+    status,
+    branch: summary.branch,
+    started_at: summary.started.toISOString(),
+    steps: report?.steps ?? live?.steps ?? null,
+    cost_usd: report ? (report.cost_usd ?? null) : (live?.cost ?? null),
+    pending_approvals: context.inbox.pending(summary.id).length,
+    report: report as Record<string, unknown> | null,
+  });
+}
+
+/** Steps of the main agent and USD spent so far, from events.jsonl (a run still going has no report). */
+function progressOf(file: string): { steps: number; cost: number | null } {
+  let steps = 0;
+  let cost: number | null = null;
+  for (const envelope of readEnvelopes(file)) {
+    const name = eventName(envelope.type);
+    const data = envelope.data as { agent_id?: string; cost_usd?: number | null } | undefined;
+    if (name === "model_call.finished" && data?.agent_id === "main") steps++;
+    if ((name === "model_call.finished" || name === "context.summary_usage") && typeof data?.cost_usd === "number") cost = (cost ?? 0) + data.cost_usd;
+  }
+  return { steps, cost: cost === null ? null : Math.round(cost * 1e6) / 1e6 };
+}
+
+export function approvalBody(approval: PendingApproval): ApprovalBody {
+  const { request } = approval;
+  return {
+    id: approval.id,
+    run_id: request.runId,
+    agent_id: request.agentId,
+    tool_call_id: request.toolCallId,
+    tool: request.toolName,
+    subject: request.subject,
+    rule: request.rule,
+    reason: request.reason,
+    question: request.question,
+    can_remember: request.canRemember,
+    asked_at: new Date(approval.askedAt).toISOString(),
+    deadline: new Date(approval.deadline).toISOString(),
+  };
+}
+
+/**
+ * A run's events from sequence number `from`: the live handle's when this
+ * server runs it, else events.jsonl, followed (every `pollMs`) while another
+ * process still runs it, until its report.json exists.
+ */
+export function runEvents(context: ServerContext, id: string, from: number, pollMs = 250): AsyncIterable<RunEnvelope> {
+  const handle = context.handles.get(id);
+  if (handle) return handle.events({ from });
+  return followFile(join(context.runner.home, "runs", id), from, pollMs);
+}
+
+async function* followFile(directory: string, from: number, pollMs: number): AsyncGenerator<RunEnvelope> {
+  const file = join(directory, "events.jsonl");
+  let offset = 0;
+  let sequence = 0;
+  for (;;) {
+    const ended = existsSync(join(directory, "report.json"));
+    const { text, bytes } = readFrom(file, offset);
+    offset += bytes;
+    for (const line of text.split("\n")) {
+      if (!line) continue;
+      if (sequence++ >= from) yield JSON.parse(line) as RunEnvelope;
+    }
+    if (ended && bytes === 0) return;
+    if (bytes === 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
+/** Whole lines of `file` from byte `offset` (up to 1 MiB of them; a line still being written waits for its newline). */
+function readFrom(file: string, offset: number): { text: string; bytes: number } {
+  if (!existsSync(file)) return { text: "", bytes: 0 };
+  const descriptor = openSync(file, "r");
+  try {
+    const chunk = Buffer.alloc(1 << 20);
+    const read = readSync(descriptor, chunk, 0, chunk.length, offset);
+    const bytes = chunk.subarray(0, read).lastIndexOf(0x0a) + 1;
+    return { text: chunk.subarray(0, bytes).toString("utf8"), bytes };
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+function readJson(file: string): unknown {
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as unknown;
+  } catch {
+    return null;
+  }
+}
