@@ -199,6 +199,11 @@ export class Redactor {
     return this.forms.length === 0 && !this.patterns;
   }
 
+  /** Length of the longest literal form searched for (0 without any): how much of a growing text a secret's start can hide in. */
+  get longestLiteral(): number {
+    return this.forms[0]?.length ?? 0;
+  }
+
   /** How many literal values (counting their escaped forms) are searched for. */
   get literalCount(): number {
     return this.forms.length;
