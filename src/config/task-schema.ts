@@ -254,6 +254,13 @@ const verifySchema = z.strictObject({
    * the tests and test configuration the agent must not change.
    */
   protect: z.array(protectPattern).default([]),
+  /**
+   * Python's safe path in the verification (`PYTHONSAFEPATH=1`, Python 3.11+): neither the current directory nor
+   * a script's directory is put on `sys.path`, so nothing at the checkout's top level (a `*.dist-info` declaring a
+   * pytest plugin, a `pytest.py`, a `sitecustomize.py`) is imported before the tests run. `false` turns it off for a
+   * command that needs a script's directory on `sys.path` (README "Protected paths").
+   */
+  python_safe_path: z.boolean().default(true),
 });
 
 /** A byte size for the host commit's limits, e.g. "100m"; at least 1 KiB. */
