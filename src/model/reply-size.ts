@@ -9,7 +9,7 @@
 export const MAX_REPLY_BYTES = 64 * 1024 ** 2;
 
 /** Thrown into a reply's body stream once it passes its cap; {@link replyTooLarge} finds it along an error's causes. */
-export class ReplyTooLargeError extends Error {
+class ReplyTooLargeError extends Error {
   constructor(readonly maxBytes: number) {
     super(`the reply passed ${maxBytes} bytes, the cap of one model reply`);
     this.name = "ReplyTooLargeError";

@@ -14,7 +14,7 @@ export const DEFAULT_TIMEOUT_MS = 300_000;
  * rate-limit waits included. The per-attempt timeout alone is an idle timeout
  * for a stream, which a server sending empty pieces never lets fire.
  */
-export const DEFAULT_REQUEST_DEADLINE_MS = 1_800_000;
+const DEFAULT_REQUEST_DEADLINE_MS = 1_800_000;
 /**
  * Backoff before retry n (0-based) when the server names no delay:
  * `random() * min(RETRY_MAX_DELAY_MS, RETRY_BASE_DELAY_MS * 2^n)` ("full jitter",
