@@ -18,11 +18,14 @@ import type { Redactor } from "./redactor.js";
  * multi-line private key is redacted from its `BEGIN` line as soon as 32
  * characters of its body are there, so this needs a shape that spans blanks
  * and more than the tail) stops the stream: nothing more is returned for
- * this text. The text is redacted again only when it has grown by 1/256 of
- * its length since the last time (at least one character), so the cost stays
- * about 256 redactions of the whole text rather than one per piece; the
- * shown text lags by as much.
+ * this text. The text is redacted again only when it has grown by 1/32 of
+ * its length since the last time, and by 32 characters at least, so a reply
+ * costs about 32 redactions of its whole text per doubling rather than one
+ * per piece (bench/redaction.bench.ts); the shown text lags by as much.
  */
+/** Fewest characters a text grows by before it is redacted again (see {@link StreamedTextRedactor}). */
+const REDACT_EVERY_CHARACTERS = 32;
+
 export class StreamedTextRedactor {
   private text = "";
   /** Redacted text returned so far (a prefix of every later redaction, or the stream stops). */
@@ -36,7 +39,7 @@ export class StreamedTextRedactor {
   /** Adds a piece; returns the redacted text newly safe to show ("" when there is none yet). */
   append(piece: string): string {
     this.text += piece;
-    if (this.stopped || this.text.length - this.redactedAt < Math.max(1, this.text.length >> 8)) return "";
+    if (this.stopped || this.text.length - this.redactedAt < Math.max(REDACT_EVERY_CHARACTERS, this.text.length >> 5)) return "";
     this.redactedAt = this.text.length;
     const redacted = this.redactor.redact(this.text);
     const trailingWord = /\S*$/.exec(redacted)![0].length;
