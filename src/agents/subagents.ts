@@ -90,7 +90,7 @@ export interface SubagentHost {
   toolsFor(mode: SubagentMode, fork: boolean, results: ToolResultStore): ToolRegistry;
   systemPromptFor(mode: SubagentMode): string;
   /** Verification command, timeout and protected paths of the task (a worker's default command; protect always applies). */
-  verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[] } | null;
+  verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[]; python_safe_path?: boolean } | null;
   /** Bounds of every host commit of a worktree (task.yaml `commit`). */
   commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
@@ -370,7 +370,13 @@ async function finishWorker(
     message: host.redact(`agent-runner: worker ${agentId}: ${request.description}`),
     skipVerify: (committed) => (outcome.reason !== "final_answer" ? outcome.reason : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),
     verify: command
-      ? { command, timeout_sec: host.verify?.timeout_sec ?? DEFAULT_VERIFY_TIMEOUT_SEC, protect: host.verify?.protect ?? [], setup: host.verify?.setup ?? [] }
+      ? {
+          command,
+          timeout_sec: host.verify?.timeout_sec ?? DEFAULT_VERIFY_TIMEOUT_SEC,
+          protect: host.verify?.protect ?? [],
+          setup: host.verify?.setup ?? [],
+          python_safe_path: host.verify?.python_safe_path ?? true,
+        }
       : null,
     verifyContext: {
       agentId,

@@ -133,12 +133,16 @@ export class ProgressView implements EventSink {
         return event.data.enforcement === "monitor"
           ? c.yellow(`disk limit ${mebibytes(event.data.limit_bytes)} is only measured, every few seconds: ${event.data.detail} (README "Security model")`)
           : null;
-      case "disk.limit_reached":
+      case "disk.limit_reached": {
+        const { used_inodes: files, limit_inodes: allowed } = event.data;
+        const held =
+          files !== undefined && allowed !== undefined && files > allowed
+            ? `more files than the disk limit allows (${files} of ${allowed}, one per 8 KiB of ${mebibytes(event.data.limit_bytes)})`
+            : `more than the disk limit (${mebibytes(event.data.used_bytes)} of ${mebibytes(event.data.limit_bytes)})`;
         return event.data.action === "stopped"
-          ? c.red(
-              `${event.data.agent_id}'s sandbox holds more than the disk limit (${mebibytes(event.data.used_bytes)} of ${mebibytes(event.data.limit_bytes)}): its processes were stopped and the run ends`,
-            )
+          ? c.red(`${event.data.agent_id}'s sandbox holds ${held}: its processes were stopped and the run ends`)
           : c.yellow(`the run's disk (${mebibytes(event.data.limit_bytes)}) is full: writes past it fail with "No space left on device"`);
+      }
       case "sandbox.restarted":
         return c.yellow(`sandbox restarted as ${event.data.sandbox_id} (its control process was killed)`);
       case "model_call.finished":

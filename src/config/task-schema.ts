@@ -83,6 +83,17 @@ export const modelFields = z.strictObject({
   temperature: z.number().min(0).max(2).optional(),
   /** Per-attempt timeout, seconds: with `stream`, the longest time without a byte; without, the whole attempt. */
   request_timeout_sec: z.number().int().positive().max(3600).default(300),
+  /**
+   * Total time of one model request, seconds: all its attempts, backoff and rate-limit waits together. Past it the
+   * request fails (`deadline_exceeded`), whatever the stream still sends: a server that trickles empty pieces never
+   * lets the idle timeout fire.
+   */
+  request_deadline_sec: z
+    .number()
+    .int()
+    .positive()
+    .max(24 * 3600)
+    .default(1800),
   /** Retries of a failed request (429, 5xx, timeouts, resets), with backoff honouring retry-after. */
   max_retries: z.number().int().min(0).max(20).default(4),
   /** The model's context window, tokens: every request is kept under it (see `context`). */
@@ -243,6 +254,13 @@ const verifySchema = z.strictObject({
    * the tests and test configuration the agent must not change.
    */
   protect: z.array(protectPattern).default([]),
+  /**
+   * Python's safe path in the verification (`PYTHONSAFEPATH=1`, Python 3.11+): neither the current directory nor
+   * a script's directory is put on `sys.path`, so nothing at the checkout's top level (a `*.dist-info` declaring a
+   * pytest plugin, a `pytest.py`, a `sitecustomize.py`) is imported before the tests run. `false` turns it off for a
+   * command that needs a script's directory on `sys.path` (README "Protected paths").
+   */
+  python_safe_path: z.boolean().default(true),
 });
 
 /** A byte size for the host commit's limits, e.g. "100m"; at least 1 KiB. */
@@ -274,7 +292,15 @@ export const taskSchema = z.strictObject({
   name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected lowercase letters, digits and dashes, like fix-add"),
   instruction: z.string().trim().min(1, "expected the agent's instruction as text"),
   workspace: z.string().min(1).default("."),
-  model: modelSchema.default({ provider: "openai", wire: "openai-chat", stream: true, request_timeout_sec: 300, max_retries: 4, context_window: 128_000 }),
+  model: modelSchema.default({
+    provider: "openai",
+    wire: "openai-chat",
+    stream: true,
+    request_timeout_sec: 300,
+    request_deadline_sec: 1800,
+    max_retries: 4,
+    context_window: 128_000,
+  }),
   context: contextSchema.default({ clear_at: 0.6, compact_at: 0.85, keep_tool_results: 6, keep_turns: 4 }),
   sandbox: sandboxSchema.default({
     image: DEFAULT_SANDBOX_IMAGE,

@@ -12,6 +12,8 @@ export interface VerifySpec {
   protect?: string[];
   /** `sandbox.setup`: run again on the clean checkout before the command. */
   setup?: readonly string[];
+  /** `verify.python_safe_path` (default true): `PYTHONSAFEPATH=1` for the setup and verify commands. */
+  python_safe_path?: boolean;
 }
 
 /** One {@link WorkDelivery.deliver}: what to commit, whether and how to verify, where to merge. */

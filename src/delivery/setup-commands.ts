@@ -42,17 +42,18 @@ export class SetupFailedError extends RunnerError {
  * `setup.started` and a `setup.finished` event. Returns every result and the
  * failed one (null when all passed). Throws SandboxError only when the
  * sandbox itself fails; an aborted `signal` kills the running command, which
- * then counts as failed (the caller checks the signal).
+ * then counts as failed (the caller checks the signal). `env` is added to
+ * each command's environment (the verification's Python settings).
  */
 export async function runSetupCommands(
   sandbox: Sandbox,
   commands: readonly string[],
-  options: { phase: SetupPhase; agentId: string; events: EventSink; signal: AbortSignal },
+  options: { phase: SetupPhase; agentId: string; events: EventSink; signal: AbortSignal; env?: Record<string, string> },
 ): Promise<{ results: SetupCommandResult[]; failed: SetupCommandResult | null }> {
   const results: SetupCommandResult[] = [];
   for (const [index, command] of commands.entries()) {
     options.events.emit({ type: "setup.started", data: { agent_id: options.agentId, phase: options.phase, index, command } });
-    const executed = await sandbox.exec({ command, timeoutMs: SETUP_COMMAND_TIMEOUT_MS, signal: options.signal });
+    const executed = await sandbox.exec({ command, timeoutMs: SETUP_COMMAND_TIMEOUT_MS, signal: options.signal, ...(options.env ? { env: options.env } : {}) });
     const result = resultOf(command, executed);
     results.push(result);
     options.events.emit({

@@ -77,7 +77,7 @@ export interface VerifyContext {
  * cannot be made or removed (infrastructure); CancelledError via the signal.
  */
 export async function verifyCommit(
-  verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[] },
+  verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[]; python_safe_path?: boolean },
   worktree: RunWorktree,
   commit: string,
   context: VerifyContext,
@@ -99,15 +99,17 @@ export async function verifyCommit(
     let sandboxLost: string | null = null;
     const started = Date.now();
     try {
+      const env = verificationEnvironment(verify);
       const setup = await runSetupCommands(sandbox, verify.setup ?? [], {
         phase: "verify",
         agentId: context.agentId,
         events: context.events,
         signal: context.signal,
+        env,
       });
       result = setup.failed
         ? setupFailure(setup.failed)
-        : await sandbox.exec({ command: verify.command, timeoutMs: verify.timeout_sec * 1000, signal: context.signal });
+        : await sandbox.exec({ command: verify.command, timeoutMs: verify.timeout_sec * 1000, signal: context.signal, env });
     } catch (error) {
       if (!(error instanceof SandboxError)) throw error;
       sandboxLost = errorMessage(error);
@@ -156,6 +158,24 @@ export async function verifyCommit(
     );
     if (removable) await removeRunWorktree(checkout);
   }
+}
+
+/**
+ * What the verification's commands (setup and verify) get added to their
+ * environment: `PYTHONSAFEPATH=1` unless `verify.python_safe_path` is false.
+ * Python (3.11 and later; docs.python.org, "PYTHONSAFEPATH") then puts
+ * neither the current directory (`python3 -m pytest`) nor a script's
+ * directory on `sys.path` at startup, so the checkout's top level is not
+ * searched for modules and distributions before the interpreter has loaded
+ * its plugins: a `pytest.py`, a `sitecustomize.py` or a `*.dist-info` whose
+ * `entry_points.txt` declares a `[pytest11]` plugin there (pytest loads every
+ * such plugin it finds on `sys.path` at startup) is not picked up. pytest's
+ * own `pythonpath` setting and its rootdir insertion come after the plugins
+ * are loaded, so tests still import the code under test (README "Protected
+ * paths").
+ */
+function verificationEnvironment(verify: { python_safe_path?: boolean }): Record<string, string> {
+  return verify.python_safe_path === false ? {} : { PYTHONSAFEPATH: "1" };
 }
 
 /** A failed setup command as the verification's result: the verify command never ran. */

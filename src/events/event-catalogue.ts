@@ -78,6 +78,8 @@ export const EVENT_CATALOGUE = {
     limit_bytes: z.number(),
     enforcement: diskEnforcement,
     action: z.enum(["refused", "stopped"]),
+    used_inodes: z.number().optional(),
+    limit_inodes: z.number().optional(),
   }),
   "sandbox.created": event(1, { sandbox_id: z.string(), image: z.string(), ready_ms: z.number(), uid: z.number() }),
   "sandbox.restarted": event(1, { sandbox_id: z.string() }),

@@ -198,7 +198,8 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
         build: { context: "./environment", ...(dockerfileInContext === "Dockerfile" ? {} : { dockerfile: `./environment/${dockerfileInContext}` }) },
         workdir,
       },
-      verify: { command, timeout_sec: task.verifyTimeoutSec },
+      // The benchmark's own harness runs its tests with Python's usual path; grading here must match it (docs/importers.md).
+      verify: { command, timeout_sec: task.verifyTimeoutSec, python_safe_path: false },
     });
     if (invalid) throw new Error(invalid);
     writeFileSync(join(directory, "instance.json"), `${JSON.stringify({ ...task.source, id: task.id }, null, 2)}\n`);

@@ -1,4 +1,5 @@
 import Anthropic from "@anthropic-ai/sdk";
+import { sizeCappedFetch } from "./reply-size.js";
 import { CancelledError } from "../errors.js";
 import { toAnthropicPrompt, withCacheBreakpoints, type AnthropicPrompt } from "./anthropic-messages.js";
 import type { ToolCall, ToolDefinition, Usage } from "./messages.js";
@@ -88,6 +89,7 @@ export class AnthropicModelClient implements ModelClient {
       ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
       maxRetries: 0,
       timeout: this.timeoutMs,
+      fetch: sizeCappedFetch(options.maxReplyBytes),
     });
   }
 
@@ -98,7 +100,7 @@ export class AnthropicModelClient implements ModelClient {
 
   complete(request: ModelRequest): Promise<ModelResponse> {
     if (request.tools.length) this.toolsOfAgent.set(request.agentId, request.tools);
-    return completeWithRetries(request, this.endpoint, this.options, (attempt) => this.attempt(request, attempt));
+    return completeWithRetries(request, this.endpoint, this.options, (attempt, bounded) => this.attempt(bounded, attempt));
   }
 
   /**

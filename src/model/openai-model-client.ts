@@ -1,4 +1,5 @@
 import OpenAI from "openai";
+import { sizeCappedFetch } from "./reply-size.js";
 import { CancelledError } from "../errors.js";
 import type { ChatMessage, ProviderReasoning, ToolCall, ToolDefinition, Usage } from "./messages.js";
 import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
@@ -67,6 +68,7 @@ export class OpenAIModelClient implements ModelClient {
       baseURL: options.baseURL,
       maxRetries: 0,
       timeout: this.timeoutMs,
+      fetch: sizeCappedFetch(options.maxReplyBytes),
     });
   }
 
@@ -76,7 +78,7 @@ export class OpenAIModelClient implements ModelClient {
   }
 
   complete(request: ModelRequest): Promise<ModelResponse> {
-    return completeWithRetries(request, this.endpoint, this.options, (attempt) => this.attempt(request, attempt));
+    return completeWithRetries(request, this.endpoint, this.options, (attempt, bounded) => this.attempt(bounded, attempt));
   }
 
   /**

@@ -1,5 +1,6 @@
 import OpenAI from "openai";
 import type { FunctionTool, Response, ResponseCreateParamsBase, ResponseErrorEvent, ResponseInputItem } from "openai/resources/responses/responses";
+import { sizeCappedFetch } from "./reply-size.js";
 import { CancelledError } from "../errors.js";
 import type { ChatMessage, ProviderReasoning, ToolCall, ToolDefinition } from "./messages.js";
 import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
@@ -44,7 +45,13 @@ export class OpenAIResponsesModelClient implements ModelClient {
   constructor(private readonly options: OpenAIResponsesModelClientOptions) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.stream = options.stream ?? true;
-    this.client = new OpenAI({ apiKey: options.apiKey, baseURL: options.baseURL, maxRetries: 0, timeout: this.timeoutMs });
+    this.client = new OpenAI({
+      apiKey: options.apiKey,
+      baseURL: options.baseURL,
+      maxRetries: 0,
+      timeout: this.timeoutMs,
+      fetch: sizeCappedFetch(options.maxReplyBytes),
+    });
   }
 
   /** The endpoint named in error messages. */
@@ -53,7 +60,7 @@ export class OpenAIResponsesModelClient implements ModelClient {
   }
 
   complete(request: ModelRequest): Promise<ModelResponse> {
-    return completeWithRetries(request, this.endpoint, this.options, (attempt) => this.attempt(request, attempt));
+    return completeWithRetries(request, this.endpoint, this.options, (attempt, bounded) => this.attempt(bounded, attempt));
   }
 
   /** One HTTP request; resolves with the parsed response or with why it failed (CancelledError when the caller aborted). */

@@ -2,11 +2,19 @@ import { CancelledError, ModelError } from "../errors.js";
 import { abortableSleep } from "../process/abortable-sleep.js";
 import type { ModelRequest, ModelResponse } from "./model-client.js";
 import { RATE_LIMIT_WAIT_BUDGET_MS, type RateLimitGate } from "./rate-limit-gate.js";
+import { replyTooLarge } from "./reply-size.js";
 
 /** Retries after the first attempt unless the caller says otherwise (task.yaml `model.max_retries` has the same default). */
 const DEFAULT_MAX_RETRIES = 4;
 /** Per-attempt timeout unless the caller says otherwise: 300 s (task.yaml `model.request_timeout_sec` default). */
 export const DEFAULT_TIMEOUT_MS = 300_000;
+/**
+ * Total time of one model request unless the caller says otherwise: 1800 s
+ * (task.yaml `model.request_deadline_sec` default), all attempts, backoff and
+ * rate-limit waits included. The per-attempt timeout alone is an idle timeout
+ * for a stream, which a server sending empty pieces never lets fire.
+ */
+const DEFAULT_REQUEST_DEADLINE_MS = 1_800_000;
 /**
  * Backoff before retry n (0-based) when the server names no delay:
  * `random() * min(RETRY_MAX_DELAY_MS, RETRY_BASE_DELAY_MS * 2^n)` ("full jitter",
@@ -55,6 +63,14 @@ export interface RetryOptions {
    * whole, headers and body together. A timed-out attempt is retried.
    */
   timeoutMs?: number;
+  /**
+   * Total time of the request in ms, all attempts and waits included (default
+   * {@link DEFAULT_REQUEST_DEADLINE_MS}): past it the request fails with
+   * reason `deadline_exceeded`, not retried.
+   */
+  deadlineMs?: number;
+  /** Most bytes of one reply (an attempt's body), default `MAX_REPLY_BYTES` (64 MiB): the clients' `fetch` is `sizeCappedFetch` (reply-size.ts). */
+  maxReplyBytes?: number;
   /** Backoff sleep; must reject (any error) as soon as `signal` aborts. Default: a timer. Injected by tests. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Uniform [0, 1) source for the backoff jitter; default `Math.random`. */
@@ -73,13 +89,43 @@ export interface RetryOptions {
  * retryable, or the retries are spent; then throws `ModelError` naming
  * `endpoint` and the reason. Sleeps the backoff (or the server's retry-after)
  * between attempts, telling `request.onRetry` first; throws `CancelledError`
- * when `request.signal` aborts, also mid-sleep.
+ * when `request.signal` aborts, also mid-sleep. Each attempt gets the request
+ * with a signal that also aborts at the request's deadline
+ * ({@link RetryOptions.deadlineMs}; then `ModelError` `deadline_exceeded`). A
+ * reply past its size cap (a {@link ReplyTooLargeError} among the failure's
+ * causes) is `ModelError` `reply_too_large`, not retried.
  */
 export async function completeWithRetries(
   request: ModelRequest,
   endpoint: string,
   options: RetryOptions,
-  attempt: (attempt: number) => Promise<AttemptOutcome>,
+  attempt: (attempt: number, request: ModelRequest) => Promise<AttemptOutcome>,
+): Promise<ModelResponse> {
+  const deadlineMs = options.deadlineMs ?? DEFAULT_REQUEST_DEADLINE_MS;
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), deadlineMs);
+  const bounded = { ...request, signal: request.signal ? AbortSignal.any([request.signal, deadline.signal]) : deadline.signal };
+  try {
+    return await attemptsUntilDone(bounded, endpoint, options, attempt);
+  } catch (error) {
+    if (deadline.signal.aborted && !request.signal?.aborted) {
+      throw new ModelError(
+        `model endpoint ${endpoint} did not complete the request within its deadline of ${deadlineMs / 1000} s (model.request_deadline_sec: all attempts and waits together)`,
+        "deadline_exceeded",
+        { cause: error },
+      );
+    }
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function attemptsUntilDone(
+  request: ModelRequest,
+  endpoint: string,
+  options: RetryOptions,
+  attempt: (attempt: number, request: ModelRequest) => Promise<AttemptOutcome>,
 ): Promise<ModelResponse> {
   const attempts = 1 + Math.max(0, Math.floor(options.maxRetries ?? DEFAULT_MAX_RETRIES));
   const sleep = options.sleep ?? abortableSleep;
@@ -90,8 +136,18 @@ export async function completeWithRetries(
   for (let index = 0; ; index += 1) {
     if (request.signal?.aborted) throw new CancelledError();
     const admitted = gate ? await gate.ready(request.signal) : undefined;
-    const outcome = await attempt(index);
+    const outcome = await attempt(index, request);
     const failure = "failure" in outcome ? outcome.failure : null;
+    const tooLarge = failure && replyTooLarge(failure.cause);
+    if (tooLarge) {
+      admitted?.(true);
+      const mebibytes = Math.round(tooLarge.maxBytes / 1024 ** 2);
+      throw new ModelError(
+        `model endpoint ${endpoint} replied with more than ${tooLarge.maxBytes} bytes (${mebibytes} MiB, the cap of one model reply): the attempt was given up, not retried`,
+        "reply_too_large",
+        { cause: tooLarge },
+      );
+    }
     const rateLimited = failure !== null && (failure.reason === "rate_limited" || failure.reason === "overloaded");
     if (gate && failure && rateLimited) {
       const delayMs = failure.retryAfterMs ?? backoffDelayMs(Math.min(limited, 6), options.random);

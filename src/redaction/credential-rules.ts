@@ -95,6 +95,17 @@ const PLACEHOLDER_WORDS = new Set([
 
 const notPlaceholder = (secret: string) => !isPlaceholder(secret);
 
+/**
+ * `sk-` and hyphen-separated words (`sk-learn-0-24-docs`) is not a key: a key
+ * with parts has 20 characters or more after `sk-` and a part of 6 or more
+ * that mixes letters and digits (random text has one; words do not).
+ */
+function looksLikeOpenAiKey(key: string): boolean {
+  const body = key.slice(3);
+  if (!body.includes("-") || /^(?:proj|svcacct|admin|None)-/.test(body)) return true;
+  return body.replace(/-/g, "").length >= 20 && body.split("-").some((part) => part.length >= 6 && /[0-9]/.test(part) && /[A-Za-z]/.test(part));
+}
+
 /** An HTTP Authorization header or field, as in curl -H, raw HTTP and JSON. */
 const AUTHORIZATION = ["Authorization:", "authorization:", "Authorization=", "authorization=", 'Authorization":', 'authorization":'];
 
@@ -132,8 +143,12 @@ export const CREDENTIAL_RULES: readonly CredentialRule[] = [
   {
     kind: "openai-key",
     keywords: ["sk-"],
-    source: "sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,}(?:T3BlbkFJ[A-Za-z0-9]{20,})?)",
-    from: "gitleaks:openai-api-key; GitHub partner list (OpenAI)",
+    // The legacy key is all letters and digits; one with hyphen-separated parts (service-account and admin keys,
+    // `sk-<part>-<part>-…`) falls through to the next alternative, so that no part of it stays readable.
+    source:
+      "sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,}(?:T3BlbkFJ[A-Za-z0-9]{20,})?(?![A-Za-z0-9_-])|[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)+)",
+    from: "gitleaks:openai-api-key; GitHub partner list (OpenAI); OpenAI docs (project, service-account and admin keys)",
+    accept: looksLikeOpenAiKey,
   },
   {
     kind: "github-token",

@@ -3,11 +3,12 @@
  * report.json, the diagnostic log, the terminal view and commit messages. A
  * {@link Redactor} replaces
  *
- * - **literal secret values** (the runner's `OPENAI_API_KEY`, the values of the
+ * - **literal secret values** (the credentials the runner reads, the values of the
  *   task's `sandbox.secret_env` variables) with `[REDACTED]`, wherever they
  *   occur and in any letter case (the egress proxy, like any URL parser,
  *   lower-cases host names), also JSON-escaped (once or twice: a JSON string
- *   inside a JSON string, such as tool-call arguments in a log line);
+ *   inside a JSON string, such as tool-call arguments in a log line) and
+ *   base64-, hex- or percent-encoded ({@link encodedForms});
  * - **credential shapes** with `[REDACTED:<kind>]`, even when nobody told the
  *   runner about the credential (a tool printed one it found): the rules and
  *   their sources are in {@link CREDENTIAL_RULES} (credential-rules.ts) and the
@@ -39,6 +40,8 @@
  * shapes and one for the assignments; see the README for measured numbers.
  */
 import { CREDENTIAL_RULES } from "./credential-rules.js";
+import { encodedForms } from "./encoded-forms.js";
+import { runnerSecrets } from "./runner-secrets.js";
 import { assignmentAt, BEFORE_ASSIGNMENT } from "./secret-assignments.js";
 
 /** Literal secret values shorter than this are not redacted (see {@link Redactor.skipped}). */
@@ -186,6 +189,7 @@ export class Redactor {
         kept = true;
         const once = jsonEscaped(candidate);
         forms.add(candidate).add(once).add(jsonEscaped(once));
+        for (const encoded of encodedForms(candidate)) if (encoded.length >= MIN_SECRET_LENGTH) forms.add(encoded);
       }
       if (!kept) skipped.push(name);
     }
@@ -197,6 +201,11 @@ export class Redactor {
   /** True when {@link redact} can never change anything: no literal values and no shapes. */
   get isEmpty(): boolean {
     return this.forms.length === 0 && !this.patterns;
+  }
+
+  /** Length of the longest literal form searched for (0 without any): how much of a growing text a secret's start can hide in. */
+  get longestLiteral(): number {
+    return this.forms[0]?.length ?? 0;
   }
 
   /** How many literal values (counting their escaped forms) are searched for. */
@@ -330,13 +339,7 @@ function replaceSpans(text: string, spans: Span[]): string {
   return out + text.slice(copied);
 }
 
-/** The secret values a run must keep out of its records: `OPENAI_API_KEY` and the task's `sandbox.secret_env`. */
-export function redactorFor(task: { sandbox: { secret_env: readonly string[] } }, env: NodeJS.ProcessEnv): Redactor {
-  const names = ["OPENAI_API_KEY", ...task.sandbox.secret_env];
-  const secrets: NamedSecret[] = [];
-  for (const name of new Set(names)) {
-    const value = env[name];
-    if (value) secrets.push({ name, value });
-  }
-  return new Redactor(secrets);
+/** The run's redactor: every secret of {@link runnerSecrets} (the task's `sandbox.secret_env`, the runner's own credentials) and the credential shapes. */
+export function redactorFor(task: Parameters<typeof runnerSecrets>[0], env: NodeJS.ProcessEnv): Redactor {
+  return new Redactor(runnerSecrets(task, env));
 }

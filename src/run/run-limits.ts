@@ -34,13 +34,26 @@ export class RunBudget {
 }
 
 /**
- * `timeout_sec`: aborts `stop` (after a `run.limit_reached` event) once the
- * attempt has run that long; everything the run does waits on a signal that
- * includes it. Returns the timer's cancel (the finalize phase calls it, so
- * clean-up is never cut short); a no-op without a limit.
+ * A run's wall-clock limit when neither the task (`timeout_sec`), `--timeout`
+ * nor the defaults file sets one, seconds: 4 hours, so that a run stuck on a
+ * model or a tool ends by itself, committing its work, before a CI job's own
+ * limit kills it without a report (GitHub Actions stops a job at 6 hours).
  */
-export function startTimeLimit(timeoutSec: number | undefined, stop: AbortController, report: RunReport, events: EventSink, started: number): () => void {
-  if (timeoutSec === undefined) return () => undefined;
+export const DEFAULT_RUN_TIMEOUT_SEC = 4 * 3600;
+
+/**
+ * `timeout_sec` (default {@link DEFAULT_RUN_TIMEOUT_SEC}): aborts `stop`
+ * (after a `run.limit_reached` event) once the attempt has run that long;
+ * everything the run does waits on a signal that includes it. Returns the
+ * timer's cancel (the finalize phase calls it, so clean-up is never cut short).
+ */
+export function startTimeLimit(
+  timeoutSec: number = DEFAULT_RUN_TIMEOUT_SEC,
+  stop: AbortController,
+  report: RunReport,
+  events: EventSink,
+  started: number,
+): () => void {
   const timer = setTimeout(() => {
     events.emit({ type: "run.limit_reached", data: { limit: "timeout_sec", value: timeoutSec, cost_usd: report.cost_usd, elapsed_ms: Date.now() - started } });
     stop.abort();

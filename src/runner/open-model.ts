@@ -82,6 +82,7 @@ function createClient(provider: RealProvider, task: Task, endpoint: Endpoint, ga
   const retry: RetryOptions = {
     maxRetries: task.model.max_retries,
     timeoutMs: task.model.request_timeout_sec * 1000,
+    deadlineMs: task.model.request_deadline_sec * 1000,
     ...(gates ? { gate: gates.for(gateKey(provider, endpoint)) } : {}),
   };
   switch (provider) {

@@ -27,6 +27,8 @@ import { checkTaskModel } from "./check-script.js";
 import { prepareImage, prepareRun, sweepDeadRunLeftovers } from "./prepare-run.js";
 import { diskEnforcementChoice, runnerHome } from "./runner-home.js";
 import { configuredModelId, formatUsd, pricingOf, roundUsd } from "../model/pricing.js";
+import { redactorFor, type Redactor } from "../redaction/redactor.js";
+import { StreamedTextRedactor } from "../redaction/streamed-text.js";
 
 /**
  * A question the policy asks before a call it rates `confirm` (README
@@ -117,7 +119,12 @@ export interface ModelText {
   purpose: ModelCallPurpose;
   /** 0-based attempt of that call (retries count up). */
   attempt: number;
-  /** The new text, to append to what this attempt already sent. */
+  /**
+   * The new text, to append to what this attempt already sent: redacted with
+   * the run's secrets (as its records are), and held back until no secret
+   * can start in it (`StreamedTextRedactor` in src/redaction/streamed-text.ts:
+   * the last characters of a reply arrive only in its `model_call.finished`).
+   */
   delta: string;
 }
 
@@ -349,7 +356,7 @@ export class Runner {
       prepared,
       {
         sandboxProvider: this.provider,
-        openModel: options.onModelText ? withModelText(this.openModel, options.onModelText) : this.openModel,
+        openModel: options.onModelText ? withModelText(this.openModel, options.onModelText, redactorFor(prepared, this.environment)) : this.openModel,
         runnerHome: this.home,
         diskEnforcement: diskEnforcementChoice(this.environment),
         log: this.log,
@@ -396,14 +403,21 @@ export async function createRunner(options: RunnerOptions = {}): Promise<Runner>
   return Runner.create(options);
 }
 
-/** `openModel` whose clients also hand each request's streamed text to `listener`, after the request's own `onText`. */
+/**
+ * `openModel` whose clients also hand each request's streamed text to
+ * `listener`, after the request's own `onText`: redacted with the run's
+ * secrets and held back as {@link StreamedTextRedactor} does, one stream per
+ * agent and purpose (a new step or attempt starts it over).
+ */
 function withModelText(
   openModel: (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }>,
   listener: (text: ModelText) => void,
+  redactor: Redactor,
 ): (task: Task) => Promise<{ client: ModelClient; close(): Promise<void> }> {
   return async (task) => {
     const opened = await openModel(task);
     const { client } = opened;
+    const streams = new Map<string, { step: number; attempt: number; text: StreamedTextRedactor }>();
     return {
       close: () => opened.close(),
       client: {
@@ -412,8 +426,17 @@ function withModelText(
             ...request,
             onText: (delta, attempt) => {
               request.onText?.(delta, attempt);
+              const purpose = request.purpose ?? "turn";
+              const key = `${request.agentId} ${purpose}`;
+              let stream = streams.get(key);
+              if (!stream || stream.step !== request.callIndex || stream.attempt !== attempt) {
+                stream = { step: request.callIndex, attempt, text: new StreamedTextRedactor(redactor) };
+                streams.set(key, stream);
+              }
+              const shown = stream.text.append(delta);
+              if (!shown) return;
               try {
-                listener({ agentId: request.agentId, step: request.callIndex, purpose: request.purpose ?? "turn", attempt, delta });
+                listener({ agentId: request.agentId, step: request.callIndex, purpose, attempt, delta: shown });
               } catch {
                 // A display's failure is not the model call's.
               }

@@ -242,12 +242,22 @@ export interface SandboxSpec {
   onDiskLimit?: (reached: DiskLimitReached) => void;
 }
 
+/**
+ * Bytes of a disk limit per inode it allows: the run's ext4 filesystem is
+ * made with one inode per 8 KiB (`mkfs.ext4 -i 8192`), and a monitored limit
+ * allows as many files (`limitBytes / BYTES_PER_INODE`), so that empty files,
+ * which hold no block, cannot exhaust the host's inodes.
+ */
+export const BYTES_PER_INODE = 8192;
+
 /** A sandbox reached `SandboxSpec.disk.limitBytes`. */
 export interface DiskLimitReached {
   sandboxId: string;
   /** Bytes in use when it was seen: the whole filesystem's (`filesystem`) or the sandbox's directories' (`monitor`). */
   usedBytes: number;
   limitBytes: number;
+  /** `monitor`: the files (inodes) under the sandbox's directories, and how many the limit allows ({@link BYTES_PER_INODE}). */
+  inodes?: { used: number; limit: number };
   enforcement: "filesystem" | "monitor";
   /** `refused`: writes past the limit fail with ENOSPC and the processes go on; `stopped`: every process of the sandbox was killed. */
   action: "refused" | "stopped";

@@ -3,6 +3,7 @@ import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync,
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { SandboxError, errorMessage } from "../errors.js";
+import { BYTES_PER_INODE } from "../sandbox/sandbox.js";
 // run-task.ts reads the run disk's free space through this module; the statfs reading itself sits below the sandbox, which needs it too.
 
 const run = promisify(execFile);
@@ -105,7 +106,7 @@ export async function openRunDisk(runDirectory: string, limitBytes: number, choi
       closeSync(descriptor);
     }
     // -m 0: no blocks reserved for root (nothing in the sandbox is root); lazy init: ~15 ms for 10 GiB.
-    await system("mkfs.ext4", ["-q", "-F", "-m", "0", "-i", "8192", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", paths.image]);
+    await system("mkfs.ext4", ["-q", "-F", "-m", "0", "-i", String(BYTES_PER_INODE), "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", paths.image]);
     await mountImage(paths.image, paths.disk);
     return { root: paths.disk, limitBytes, enforcement: "filesystem", detail: null };
   } catch (error) {

@@ -138,7 +138,7 @@ describe("loadTaskFile", () => {
     const task = loadTaskFile(
       writeTask(directory.path, `${base}verify: { command: pytest, protect: ["tests/**", "**/conftest.py"] }\ncommit: { max_file_size: 10m }\n`),
     );
-    expect(task.verify).toEqual({ command: "pytest", timeout_sec: 600, protect: ["tests/**", "**/conftest.py"] });
+    expect(task.verify).toEqual({ command: "pytest", timeout_sec: 600, protect: ["tests/**", "**/conftest.py"], python_safe_path: true });
     expect(task.commit).toEqual({ max_file_size: 10 * 1024 ** 2, max_total_size: 1024 ** 3, timeout_sec: 300 });
     expect(loadTaskFile(writeTask(directory.path, `${base}verify: { command: pytest }\n`)).verify?.protect).toEqual([]);
     const problems = problemsOf(

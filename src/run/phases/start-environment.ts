@@ -65,6 +65,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
         limit_bytes: reached.limitBytes,
         enforcement: reached.enforcement,
         action: reached.action,
+        ...(reached.inodes ? { used_inodes: reached.inodes.used, limit_inodes: reached.inodes.limit } : {}),
       },
     });
     if (reached.action === "stopped") scope.diskStop.abort();

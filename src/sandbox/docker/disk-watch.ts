@@ -40,6 +40,8 @@ const MONITOR_DUTY_FACTOR = 10;
 
 export interface DiskUsage {
   usedBytes: number;
+  /** `monitor`: the files (inodes) under the sandbox's directories, and how many the limit allows. */
+  inodes?: { used: number; limit: number };
   /** The limit is reached: the filesystem is full (`filesystem`), or the directories hold more than the limit (`monitor`). */
   full: boolean;
 }
@@ -49,8 +51,9 @@ export interface DiskUsage {
  * the limit is reached. `filesystem`: the kernel already refuses writes past
  * it; the watch checks the filesystem's counters every second and after every
  * command, and reports `refused`. `monitor`: it measures the sandbox's
- * directories (allocated blocks) every {@link MONITOR_INTERVAL_MS} or more,
- * and when they hold more than the limit, stops every process of the sandbox
+ * directories (allocated blocks and inodes) every {@link MONITOR_INTERVAL_MS}
+ * or more, and when they hold more than the limit (or more files than it
+ * allows, `BYTES_PER_INODE`), stops every process of the sandbox
  * and reports `stopped`. Between two measurements a fast writer can pass the
  * limit by what it writes in that time.
  */
@@ -111,6 +114,7 @@ export class DiskWatch {
     this.actions.onReached({
       usedBytes: usage.usedBytes,
       limitBytes: this.disk.limitBytes,
+      ...(usage.inodes ? { inodes: usage.inodes } : {}),
       enforcement: this.disk.enforcement,
       action: stopping ? "stopped" : "refused",
     });

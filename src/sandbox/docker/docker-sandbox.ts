@@ -2,6 +2,7 @@ import { rmSync } from "node:fs";
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import {
+  BYTES_PER_INODE,
   SandboxGoneError,
   type DirectoryEntry,
   type ExecRequest,
@@ -64,8 +65,9 @@ export class DockerSandbox implements Sandbox {
   /**
    * What counts against `SandboxSpec.disk.limitBytes` now. `filesystem`: the
    * run's whole filesystem (statfs on the host, no file read). `monitor`: the
-   * allocated blocks of the files under the writable workspace and this
-   * container's scratch directories, each inode once, measured by the daemon
+   * allocated blocks and the inodes of the files under the writable workspace
+   * and this container's scratch directories (full past the limit's bytes or
+   * past `limitBytes / BYTES_PER_INODE` inodes), each inode once, measured by the daemon
    * inside the container; a file the sandbox user cannot read into, or a
    * deleted one still held open, is not counted.
    */
@@ -73,8 +75,9 @@ export class DockerSandbox implements Sandbox {
     const { disk, workspace } = this.made.spec;
     if (disk.enforcement === "filesystem") return filesystemUsage(this.made.scratch);
     const roots = [...(workspace.readOnly ? [] : [this.workdir]), ...SCRATCH_MOUNTS.map((mount) => mount.target)];
-    const { bytes } = await this.channel.request<{ bytes: number }>({ op: "disk_usage", roots });
-    return { usedBytes: bytes, full: bytes > disk.limitBytes };
+    const { bytes, inodes } = await this.channel.request<{ bytes: number; inodes: number }>({ op: "disk_usage", roots });
+    const inodeLimit = Math.floor(disk.limitBytes / BYTES_PER_INODE);
+    return { usedBytes: bytes, inodes: { used: inodes, limit: inodeLimit }, full: bytes > disk.limitBytes || inodes > inodeLimit };
   }
 
   async exec(request: ExecRequest): Promise<ExecResult> {

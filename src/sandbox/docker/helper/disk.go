@@ -9,8 +9,9 @@ import (
 )
 
 // diskUsageOp: what the files under `roots` occupy: allocated blocks
-// (st_blocks, so a sparse file costs only what it really holds), each inode
-// once, never following a link or crossing into another mount (the git
+// (st_blocks, so a sparse file costs only what it really holds) and inodes
+// (an empty file holds no block but an inode of the host's filesystem), each
+// inode once, never following a link or crossing into another mount (the git
 // metadata, the workspace's .git file). Runs on its own goroutine, so the
 // channel keeps answering during a walk of a large tree. A directory the
 // sandbox user cannot read into is not counted.
@@ -25,13 +26,14 @@ func diskUsageOp(req *request) (interface{}, error) {
 	}
 	type inode struct{ device, number uint64 }
 	counted := map[inode]bool{}
-	var total int64
+	var total, inodes int64
 	for _, root := range roots {
 		var rootStat syscall.Stat_t
 		if syscall.Lstat(root, &rootStat) != nil {
 			continue
 		}
 		total += rootStat.Blocks * 512
+		inodes++
 		var pending []string
 		if rootStat.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			pending = append(pending, root)
@@ -60,13 +62,14 @@ func diskUsageOp(req *request) (interface{}, error) {
 					counted[key] = true
 				}
 				total += stat.Blocks * 512
+				inodes++
 				if isDirectory {
 					pending = append(pending, entry)
 				}
 			}
 		}
 	}
-	return map[string]interface{}{"bytes": total}, nil
+	return map[string]interface{}{"bytes": total, "inodes": inodes}, nil
 }
 
 // findCommandOp answers where `command` would be found by a Docker exec in
