@@ -153,7 +153,10 @@ async function benchLatency(): Promise<void> {
     await raw.write(`${JSON.stringify(event)}\n`);
     await raw.datasync();
     rawSamples.push(performance.now() - started);
-    if (index === 0) (busSamples.pop(), rawSamples.pop());
+    if (index === 0) {
+      busSamples.pop();
+      rawSamples.pop();
+    }
   }
   await bus.close();
   await raw.close();

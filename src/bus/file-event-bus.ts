@@ -2,10 +2,13 @@ import { mkdir, open, rename, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { checkAgencyEvent } from "./agency-event.js";
 import { applyCursorRecord, ConsumerCursor, isCursorRecord, type CursorRecord } from "./consumer-cursor.js";
-import { lockFile } from "./directory-lock.js";
+import { dropInInbox, INBOX, InboxDrain } from "./bus-inbox.js";
+import { LockHeldError, lockFile } from "./directory-lock.js";
 import type { AgencyEvent, Delivery, EventBus, StoredEvent } from "./event-bus.js";
 import { GroupCommitFile } from "./group-commit-file.js";
 import { recoverJsonLines } from "./json-lines-file.js";
+import { logLine, readLogLineId } from "./log-line.js";
+import { readBusLog } from "./read-bus-log.js";
 
 /** The files of a bus directory (the agency's `$RUNNER_HOME/agencies/<id>/`). */
 export const BUS_FILES = {
@@ -15,6 +18,8 @@ export const BUS_FILES = {
   consumers: "consumers.jsonl",
   /** The pid of the process that has the bus open. */
   lock: "bus.lock",
+  /** Events other processes hand to the owner (see FileEventBus.publishTo). */
+  inbox: INBOX,
 } as const;
 
 /** Bytes of log a reader parses at a time. */
@@ -22,49 +27,6 @@ const READ_CHUNK_BYTES = 1024 * 1024;
 
 /** JetStream's durable-name rule (no whitespace, `.`, `*`, `>`), narrowed to what is also a safe file-name part. */
 const CONSUMER_NAME = /^[A-Za-z0-9_-]{1,128}$/;
-
-const isStoredEvent = (value: unknown): value is AgencyEvent =>
-  typeof value === "object" && value !== null && (value as AgencyEvent).specversion === "1.0" && typeof (value as AgencyEvent).id === "string";
-
-/** How every log line starts: `publish` writes these two attributes first, so an open reads ids without parsing whole events. */
-const LINE_START = '{"specversion":"1.0","id":';
-
-/** An event as its log line: one JSON object, specversion and id first. */
-function logLine(event: AgencyEvent): string {
-  const json = JSON.stringify(event);
-  if (json.startsWith(LINE_START)) return `${json}\n`;
-  const { specversion, id, ...rest } = event;
-  return `${JSON.stringify({ specversion, id, ...rest })}\n`;
-}
-
-const LINE_START_BYTES = Buffer.from(LINE_START);
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const CLOSING_BRACE = 0x7d;
-
-/**
- * The event id of a log line (a LineReader): read from the line's start
- * alone, except for the last line — the only one a crash can tear — and
- * lines some other writer shaped differently, which are parsed whole. A line
- * damaged after its id is found by the reader that parses it.
- */
-function readLogLineId(line: Buffer, last: boolean): string | null {
-  const idStart = LINE_START_BYTES.length;
-  if (!last && line[idStart] === QUOTE && line[line.length - 1] === CLOSING_BRACE && line.subarray(0, idStart).equals(LINE_START_BYTES)) {
-    let quote = line.indexOf(QUOTE, idStart + 1);
-    while (quote !== -1 && isEscaped(line, quote)) quote = line.indexOf(QUOTE, quote + 1);
-    if (quote !== -1) return JSON.parse(line.toString("utf8", idStart, quote + 1)) as string;
-  }
-  const value: unknown = JSON.parse(line.toString("utf8"));
-  return isStoredEvent(value) ? value.id : null;
-}
-
-/** Whether the byte at `index` follows an odd number of backslashes. */
-function isEscaped(line: Buffer, index: number): boolean {
-  let backslashes = 0;
-  while (line[index - 1 - backslashes] === BACKSLASH) backslashes += 1;
-  return backslashes % 2 === 1;
-}
 
 const readCursorLine = (line: Buffer): CursorRecord | null => {
   const value: unknown = JSON.parse(line.toString("utf8"));
@@ -113,7 +75,9 @@ function abortWaiter(signal: AbortSignal | undefined): { promise: Promise<void>;
  * mid-write) is cut off ({@link droppedTailBytes}); damage before the last
  * line is an error, never silently skipped. Every event id is kept in
  * memory for publish dedupe; every event's byte offset too (8 bytes each),
- * events themselves are read from the file.
+ * events themselves are read from the file. Like a connection to a broker,
+ * an open bus keeps its process alive (it watches its inbox for events from
+ * other processes): `close` it to let the process end.
  */
 export class FileEventBus implements EventBus {
   private readonly logPath: string;
@@ -129,6 +93,7 @@ export class FileEventBus implements EventBus {
   private changed = new Signal();
   private failure: Error | null = null;
   private closing: Promise<void> | null = null;
+  private inbox: InboxDrain | null = null;
 
   private constructor(
     readonly directory: string,
@@ -163,6 +128,7 @@ export class FileEventBus implements EventBus {
   static async open(directory: string): Promise<FileEventBus> {
     await mkdir(directory, { recursive: true, mode: 0o700 });
     const unlock = await lockFile(join(directory, BUS_FILES.lock), `the event bus in ${directory}`);
+    const opened: { close(): Promise<void> }[] = [];
     try {
       const offsets: number[] = [];
       const ids: string[] = [];
@@ -175,12 +141,47 @@ export class FileEventBus implements EventBus {
       await recoverJsonLines(consumersPath, readCursorLine, (record) => applyCursorRecord(cursors, record));
       await compactCursors(consumersPath, cursors);
       const log = await GroupCommitFile.open(join(directory, BUS_FILES.log));
+      opened.push(log);
       const consumersFile = await GroupCommitFile.open(consumersPath);
+      opened.push(consumersFile);
       const reader = await open(join(directory, BUS_FILES.log), "r");
-      return new FileEventBus(directory, logRecovery.droppedBytes, offsets, logRecovery.bytes, ids, cursors, log, consumersFile, reader, unlock);
+      opened.push(reader);
+      const bus = new FileEventBus(directory, logRecovery.droppedBytes, offsets, logRecovery.bytes, ids, cursors, log, consumersFile, reader, unlock);
+      bus.inbox = await InboxDrain.start(directory, (event) => bus.publish(event));
+      return bus;
     } catch (error) {
+      await Promise.allSettled(opened.map((file) => file.close()));
       await unlock();
       throw error;
+    }
+  }
+
+  /**
+   * Publishes `event` into the file bus in `directory` from any process,
+   * resolving with its sequence once it is stored: directly when no process
+   * has the bus open (opened, published, closed), else through the bus's
+   * inbox, which the owner drains at once (`runner agency publish` into a
+   * running agency). Throws EventRejectedError as `publish` does, before
+   * anything is written. If the owner closes before it drains the inbox, the
+   * event waits there for the next open and this waits with it, until
+   * `signal` aborts (then it throws; the event may still be published later).
+   */
+  static async publishTo(directory: string, event: AgencyEvent, options: { signal?: AbortSignal } = {}): Promise<number> {
+    checkAgencyEvent(event);
+    let bus: FileEventBus;
+    try {
+      bus = await FileEventBus.open(directory);
+    } catch (error) {
+      if (!(error instanceof LockHeldError)) throw error;
+      for await (const stored of readBusLog(directory, { follow: false })) if (stored.event.id === event.id) return stored.sequence;
+      await dropInInbox(directory, event);
+      for await (const stored of readBusLog(directory, { signal: options.signal })) if (stored.event.id === event.id) return stored.sequence;
+      throw new Error(`stopped waiting for event ${event.id} to be stored; it waits in ${join(directory, INBOX)} for the bus's owner`);
+    }
+    try {
+      return await bus.publish(event);
+    } finally {
+      await bus.close();
     }
   }
 
@@ -314,6 +315,7 @@ export class FileEventBus implements EventBus {
     this.closing ??= (async () => {
       this.notify();
       try {
+        await this.inbox?.stop();
         await Promise.all([this.log.close(), this.consumersFile.close()]);
         await Promise.allSettled([...this.readsInFlight]);
         await this.reader.close();

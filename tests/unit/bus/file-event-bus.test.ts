@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { StoredEvent } from "../../../src/bus/event-bus.ts";
 import { BUS_FILES, FileEventBus } from "../../../src/bus/file-event-bus.ts";
+import { readBusLog } from "../../../src/bus/read-bus-log.ts";
 import { describeEventBusConformance, testEvent } from "../../helpers/event-bus-conformance.ts";
 
 const CHILD = fileURLToPath(new URL("../../helpers/bus-child.ts", import.meta.url));
@@ -179,6 +180,74 @@ describe("FileEventBus on disk", () => {
     for (let index = 0; index < 10; index += 1) redelivered.push((await again.next()).value);
     expect(redelivered.map((delivery) => [delivery.sequence, delivery.deliveryCount])).toEqual(Array.from({ length: 10 }, (_, index) => [index * 2, 2]));
     await again.return?.();
+    await bus.close();
+  });
+
+  it("lets another reader follow the log without opening the bus: whole lines only, live ones as they are written", async () => {
+    const bus = await FileEventBus.open(directory);
+    const events = [testEvent("one"), testEvent("two"), testEvent("three")];
+    for (const event of events) await bus.publish(event);
+    const all: StoredEvent[] = [];
+    for await (const stored of readBusLog(directory, { follow: false })) all.push(stored);
+    expect(all).toEqual(events.map((event, sequence) => ({ sequence, event })));
+    const controller = new AbortController();
+    const iterator = readBusLog(directory, { from: 2, signal: controller.signal })[Symbol.asyncIterator]();
+    expect((await iterator.next()).value).toEqual({ sequence: 2, event: events[2] });
+    const waiting = iterator.next();
+    const live = testEvent("live");
+    await bus.publish(live);
+    expect((await waiting).value).toEqual({ sequence: 3, event: live });
+    const waitingAgain = iterator.next();
+    controller.abort();
+    expect(await waitingAgain).toEqual({ done: true, value: undefined });
+    await bus.close();
+    await appendFile(join(directory, BUS_FILES.log), '{"specversion":"1.0","id":"torn');
+    const afterTear: StoredEvent[] = [];
+    for await (const stored of readBusLog(directory, { follow: false })) afterTear.push(stored);
+    expect(afterTear).toHaveLength(4);
+  });
+
+  it("publishes from outside: directly when no process has the bus open, through the inbox when one has", async () => {
+    expect(await FileEventBus.publishTo(directory, testEvent("while.idle"))).toBe(0);
+    const bus = await FileEventBus.open(directory);
+    const reader = bus.read({ from: 1 })[Symbol.asyncIterator]();
+    const outside = testEvent("while.running", { id: "webhook-7" });
+    expect(await FileEventBus.publishTo(directory, outside)).toBe(1);
+    expect((await reader.next()).value).toEqual({ sequence: 1, event: outside });
+    // A retry of the same outside event is the same event.
+    expect(await FileEventBus.publishTo(directory, { ...outside })).toBe(1);
+    expect(await bus.nextSequence()).toBe(2);
+    await expect(FileEventBus.publishTo(directory, testEvent("big", { data: "x".repeat(20_000) }))).rejects.toMatchObject({ reason: "too_large" });
+    await reader.return?.();
+    await bus.close();
+    // Closing waits for the drain, which removes each file once its event is stored.
+    expect(await readdir(join(directory, BUS_FILES.inbox))).toEqual([]);
+  });
+
+  it("takes a publish from another process while this one has the bus open", async () => {
+    const bus = await FileEventBus.open(directory);
+    await bus.publish(testEvent("first"));
+    const reader = bus.read({ from: 1 })[Symbol.asyncIterator]();
+    const child = spawn(process.execPath, ["--import", "tsx", CHILD, "publish-to", directory, "from-outside"], { stdio: ["ignore", "pipe", "inherit"] });
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect(code).toBe(0);
+    expect(stdout).toBe("published 1\n");
+    expect((await reader.next()).value).toMatchObject({ sequence: 1, event: { id: "from-outside", type: "outside.event" } });
+    await reader.return?.();
+    await bus.close();
+  });
+
+  it("publishes what an earlier owner left in the inbox when it opens, and sets aside what it cannot", async () => {
+    const left = testEvent("left.behind");
+    await mkdir(join(directory, BUS_FILES.inbox));
+    await writeFile(join(directory, BUS_FILES.inbox, "a.json"), JSON.stringify(left));
+    await writeFile(join(directory, BUS_FILES.inbox, "b.json"), JSON.stringify({ ...testEvent("bad"), hops: -1 }));
+    const bus = await FileEventBus.open(directory);
+    expect((await storedEvents(bus)).map((stored) => stored.event)).toEqual([left]);
+    expect((await readdir(join(directory, BUS_FILES.inbox))).sort()).toEqual(["b.json.rejected", "b.json.rejected.txt"]);
+    expect(await readFile(join(directory, BUS_FILES.inbox, "b.json.rejected.txt"), "utf8")).toMatch(/hops/);
     await bus.close();
   });
 });
