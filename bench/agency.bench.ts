@@ -4,7 +4,7 @@
  * durable publish, 100 000 events replayed in < 1 s.
  *
  *   npx tsx bench/agency.bench.ts [--rounds=7] [--events=20000] [--in-flight=256] [--replay-events=100000] [--dir=PATH]
- *                                 [--only=publish,latency,replay]
+ *                                 [--only=publish,latency,replay,handoff]
  *
  * publish: `--events` publishes with `--in-flight` of them awaiting at once
  * (many agents and outside producers), every one resolved only after its
@@ -21,6 +21,10 @@
  * through the bus) opened (recovery scan, id index) and read from sequence 0
  * to the end; baseline: readFile + split + JSON.parse of the same file.
  *
+ * handoff: the orchestrator's overhead per hand-off, event published → the
+ * triggered invocation's first model request, against a plain runner.start
+ * (bench/sections/agency-handoff.ts; goal ≤ 1.2×).
+ *
  * The directory defaults to the system temp dir; it must be a real disk
  * (tmpfs makes fdatasync free): pass `--dir` to measure another.
  */
@@ -33,13 +37,14 @@ import { createAgencyEvent } from "../src/bus/agency-event.js";
 import type { AgencyEvent } from "../src/bus/event-bus.js";
 import { BUS_FILES, FileEventBus } from "../src/bus/file-event-bus.js";
 import { option, positiveOption } from "./lib/options.js";
+import { benchHandoff } from "./sections/agency-handoff.js";
 import { fmt, median, printTable, type Row } from "./lib/stats.js";
 
 const rounds = positiveOption("rounds", 7);
 const eventCount = positiveOption("events", 20_000);
 const inFlight = positiveOption("in-flight", 256);
 const replayCount = positiveOption("replay-events", 100_000);
-const parts = new Set((option("only") ?? "publish,latency,replay").split(","));
+const parts = new Set((option("only") ?? "publish,latency,replay,handoff").split(","));
 const root = mkdtempSync(join(option("dir") ?? tmpdir(), "agency-bench-"));
 
 /** An event as an agent emits one: a hand-off with a small payload (~500 bytes as JSON). */
@@ -128,7 +133,9 @@ async function benchPublish(): Promise<void> {
     { name: "bus publish vs floor", samples: perThousand(samples.bus!, eventCount), baseline: "raw one write" },
   ];
   printTable(`durable publish of ${eventCount} events, ms per 1 000 events`, rows);
-  console.log(`bus: ${rate(rows[2]!.samples)} (goal >= 20,000); raw write+fdatasync each: ${rate(rows[0]!.samples)}; raw one write: ${rate(rows[1]!.samples)}\n`);
+  console.log(
+    `bus: ${rate(rows[2]!.samples)} (goal >= 20,000); raw write+fdatasync each: ${rate(rows[0]!.samples)}; raw one write: ${rate(rows[1]!.samples)}\n`,
+  );
 }
 
 async function benchLatency(): Promise<void> {
@@ -207,6 +214,7 @@ try {
   if (parts.has("publish")) await benchPublish();
   if (parts.has("latency")) await benchLatency();
   if (parts.has("replay")) await benchReplay();
+  if (parts.has("handoff")) await benchHandoff(rounds);
 } finally {
   rmSync(root, { recursive: true, force: true });
 }

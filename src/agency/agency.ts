@@ -1,15 +1,13 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, watch, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { checkAgencyEvent, newTraceId } from "../bus/agency-event.js";
-import type { AgencyEvent, EventBus } from "../bus/event-bus.js";
+import type { AgencyEvent } from "../bus/event-bus.js";
 import { FileEventBus } from "../bus/file-event-bus.js";
+import { readBusLog } from "../bus/read-bus-log.js";
 import { ConfigError } from "../errors.js";
 import { newRunId } from "../run/run-id.js";
 import { createRunner as createPlainRunner, type Runner, type RunnerOptions } from "../runner/runner.js";
 import { createBranch, resolveRepository } from "../workspace/run-worktree.js";
 import { AgencyDirectory, type AgencyRecord, type AgencyReport } from "./agency-directory.js";
 import { agencyEvent } from "./agency-event.js";
-import { followAgencyLog } from "./agency-log.js";
 import { EVENT_TYPE } from "./agency-schema.js";
 import { loadAgency } from "./load-agency.js";
 import { Orchestrator } from "./orchestrator.js";
@@ -117,11 +115,9 @@ async function launch(
   }
   const controller = new AbortController();
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
-  const inbox = drainInbox(directory, bus, record, stop);
   const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents });
   let ended = false;
   const result = orchestrator.run().finally(async () => {
-    inbox.close();
     await bus.close();
     ended = true;
   });
@@ -131,20 +127,22 @@ async function launch(
     directory: directory.path,
     result,
     async *events(options = {}) {
-      for await (const stored of followAgencyLog(directory.path, { from: options.from ?? 0, follow: true })) yield stored.event;
+      // The log file, followed until the agency has ended: then what is left in it, and the end.
+      const over = new AbortController();
+      void result.finally(() => over.abort()).catch(() => undefined);
+      let next = options.from ?? 0;
+      for await (const stored of readBusLog(directory.busDirectory, { from: next, follow: true, signal: over.signal })) {
+        next = stored.sequence + 1;
+        yield stored.event;
+      }
+      for await (const stored of readBusLog(directory.busDirectory, { from: next, follow: false })) yield stored.event;
     },
     async publish(event) {
       checkOutsideEvent(event, "event");
       const outside = agencyEvent(context, { kind: "outside" }, event);
       checkAgencyEvent(outside);
-      if (!ended) return bus.publish(outside);
-      // The agency has ended: the event waits in its log for `resumeAgency`.
-      const reopened = await FileEventBus.open(directory.busDirectory);
-      try {
-        return await reopened.publish(outside);
-      } finally {
-        await reopened.close();
-      }
+      // After the end the event waits in the log for `resumeAgency`.
+      return ended ? FileEventBus.publishTo(directory.busDirectory, outside) : bus.publish(outside);
     },
     async cancel() {
       controller.abort();
@@ -161,45 +159,4 @@ export function checkOutsideEvent(event: OutsideEvent, field: string): void {
     );
   }
   if (event.type.startsWith("agency.")) throw new ConfigError(`${field}.type: agency.* events are the orchestrator's own; use another prefix`);
-}
-
-/**
- * Queues an outside event for agency `directory` when another process runs
- * it (its bus has one owner): a file in `inbox/`, written whole (renamed into
- * place), that the running orchestrator publishes and removes. Returns the
- * event's id.
- */
-export function queueForRunningAgency(directory: string, event: AgencyEvent): string {
-  const inbox = join(directory, "inbox");
-  mkdirSync(inbox, { recursive: true, mode: 0o700 });
-  const name = `${Date.now()}-${event.id.replace(/[^\w.-]/g, "_")}.json`;
-  writeFileSync(join(inbox, `.${name}.tmp`), JSON.stringify(event));
-  renameSync(join(inbox, `.${name}.tmp`), join(inbox, name));
-  return event.id;
-}
-
-/** Publishes what `runner agency publish` queued in `inbox/` (now and whenever a file appears) until `signal` aborts. */
-function drainInbox(directory: AgencyDirectory, bus: EventBus, record: AgencyRecord, signal: AbortSignal): { close(): void } {
-  const inbox = join(directory.path, "inbox");
-  mkdirSync(inbox, { recursive: true, mode: 0o700 });
-  let draining = Promise.resolve();
-  const drain = () => {
-    draining = draining.then(async () => {
-      for (const name of readdirSync(inbox)
-        .filter((entry) => entry.endsWith(".json") && !entry.startsWith("."))
-        .sort()) {
-        const file = join(inbox, name);
-        if (!existsSync(file)) continue;
-        const event = JSON.parse(readFileSync(file, "utf8")) as AgencyEvent;
-        // A queued event belongs to this agency whatever it says.
-        await bus.publish({ ...event, correlationid: record.agency_id }).catch(() => undefined);
-        rmSync(file, { force: true });
-      }
-    });
-  };
-  const watcher = watch(inbox, () => {
-    if (!signal.aborted) drain();
-  });
-  drain();
-  return { close: () => watcher.close() };
 }

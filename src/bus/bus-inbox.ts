@@ -48,7 +48,8 @@ export class InboxDrain {
     const drain = new InboxDrain(inbox, publish, null);
     // A failed drain (the folder gone, a full disk) leaves the files where they are: the next change or open drains again.
     const drainQuietly = (): void => void drain.drain().catch(() => undefined);
-    drain.watcher = watch(inbox, { persistent: false }, drainQuietly);
+    // Persistent: like an open connection to a broker, an open bus keeps its process alive for events from outside.
+    drain.watcher = watch(inbox, drainQuietly);
     drain.watcher.on("error", drainQuietly);
     await drain.drain();
     return drain;

@@ -75,7 +75,9 @@ function abortWaiter(signal: AbortSignal | undefined): { promise: Promise<void>;
  * mid-write) is cut off ({@link droppedTailBytes}); damage before the last
  * line is an error, never silently skipped. Every event id is kept in
  * memory for publish dedupe; every event's byte offset too (8 bytes each),
- * events themselves are read from the file.
+ * events themselves are read from the file. Like a connection to a broker,
+ * an open bus keeps its process alive (it watches its inbox for events from
+ * other processes): `close` it to let the process end.
  */
 export class FileEventBus implements EventBus {
   private readonly logPath: string;

@@ -37,7 +37,8 @@ export async function* readBusLog(directory: string, options: { from?: number; f
   let watcher: FSWatcher | null = null;
   if (follow) {
     // The directory, not the file: the file may not exist yet. Set up before the first read, so no write falls between.
-    watcher = watch(directory, { persistent: false }, (_event, name) => {
+    // Persistent: a process awaiting the next event must stay alive for it.
+    watcher = watch(directory, (_event, name) => {
       if (name === null || name === "bus.jsonl") onChange();
     });
     watcher.on("error", onChange);

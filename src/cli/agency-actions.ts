@@ -1,11 +1,12 @@
 import { join } from "node:path";
 import { AgencyDirectory, exitCodeOfAgency, type AgencyReport } from "../agency/agency-directory.js";
 import { agencyEvent } from "../agency/agency-event.js";
-import { agencyRunning, followAgencyLog, readAgencyLog } from "../agency/agency-log.js";
-import { checkOutsideEvent, createRunner, queueForRunningAgency, type AgencyHandle, type OutsideEvent } from "../agency/agency.js";
+import { agencyRunning } from "../agency/agency-log.js";
+import { checkOutsideEvent, createRunner, type AgencyHandle, type OutsideEvent } from "../agency/agency.js";
 import { checkAgencyEvent } from "../bus/agency-event.js";
 import type { StoredEvent } from "../bus/event-bus.js";
 import { FileEventBus } from "../bus/file-event-bus.js";
+import { readBusLog } from "../bus/read-bus-log.js";
 import { ConfigError } from "../errors.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { terminalSafe } from "../terminal-text.js";
@@ -67,15 +68,17 @@ async function follow(agency: AgencyHandle, json: boolean): Promise<number> {
 }
 
 /** `runner agency show`. */
-export function agencyShow(id: string, flags: { json?: boolean }): number {
+export async function agencyShow(id: string, flags: { json?: boolean }): Promise<number> {
   const directory = AgencyDirectory.existing(runnerHome(), id);
-  const report = snapshot(directory);
+  const log: StoredEvent[] = [];
+  for await (const stored of readBusLog(directory.busDirectory, { follow: false })) log.push(stored);
+  const report = snapshot(directory, log.length);
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
   }
   process.stdout.write(`agency ${report.agency_id} (${report.name}): ${report.status}${report.reason ? ` (${report.reason})` : ""}\n\nevents:\n`);
-  for (const stored of readAgencyLog(directory.path)) process.stdout.write(`  ${timelineLine(stored)}\n`);
+  for (const stored of log) process.stdout.write(`  ${timelineLine(stored)}\n`);
   process.stdout.write(outcomeText(report));
   return 0;
 }
@@ -85,14 +88,14 @@ export async function agencyEvents(id: string, flags: EventsFlags, signal: Abort
   const directory = AgencyDirectory.existing(runnerHome(), id);
   const from = Number(flags.from);
   if (!Number.isInteger(from) || from < 0) throw new ConfigError(`--from: expected a sequence number (0 or more), got ${flags.from}`);
-  for await (const stored of followAgencyLog(directory.path, { from, follow: flags.follow ?? false, signal })) {
+  for await (const stored of readBusLog(directory.busDirectory, { from, follow: flags.follow ?? false, signal })) {
     process.stdout.write(flags.json ? `${JSON.stringify(stored.event)}\n` : `${timelineLine(stored)}\n`);
   }
   return 0;
 }
 
 /** `runner agency publish`: straight into the bus of an idle agency, through the inbox of a running one. */
-export async function agencyPublish(id: string, type: string, flags: { subject?: string; data?: string; id?: string }): Promise<number> {
+export async function agencyPublish(id: string, type: string, flags: { subject?: string; data?: string; id?: string }, signal: AbortSignal): Promise<number> {
   const directory = AgencyDirectory.existing(runnerHome(), id);
   const outside: OutsideEvent = {
     type,
@@ -108,18 +111,11 @@ export async function agencyPublish(id: string, type: string, flags: { subject?:
   } catch (error) {
     throw new ConfigError((error as Error).message);
   }
-  if (agencyRunning(directory.path)) {
-    queueForRunningAgency(directory.path, event);
-    process.stdout.write(`queued ${type} (${event.id}) for the running agency\n`);
-    return 0;
-  }
-  const bus = await FileEventBus.open(directory.busDirectory);
-  try {
-    const sequence = await bus.publish(event);
-    process.stdout.write(`published ${type} (${event.id}) at sequence ${sequence}; \`runner agency resume ${id}\` handles it\n`);
-  } finally {
-    await bus.close();
-  }
+  const running = agencyRunning(directory.path);
+  const sequence = await FileEventBus.publishTo(directory.busDirectory, event, { signal });
+  process.stdout.write(
+    `published ${type} (${event.id}) at sequence ${sequence}${running ? "" : `; the agency is not running: \`runner agency resume ${id}\` handles it`}\n`,
+  );
   return 0;
 }
 
@@ -132,7 +128,7 @@ function parseData(text: string): unknown {
 }
 
 /** agency-report.json, or while the agency has none yet (running, or killed) the same shape from its records, status `running`. */
-function snapshot(directory: AgencyDirectory): AgencyReport | (Omit<AgencyReport, "status"> & { status: "running" }) {
+function snapshot(directory: AgencyDirectory, events: number): AgencyReport | (Omit<AgencyReport, "status"> & { status: "running" }) {
   const report = directory.readReport();
   if (report && !agencyRunning(directory.path)) return report;
   const record = directory.readRecord();
@@ -144,7 +140,7 @@ function snapshot(directory: AgencyDirectory): AgencyReport | (Omit<AgencyReport
     goal: record.definition.goal,
     branch: record.branch,
     head_commit: null,
-    events: readAgencyLog(directory.path).length,
+    events,
     duration_ms: 0,
     invocations: [...directory.readInvocations().values()],
   };

@@ -43,14 +43,14 @@ export function agencyCommand(signal: AbortSignal, exit: (code: number) => void)
     .argument("<agency-id>", "the agency id")
     .option("--json", "print agency-report.json (while it runs: the same shape, status running)")
     .action(async (id: string, flags: { json?: boolean }) => {
-      exit((await import("./agency-actions.js")).agencyShow(id, flags));
+      exit(await (await import("./agency-actions.js")).agencyShow(id, flags));
     });
   agency
     .command("events")
     .exitOverride()
     .description("print an agency's events from its log")
     .argument("<agency-id>", "the agency id")
-    .option("-f, --follow", "keep printing new events until the agency stops running")
+    .option("-f, --follow", "keep printing new events as they come (until Ctrl-C)")
     .option("--from <n>", "start at this sequence number", "0")
     .option("--json", "one CloudEvents JSON object a line")
     .action(async (id: string, flags: EventsFlags) => {
@@ -66,7 +66,7 @@ export function agencyCommand(signal: AbortSignal, exit: (code: number) => void)
     .option("--data <json>", "the event's data, JSON (at most 16 KiB)")
     .option("--id <id>", "the event's id: publishing the same id again is a no-op")
     .action(async (id: string, type: string, flags: { subject?: string; data?: string; id?: string }) => {
-      exit(await (await import("./agency-actions.js")).agencyPublish(id, type, flags));
+      exit(await (await import("./agency-actions.js")).agencyPublish(id, type, flags, signal));
     });
   agency
     .command("init")

@@ -6,19 +6,28 @@
  *
  *   publish <dir>: publishes 4 KiB events, 32 in flight; `published <sequence> <id>` per resolved publish.
  *   consume <dir>: consumes `worker`, acking odd sequences; `delivered <sequence> <count>`, `acked <sequence>`.
+ *   publish-to <dir> <id>: FileEventBus.publishTo of one event with that id; `published <sequence>`, then exits.
  */
 import { FileEventBus } from "../../src/bus/file-event-bus.ts";
 import { createAgencyEvent } from "../../src/bus/agency-event.ts";
 
-const [mode, directory] = process.argv.slice(2);
-if ((mode !== "publish" && mode !== "consume") || !directory) throw new Error("usage: bus-child.ts publish|consume <directory>");
+const [mode, directory, id] = process.argv.slice(2);
+if (!["publish", "consume", "publish-to"].includes(mode ?? "") || !directory)
+  throw new Error("usage: bus-child.ts publish|consume|publish-to <directory> [id]");
+const source = "agent-runner://agencies/crash/orchestrator";
+
+if (mode === "publish-to") {
+  const sequence = await FileEventBus.publishTo(directory, createAgencyEvent({ type: "outside.event", source, correlationid: "crash", id }));
+  process.stdout.write(`published ${sequence}\n`);
+  process.exit(0);
+}
 const bus = await FileEventBus.open(directory);
 
 if (mode === "publish") {
   const padding = "p".repeat(4096);
   const publisher = async (): Promise<never> => {
     for (;;) {
-      const event = createAgencyEvent({ type: "crash.test", source: "agent-runner://agencies/crash/orchestrator", correlationid: "crash", data: { padding } });
+      const event = createAgencyEvent({ type: "crash.test", source, correlationid: "crash", data: { padding } });
       const sequence = await bus.publish(event);
       process.stdout.write(`published ${sequence} ${event.id}\n`);
     }

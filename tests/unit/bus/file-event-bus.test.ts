@@ -224,6 +224,21 @@ describe("FileEventBus on disk", () => {
     expect(await readdir(join(directory, BUS_FILES.inbox))).toEqual([]);
   });
 
+  it("takes a publish from another process while this one has the bus open", async () => {
+    const bus = await FileEventBus.open(directory);
+    await bus.publish(testEvent("first"));
+    const reader = bus.read({ from: 1 })[Symbol.asyncIterator]();
+    const child = spawn(process.execPath, ["--import", "tsx", CHILD, "publish-to", directory, "from-outside"], { stdio: ["ignore", "pipe", "inherit"] });
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect(code).toBe(0);
+    expect(stdout).toBe("published 1\n");
+    expect((await reader.next()).value).toMatchObject({ sequence: 1, event: { id: "from-outside", type: "outside.event" } });
+    await reader.return?.();
+    await bus.close();
+  });
+
   it("publishes what an earlier owner left in the inbox when it opens, and sets aside what it cannot", async () => {
     const left = testEvent("left.behind");
     await mkdir(join(directory, BUS_FILES.inbox));
