@@ -1,0 +1,229 @@
+/**
+ * `runner serve` (issue 23 "Bench"): how long an event takes from the run
+ * emitting it to an SSE client receiving it, p50/p99, with 1 and 50 clients
+ * on one run; and the server's RSS with 50 clients following a 10 000-event
+ * run. Baseline row: the same emit → receive through the Runner's own
+ * `RunHandle.events()` in-process (no HTTP), measured in the same run.
+ *
+ *   npx tsx bench/serve.bench.ts [--events=1000] [--interval-ms=5]
+ *
+ * Goals (issue 23): p50 <= 5 ms and p99 <= 50 ms at 50 clients; RSS growth
+ * <= 50 MiB. The run is a stand-in for a Runner's run: a RunHandle over the
+ * Runner's own EventReplay, fed by this script (so "emitted" is the moment of
+ * `push`), behind the real server app, over a loopback socket (@hono/node-server).
+ * Clients are fetch() readers in a second node process, so the RSS is the
+ * server's (this process: the server, the run's replay and this script).
+ * Needs no Docker and no model.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { RunEnvelope } from "../src/events/event-catalogue.js";
+import { EventReplay } from "../src/runner/event-replay.js";
+import type { Runner, RunHandle } from "../src/runner/runner.js";
+import { listen } from "../src/server/listen.js";
+import { createServerApp } from "../src/server/server-app.js";
+import { stepLines, syntheticRun } from "../tests/helpers/synthetic-run.js";
+import { writeScriptedTask } from "../tests/helpers/runner-cli.js";
+import { positiveOption } from "./lib/options.js";
+import { printTable, type Row } from "./lib/stats.js";
+
+const EVENTS = positiveOption("events", 1000);
+const INTERVAL_MS = positiveOption("interval-ms", 5);
+const TOKEN = "bench-token-0123456789";
+
+const home = mkdtempSync(join(tmpdir(), "agent-runner-bench-serve-"));
+const tasks = mkdtempSync(join(tmpdir(), "agent-runner-bench-serve-tasks-"));
+const { task } = writeScriptedTask(tasks, { script: { turns: [{ content: "Done." }] } });
+
+let counter = 0;
+let current: { replay: EventReplay; pushed: Map<number, number> } | null = null;
+
+/** The Runner the server sees: start() makes a run directory and a handle over an EventReplay this script feeds. */
+const runner = {
+  home,
+  async startTask(): Promise<RunHandle> {
+    const id = `20261201-000000-b${String(counter++).padStart(3, "0")}`;
+    const run = syntheticRun(home, id, "bench");
+    const replay = new EventReplay();
+    current = { replay, pushed: new Map() };
+    return {
+      id,
+      directory: run.directory,
+      task: {} as RunHandle["task"],
+      events: ({ from = 0 } = {}) => replay.subscribe(from),
+      result: new Promise(() => undefined),
+      cancel: async () => replay.end(),
+      resumed: null,
+    };
+  },
+  async close() {},
+} as unknown as Runner;
+
+const server = createServerApp({ runner, token: TOKEN, tasksRoots: [tasks] });
+const listening = await listen(server.app, "127.0.0.1", 0);
+const headers = { authorization: `Bearer ${TOKEN}` };
+
+async function startRun(): Promise<string> {
+  const response = await fetch(`${listening.url}/v1/runs`, {
+    method: "POST",
+    headers: { ...headers, "content-type": "application/json" },
+    body: JSON.stringify({ task_file: task }),
+  });
+  if (response.status !== 201) throw new Error(`POST /v1/runs: ${response.status} ${await response.text()}`);
+  return ((await response.json()) as { id: string }).id;
+}
+
+/**
+ * Clients in a process of their own (so the RSS measured here is the
+ * server's): `clients` fetch() readers of the run's SSE stream, each
+ * recording when (epoch ms, `performance.timeOrigin + now()`, comparable
+ * across processes of one machine) every event arrived. Resolves once all
+ * are connected with `done`, which resolves with each event's receive times.
+ */
+async function clientProcess(id: string, clients: number, expected: number, record: boolean) {
+  const code = `
+    const [url, token, clients, expected, record] = [process.argv[1], process.argv[2], Number(process.argv[3]), Number(process.argv[4]), process.argv[5] === "1"];
+    const received = [];
+    let connected = 0;
+    await Promise.all(Array.from({ length: clients }, async () => {
+      const response = await fetch(url, { headers: { authorization: "Bearer " + token } });
+      if (++connected === clients) process.stdout.write("connected\\n");
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "", count = 0;
+      while (count < expected) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        const now = performance.timeOrigin + performance.now();
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\\n\\n")) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const match = /^id: (\\d+)$/m.exec(block);
+          if (!match) continue;
+          if (record) received.push(Number(match[1]), now);
+          count++;
+        }
+      }
+      await reader.cancel();
+    }));
+    process.stdout.write(JSON.stringify(received) + "\\n");
+  `;
+  const child = spawn(
+    process.execPath,
+    ["--input-type=module", "-e", code, `${listening.url}/v1/runs/${id}/events`, TOKEN, String(clients), String(expected), record ? "1" : "0"],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  let output = "";
+  let connected!: () => void;
+  const ready = new Promise<void>((resolve) => (connected = resolve));
+  child.stdout.on("data", (chunk) => {
+    output += chunk;
+    if (output.includes("connected\n")) connected();
+  });
+  const done = new Promise<number[]>((resolve, reject) =>
+    child.on("close", (code) => (code === 0 ? resolve(JSON.parse(output.split("\n")[1]!) as number[]) : reject(new Error(`clients exited ${code}`)))),
+  );
+  await Promise.race([ready, done]);
+  return { done };
+}
+
+function envelopes(count: number, runId: string): RunEnvelope[] {
+  const out: RunEnvelope[] = [];
+  for (let sequence = 0; out.length < count; sequence += 4)
+    out.push(...stepLines(runId, sequence, sequence / 4).map((line) => JSON.parse(line) as RunEnvelope));
+  return out.slice(0, count);
+}
+
+/** Emits `count` events `intervalMs` apart (0: as fast as the event loop takes them, 200 a tick) with `clients` connected; returns the latencies and this process's RSS. */
+async function measure(
+  clients: number,
+  count: number,
+  intervalMs: number,
+  record = true,
+): Promise<{ latencies: number[]; rssBefore: number; rssPeak: number }> {
+  const id = await startRun();
+  const readers = await clientProcess(id, clients, count, record);
+  global.gc?.();
+  const rssBefore = process.memoryUsage().rss;
+  let rssPeak = rssBefore;
+  const events = envelopes(count, id);
+  const { replay, pushed } = current!;
+  let detail = process.memoryUsage();
+  const watch = setInterval(() => {
+    const usage = process.memoryUsage();
+    if (usage.rss > rssPeak) [rssPeak, detail] = [usage.rss, usage];
+  }, 20);
+  for (let index = 0; index < events.length; index++) {
+    pushed.set(index, performance.timeOrigin + performance.now());
+    replay.push(events[index]!);
+    if (intervalMs > 0) await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    else if (index % 200 === 199) await new Promise((resolve) => setImmediate(resolve));
+  }
+  replay.end();
+  const received = await readers.done;
+  clearInterval(watch);
+  rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
+  const latencies: number[] = [];
+  for (let index = 0; index < received.length; index += 2) latencies.push(received[index + 1]! - pushed.get(received[index]!)!);
+  if (process.env.BENCH_SERVE_DETAIL) console.log(JSON.stringify(detail));
+  return { latencies, rssBefore, rssPeak };
+}
+
+/** Baseline: the same emit → receive through RunHandle.events() in-process. */
+async function baseline(count: number, intervalMs: number): Promise<number[]> {
+  const replay = new EventReplay();
+  const pushed = new Map<number, number>();
+  const latencies: number[] = [];
+  const reading = (async () => {
+    let index = 0;
+    for await (const _envelope of replay.subscribe(0)) latencies.push(performance.now() - pushed.get(index++)!);
+  })();
+  const events = envelopes(count, "baseline");
+  for (let index = 0; index < events.length; index++) {
+    pushed.set(index, performance.now());
+    replay.push(events[index]!);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  replay.end();
+  await reading;
+  return latencies;
+}
+
+function percentile(samples: number[], q: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
+}
+
+try {
+  const base = await baseline(EVENTS, INTERVAL_MS);
+  const one = await measure(1, EVENTS, INTERVAL_MS);
+  const fifty = await measure(50, EVENTS, INTERVAL_MS);
+  const rows: Row[] = [
+    { name: "in-process RunHandle.events()", samples: base },
+    { name: "SSE, 1 client", samples: one.latencies, baseline: "in-process RunHandle.events()" },
+    { name: "SSE, 50 clients", samples: fifty.latencies, baseline: "in-process RunHandle.events()" },
+  ];
+  printTable(`event emitted → received (${EVENTS} events, one every ${INTERVAL_MS} ms)`, rows);
+  for (const row of rows) console.log(`   ${row.name}: p50 ${percentile(row.samples, 0.5).toFixed(2)} ms, p99 ${percentile(row.samples, 0.99).toFixed(2)} ms`);
+  const big = await measure(50, 10_000, 0, false);
+  const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+  console.log(`\n== RSS, 50 clients following a 10 000-event run (events pushed as fast as the loop takes them)`);
+  console.log(`   before ${mib(big.rssBefore)} MiB, peak ${mib(big.rssPeak)} MiB, growth ${mib(big.rssPeak - big.rssBefore)} MiB`);
+  const p50 = percentile(fifty.latencies, 0.5);
+  const p99 = percentile(fifty.latencies, 0.99);
+  console.log("\nGoals (issue 23):");
+  console.log(`  50 clients p50 <= 5 ms: ${p50 <= 5 ? "MET " : "MISS"} (${p50.toFixed(2)} ms)`);
+  console.log(`  50 clients p99 <= 50 ms: ${p99 <= 50 ? "MET " : "MISS"} (${p99.toFixed(2)} ms)`);
+  console.log(`  RSS growth <= 50 MiB: ${big.rssPeak - big.rssBefore <= 50 * 1024 * 1024 ? "MET " : "MISS"} (${mib(big.rssPeak - big.rssBefore)} MiB)`);
+} finally {
+  await server.close().catch(() => undefined);
+  await listening.close();
+  rmSync(home, { recursive: true, force: true });
+  rmSync(tasks, { recursive: true, force: true });
+}
+process.exit(0);
