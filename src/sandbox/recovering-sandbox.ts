@@ -1,6 +1,7 @@
 import {
   createSandbox,
   SandboxGoneError,
+  SandboxLostToAgentError,
   type DirectoryEntry,
   type ExecRequest,
   type ExecResult,
@@ -26,7 +27,8 @@ const RESTART_NOTICE =
  * end it, and a hung or stopped one misses its deadlines). On SandboxGoneError
  * the sandbox is replaced by a new one on the same spec (the workspace lives
  * on the host, so files survive); the failed exec answers with a notice, and
- * file operations are retried once. After {@link MAX_RESTARTS} the error is thrown.
+ * file operations are retried once. After {@link MAX_RESTARTS}, the next loss
+ * is the agent's: SandboxLostToAgentError (the run `failed`, `sandbox_lost`).
  */
 export class RecoveringSandbox implements Sandbox {
   private restarts = 0;
@@ -127,11 +129,23 @@ export class RecoveringSandbox implements Sandbox {
 
   private restarting: Promise<void> | null = null;
 
-  /** Replaces `failed` unless a concurrent call already did. */
+  /**
+   * Replaces `failed` unless a concurrent call already did. Past
+   * {@link MAX_RESTARTS}: SandboxLostToAgentError when Docker still removes
+   * the lost sandbox (it was lost to what ran in it), else `cause`.
+   */
   private async restart(failed: Sandbox, cause: SandboxGoneError): Promise<void> {
     if (this.current !== failed) return;
     if (this.restarting) return this.restarting;
-    if (this.restarts >= MAX_RESTARTS) throw cause;
+    if (this.restarts >= MAX_RESTARTS) {
+      await failed.close().catch(() => {
+        throw cause;
+      });
+      throw new SandboxLostToAgentError(
+        `the sandbox was lost ${MAX_RESTARTS + 1} times to what ran in it (its control process died or stopped answering, e.g. killed by the out-of-memory killer when the agent's processes filled the memory limit): ${cause.message}`,
+        { cause },
+      );
+    }
     this.restarts += 1;
     this.restarting = (async () => {
       await failed.close().catch(() => undefined);

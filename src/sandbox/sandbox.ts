@@ -1,6 +1,6 @@
 import type { Readable, Writable } from "node:stream";
 import type { AllowRule } from "./network-allow-list.js";
-import { CancelledError, SandboxError } from "../errors.js";
+import { CancelledError, RunnerError, SandboxError } from "../errors.js";
 
 /**
  * The sandbox contract: where every tool of a task runs. Paths are workspace
@@ -158,6 +158,20 @@ export interface Sandbox {
 export class SandboxGoneError extends SandboxError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, { ...options, reason: "sandbox_lost" });
+  }
+}
+
+/**
+ * The sandbox was lost once more after its restarts were spent, while
+ * Docker went on creating and removing sandboxes: its control process was
+ * killed or stopped by what ran in it (memory the agent's processes filled,
+ * which the out-of-memory killer settles by killing the helper). The
+ * agent's failure, as in verification (`verify.sandbox_lost`): exit 1, the
+ * run `failed` with reason `sandbox_lost`, not an infrastructure error.
+ */
+export class SandboxLostToAgentError extends RunnerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, 1, { ...options, reason: "sandbox_lost" });
   }
 }
 

@@ -1,12 +1,14 @@
 import { restoreSession } from "../../agent/session-journal.js";
 import { CancelledError, RunnerError, errorMessage } from "../../errors.js";
+import { SandboxLostToAgentError } from "../../sandbox/sandbox.js";
 import { exitCodeOfReport, type RunReport } from "../run-report.js";
 import type { RunScope } from "../run-scope.js";
 import { setOutcome } from "./deliver-main.js";
 
 /**
  * The report's outcome for a run that ended by an exception: `failed` when a
- * monitored disk limit stopped it (the agent's doing) or its `timeout_sec`
+ * monitored disk limit stopped it or its sandbox was lost to what ran in it
+ * past the restarts (`sandbox_lost`: the agent's doing) or its `timeout_sec`
  * passed (`timed_out`: a limit the user set, like max_steps), `cancelled` when the
  * caller cancelled it (the reason given to `RunHandle.cancel` kept), `error`
  * otherwise, with the error's reason: what failed (`rate_limited`,
@@ -34,6 +36,9 @@ export function recordFailure(scope: RunScope, error: unknown): void {
             ? reason.message
             : null;
     if (said) report.error = `cancelled: ${said}`;
+  } else if (error instanceof SandboxLostToAgentError) {
+    setOutcome(report, "failed", "sandbox_lost");
+    report.error = errorMessage(error);
   } else {
     setOutcome(report, "error", error instanceof RunnerError ? error.reason : "internal_error");
     report.error = errorMessage(error);
