@@ -1,0 +1,107 @@
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { TaskValidationError } from "../../src/config/load-task.js";
+import { loadUntrustedTaskFile, untrustedTaskProblems, validateUntrustedTask } from "../../src/runner/untrusted-task.js";
+import { temporaryDirectory } from "../helpers/git-repository.js";
+
+function problemsOf(run: () => unknown): { path: string; message: string }[] {
+  try {
+    run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(TaskValidationError);
+    expect((error as TaskValidationError).exitCode).toBe(2);
+    return (error as TaskValidationError).problems;
+  }
+  throw new Error("expected the task to be refused");
+}
+
+describe("the trust check of an untrusted caller's task", () => {
+  it("refuses hooks, MCP servers, policy files, model.base_url and host environment, each naming the field and the fix", async () => {
+    await using root = temporaryDirectory();
+    mkdirSync(join(root.path, "repo"));
+    const problems = untrustedTaskProblems(
+      {
+        name: "t",
+        instruction: "x",
+        workspace: "repo",
+        hooks: { pre_tool_use: [{ command: "/bin/true" }] },
+        mcp_servers: { fs: { command: "npx", trusted: true } },
+        policy: "/etc/policy.yaml",
+        subagents: { explore_policy: "explore", worker_policy: "./mine.yaml" },
+        model: { base_url: "https://api.example.com/v1" },
+        sandbox: { pass_env: ["HOME"], secret_env: ["AWS_SECRET_ACCESS_KEY"] },
+      },
+      { roots: [root.path], baseDirectory: root.path },
+    );
+    expect(problems.map((problem) => problem.path).sort()).toEqual(
+      ["hooks", "mcp_servers", "model.base_url", "policy", "sandbox.pass_env", "sandbox.secret_env", "subagents.worker_policy"].sort(),
+    );
+    const byPath = Object.fromEntries(problems.map((problem) => [problem.path, problem.message]));
+    expect(byPath.hooks).toMatch(/on the host.*runner exec/);
+    expect(byPath.policy).toMatch(/shipped policy's name.*worker/);
+    expect(byPath["model.base_url"]).toMatch(/API key.*OPENAI_BASE_URL/);
+  });
+
+  it("accepts a task that stays in the sandbox: shipped policies, verify, image, allow-list, limits, a workspace inside a root", async () => {
+    await using root = temporaryDirectory();
+    mkdirSync(join(root.path, "repo"));
+    const raw = {
+      name: "ok",
+      instruction: "x",
+      workspace: join(root.path, "repo"),
+      policy: "ci",
+      verify: { command: "make test" },
+      sandbox: { image: "python:3.12-slim", network: { allow: ["example.com"] }, setup: ["pip install -e ."] },
+      max_steps: 5,
+    };
+    expect(untrustedTaskProblems(raw, { roots: [root.path], baseDirectory: "/" })).toEqual([]);
+    const task = validateUntrustedTask(raw, { roots: [root.path], baseDirectory: "/" }, { label: "test" });
+    expect(task).toMatchObject({ workspacePath: join(root.path, "repo"), policy: "ci", max_steps: 5 });
+  });
+
+  it("refuses paths outside the roots, relative ones resolved against the base directory and symlinks followed", async () => {
+    await using root = temporaryDirectory();
+    await using elsewhere = temporaryDirectory();
+    mkdirSync(join(root.path, "repo"));
+    symlinkSync(elsewhere.path, join(root.path, "escape"));
+    const trust = { roots: [root.path], baseDirectory: join(root.path, "repo") };
+    const problems = untrustedTaskProblems(
+      {
+        workspace: "../escape",
+        model: { provider: "scripted", script: join(elsewhere.path, "script.yaml") },
+        sandbox: { build: { context: ".", dockerfile: "../escape/Dockerfile" } },
+      },
+      trust,
+    );
+    expect(problems.map((problem) => problem.path)).toEqual(["workspace", "model.script", "sandbox.build.dockerfile"]);
+    expect(problems[0]!.message).toMatch(/outside the allowed workspace roots.*--workspace-root/);
+    // No workspace: the base directory, which is inside.
+    expect(untrustedTaskProblems({ name: "t" }, trust)).toEqual([]);
+    // No roots at all: every path is outside, and the message says how to give one.
+    expect(untrustedTaskProblems({ workspace: "/" }, { roots: [], baseDirectory: "/" })[0]!.message).toMatch(/none given.*--workspace-root/);
+  });
+
+  it("validateUntrustedTask refuses before validating, with every problem; a schema problem still names its field", async () => {
+    await using root = temporaryDirectory();
+    const trust = { roots: [root.path], baseDirectory: root.path };
+    expect(problemsOf(() => validateUntrustedTask({ name: "t", instruction: "x", hooks: {}, policy: "my.yaml" }, trust, { label: "run_start" }))).toHaveLength(
+      2,
+    );
+    expect(problemsOf(() => validateUntrustedTask({ name: "Bad Name", instruction: "x" }, trust, { label: "run_start" }))[0]!.path).toBe("name");
+  });
+
+  it("a task file must lie inside a root, and its fields pass the same check (its paths against its own directory)", async () => {
+    await using root = temporaryDirectory();
+    await using outside = temporaryDirectory();
+    mkdirSync(join(root.path, "repo"));
+    writeFileSync(join(outside.path, "task.yaml"), "name: t\ninstruction: x\n");
+    expect(problemsOf(() => loadUntrustedTaskFile(join(outside.path, "task.yaml"), [root.path]))[0]!.message).toMatch(/outside the allowed workspace roots/);
+    writeFileSync(join(root.path, "hooked.yaml"), "name: t\ninstruction: x\nworkspace: repo\nhooks:\n  pre_tool_use: [{ command: ./check.sh }]\n");
+    expect(problemsOf(() => loadUntrustedTaskFile(join(root.path, "hooked.yaml"), [root.path])).map((problem) => problem.path)).toEqual(["hooks"]);
+    writeFileSync(join(root.path, "good.yaml"), "name: t\ninstruction: x\nworkspace: repo\npolicy: reviewer\n");
+    expect(loadUntrustedTaskFile(join(root.path, "good.yaml"), [root.path])).toMatchObject({ workspacePath: join(root.path, "repo"), policy: "reviewer" });
+    writeFileSync(join(root.path, "broken.yaml"), "name: [\n");
+    expect(problemsOf(() => loadUntrustedTaskFile(join(root.path, "broken.yaml"), [root.path]))[0]!.message).toMatch(/\S/);
+  });
+});
