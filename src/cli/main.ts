@@ -188,6 +188,29 @@ async function main(argv: string[]): Promise<number> {
       exitCode = await logsCommand(runnerHome(), id, options, controller.signal);
     });
 
+  program
+    .command("mcp")
+    .description("serve MCP tools over stdio so IDE agents start, follow and read sandboxed, verified runs (docs/mcp-server.md)")
+    .option(
+      "--workspace-root <dir>",
+      "a directory callers' paths (task_file, workspace) must lie in; repeat for more (default: the current directory)",
+      (root: string, roots: string[] = []) => [...roots, root],
+    )
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  claude mcp add agent-runner -- runner mcp --workspace-root ~/src",
+        "  runner mcp --workspace-root ~/src/app --workspace-root ~/src/lib",
+      ].join("\n"),
+    )
+    .action(async (options: { workspaceRoot?: string[] }) => {
+      onInterrupt = "stopping: cancelling the runs this server started";
+      const { mcpCommand } = await import("./mcp-command.js");
+      exitCode = await mcpCommand(options, packageVersion(), controller.signal);
+    });
+
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
   program.addCommand(importCommand((code) => (exitCode = code)));
 
