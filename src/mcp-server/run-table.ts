@@ -90,6 +90,12 @@ export class RunTable {
     return join(this.runner.home, "runs", runId);
   }
 
+  /** Whether this process runs `runId` now (started or resumed here, not ended). */
+  runningHere(runId: string): boolean {
+    const own = this.own.get(runId);
+    return own !== undefined && !own.ended;
+  }
+
   /** Whether the run has ended for good: its own handle settled, or (another process's run) a report with `run.finished` last, or no runner alive. */
   ended(runId: string): boolean {
     const own = this.own.get(runId);

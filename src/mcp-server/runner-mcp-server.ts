@@ -305,7 +305,8 @@ export function createRunnerMcpServer(options: RunnerMcpServerOptions): { server
     (input) =>
       guarded(async () => {
         const listed = listRuns(options.runner.home)
-          .map((run) => ({ ...run, status: runs.state(run.id).status }))
+          // The records' status (cheap: no events read), but "running" for a run this server is resuming.
+          .map((run) => ({ ...run, status: runs.runningHere(run.id) ? "running" : run.status }))
           .filter((run) => (input.status ? run.status === input.status : true) && (input.task ? run.task.includes(input.task) : true))
           .slice(0, input.limit)
           .map((run) => ({ run_id: run.id, task: run.task, status: run.status, branch: run.branch, started: run.started.toISOString() }));
