@@ -11,10 +11,10 @@ import { z } from "zod";
 const runId = z.string().min(1).describe("The run's id (run_start returns it; runs_list lists them); a unique prefix will do.");
 
 /** Bounds of run_events (docs/mcp-server.md "run_events"). */
-export const EVENT_LIMITS = { maxEvents: 1000, defaultEvents: 100, maxBytes: 1024 * 1024, defaultBytes: 64 * 1024, maxWaitMs: 50_000, defaultWaitMs: 10_000 };
+const EVENT_LIMITS = { maxEvents: 1000, defaultEvents: 100, maxBytes: 1024 * 1024, defaultBytes: 64 * 1024, maxWaitMs: 50_000, defaultWaitMs: 10_000 };
 
 /** Bounds of run_result's patch page. */
-export const PATCH_LIMITS = { maxLines: 2000, defaultLines: 200, maxBytes: 256 * 1024, defaultBytes: 32 * 1024 };
+const PATCH_LIMITS = { maxLines: 2000, defaultLines: 200, maxBytes: 256 * 1024, defaultBytes: 32 * 1024 };
 
 /** run_start's input: a task file, or the ad-hoc fields; `policies` are the shipped policy names. */
 export function runStartInput(policies: readonly string[]) {

@@ -46,7 +46,10 @@ export class ApprovalInbox implements ApprovalBroker {
     const askedAt = this.now();
     const approval: PendingApproval = { id: randomUUID(), request, askedAt, deadline: askedAt + this.timeoutMs };
     return new Promise<ApprovalAnswer>((resolve) => {
-      const timer = setTimeout(() => settle({ answer: "no", reason: `no answer within ${Math.round(this.timeoutMs / 1000)} s`, timedOut: true }), this.timeoutMs);
+      const timer = setTimeout(
+        () => settle({ answer: "no", reason: `no answer within ${Math.round(this.timeoutMs / 1000)} s`, timedOut: true }),
+        this.timeoutMs,
+      );
       timer.unref?.();
       const onAbort = () => settle({ answer: "no", reason: "the run stopped waiting" });
       const settle = (answer: ApprovalAnswer) => {
