@@ -36,42 +36,81 @@ export interface RunnerMcpServerOptions {
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 /**
- * `runner mcp`'s server (docs/mcp-server.md): the tools run_start,
+ * `runner mcp`'s service (docs/mcp-server.md): the tools run_start,
  * run_status, run_events, run_approve, run_cancel, run_resume, run_result and
  * runs_list over a {@link Runner}, each with a zod input schema, an output
  * schema and `structuredContent`. A front end on the Runner seam, like the
  * CLI: runs are started with `Runner.startTask`, followed through the run
- * records, answered through an {@link ApprovalInbox}.
+ * records, answered through an {@link ApprovalInbox}. One service holds the
+ * runs and the approval questions; each client session (one over stdio, any
+ * number over HTTP) gets an {@link McpServer} of its own from
+ * {@link createSession}, so every session sees every run.
  *
  * Callers are untrusted (src/runner/untrusted-task.ts): no hooks, MCP
  * servers, policy files, base URLs or host variables, and every path inside
- * `workspaceRoots`. Approval questions may also be offered to the client as
- * an elicitation; a declined, cancelled or failed elicitation is no answer
- * (the question keeps waiting for run_approve), never a "deny": some
- * clients decline elicitations without asking anyone.
- *
- * `close()` cancels the runs this server started (their work committed,
- * resumable) and closes the connection.
+ * `workspaceRoots`. Approval questions are also offered as an elicitation to
+ * each connected client that supports it (the first accepted answer counts);
+ * a declined, cancelled or failed elicitation is no answer (the question
+ * keeps waiting for run_approve), never a "deny": some clients decline
+ * elicitations without asking anyone.
  */
-export function createRunnerMcpServer(options: RunnerMcpServerOptions): { server: McpServer; runs: RunTable; close(): Promise<void> } {
-  if (options.workspaceRoots.length === 0) throw new ConfigError("--workspace-root: give at least one directory the server's callers may use");
-  const roots = options.workspaceRoots.map((root) => resolve(root));
-  const server = new McpServer(
-    { name: "agent-runner", version: options.version },
-    {
-      instructions:
-        "Runs coding tasks in sandboxed containers with verification: run_start a task, follow it with run_events (or run_status), answer its approval questions with run_approve, then read run_result (verify outcome, changed files, how to merge, the patch in pages).",
-    },
-  );
-  const approvals = new ApprovalInbox({
-    ...(options.approvalTimeoutMs === undefined ? {} : { timeoutMs: options.approvalTimeoutMs }),
-    onChange: (change) => {
-      if (change.kind === "requested") offerElicitation(server, approvals, change.approval);
-    },
-  });
-  const runs = new RunTable(options.runner, approvals);
-  const policies = shippedPolicyNames();
+export class RunnerMcpService {
+  readonly runs: RunTable;
+  private readonly approvals: ApprovalInbox;
+  private readonly roots: string[];
+  private readonly policies = shippedPolicyNames();
+  private readonly sessions = new Set<McpServer>();
 
+  /** ConfigError when `workspaceRoots` is empty. */
+  constructor(private readonly options: RunnerMcpServerOptions) {
+    if (options.workspaceRoots.length === 0) throw new ConfigError("--workspace-root: give at least one directory the server's callers may use");
+    this.roots = options.workspaceRoots.map((root) => resolve(root));
+    this.approvals = new ApprovalInbox({
+      ...(options.approvalTimeoutMs === undefined ? {} : { timeoutMs: options.approvalTimeoutMs }),
+      onChange: (change) => {
+        if (change.kind !== "requested") return;
+        for (const session of this.sessions) offerElicitation(session, this.approvals, change.approval);
+      },
+    });
+    this.runs = new RunTable(options.runner, this.approvals);
+  }
+
+  /** A new MCP server with the tools, for one client session; it leaves the service when it closes. */
+  createSession(): McpServer {
+    const server = new McpServer(
+      { name: "agent-runner", version: this.options.version },
+      {
+        instructions:
+          "Runs coding tasks in sandboxed containers with verification: run_start a task, follow it with run_events (or run_status), answer its approval questions with run_approve, then read run_result (verify outcome, changed files, how to merge, the patch in pages).",
+      },
+    );
+    registerTools(server, this.runs, this.approvals, this.roots, this.policies, this.options);
+    this.sessions.add(server);
+    server.server.onclose = () => this.sessions.delete(server);
+    return server;
+  }
+
+  /** Cancels the runs this service started (their work committed, resumable; Runner.close) and closes every session. */
+  async close(): Promise<void> {
+    await this.runs.close();
+    await Promise.all([...this.sessions].map((session) => session.close()));
+  }
+}
+
+/** A {@link RunnerMcpService} with one session (stdio, tests): `close()` closes both. */
+export function createRunnerMcpServer(options: RunnerMcpServerOptions): { server: McpServer; runs: RunTable; close(): Promise<void> } {
+  const service = new RunnerMcpService(options);
+  return { server: service.createSession(), runs: service.runs, close: () => service.close() };
+}
+
+function registerTools(
+  server: McpServer,
+  runs: RunTable,
+  approvals: ApprovalInbox,
+  roots: string[],
+  policies: string[],
+  options: RunnerMcpServerOptions,
+): void {
   server.registerTool(
     "run_start",
     {
@@ -314,15 +353,6 @@ export function createRunnerMcpServer(options: RunnerMcpServerOptions): { server
         return ok(text, { runs: listed });
       }),
   );
-
-  return {
-    server,
-    runs,
-    async close() {
-      await runs.close();
-      await server.close();
-    },
-  };
 }
 
 /** The task run_start describes: the task file, or the ad-hoc fields, trust-checked (src/runner/untrusted-task.ts). */

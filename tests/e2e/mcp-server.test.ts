@@ -8,11 +8,12 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
 import { requireDocker } from "../helpers/docker.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
-import { CLI, readEvents, toolCall, writeScriptedTask } from "../helpers/runner-cli.js";
+import { CLI, readEvents, startCli, toolCall, waitFor, writeScriptedTask } from "../helpers/runner-cli.js";
 
 /** An MCP client of a `runner mcp` child process; `await using` closes the connection, which ends the process. */
 async function startServer(home: string, root: string) {
@@ -131,5 +132,29 @@ describe("runner mcp (the built CLI over stdio, the SDK's client, real Docker)",
     }
     expect(`${pages.join("\n")}\n`).toBe(readFileSync(join(directory, "patch.diff"), "utf8"));
     expect(first.stderr()).toContain("runner mcp: serving on stdio");
+  });
+
+  it("runner mcp --http prints its URL and token, serves the SDK's client with the token only, and stops on SIGTERM", async () => {
+    await using home = temporaryDirectory("agent-runner-mcp-home-");
+    await using root = temporaryDirectory("agent-runner-mcp-root-");
+    const server = startCli(["mcp", "--http", "--workspace-root", root.path], { RUNNER_HOME: home.path, RUNNER_MCP_TOKEN: "e2e-token-abcdef" });
+    try {
+      const [, url] = await waitFor(
+        "the URL on stdout",
+        () => /listening on (http:\/\/127\.0\.0\.1:\d+\/mcp)\ntoken: e2e-token-abcdef\n/.exec(server.output().stdout),
+        { process: server },
+      );
+      const unauthorized = await fetch(url!, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+      expect(unauthorized.status).toBe(401);
+      const client = new Client({ name: "e2e-http", version: "1" });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url!), { requestInit: { headers: { Authorization: "Bearer e2e-token-abcdef" } } }));
+      const listed = (await client.callTool({ name: "runs_list", arguments: {} })) as CallToolResult;
+      expect(listed.structuredContent).toEqual({ runs: [] });
+      await client.close();
+      server.child.kill("SIGTERM");
+      expect((await server.result).code).toBe(130);
+    } finally {
+      if (!server.exited) server.child.kill("SIGKILL");
+    }
   });
 });
