@@ -31,6 +31,8 @@ export interface RunnerMcpServerOptions {
   approvalTimeoutMs?: number;
   /** The server's version in the MCP handshake. */
   version: string;
+  /** How often a call that waits (run_events' long-poll, a start, a cancel) sends a progress notification, ms (default 5000). */
+  progressIntervalMs?: number;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -111,6 +113,7 @@ function registerTools(
   policies: string[],
   options: RunnerMcpServerOptions,
 ): void {
+  const interval = options.progressIntervalMs ?? 5000;
   server.registerTool(
     "run_start",
     {
@@ -124,7 +127,7 @@ function registerTools(
     (input, extra) =>
       guarded(async () => {
         const task = taskOf(input, roots, options.defaults);
-        const handle = await withProgress(extra, "starting the run (image, sandbox)", () => runs.start(task));
+        const handle = await withProgress(extra, interval, "starting the run (image, sandbox)", () => runs.start(task));
         return startedResult(handle, "started");
       }),
   );
@@ -180,7 +183,7 @@ function registerTools(
         const page = await runs.events(
           id,
           { cursor: input.cursor, maxEvents: input.max_events, maxBytes: input.max_bytes, waitMs: input.wait_ms },
-          { signal: extra.signal, onWait: (waited) => void progress(extra, waited, input.wait_ms, "waiting for the run's next event") },
+          { signal: extra.signal, tickMs: interval, onWait: (waited) => void progress(extra, waited, input.wait_ms, "waiting for the run's next event") },
         );
         const structured = { run_id: id, events: page.events as schemas.EventEnvelope[], next_cursor: page.nextCursor, done: page.done };
         return ok(describeEvents(structured, page.remaining), structured);
@@ -247,7 +250,7 @@ function registerTools(
     (input, extra) =>
       guarded(async () => {
         const id = runs.resolve(input.run_id);
-        await withProgress(extra, "cancelling: stopping the sandbox and committing the partial work", () =>
+        await withProgress(extra, interval, "cancelling: stopping the sandbox and committing the partial work", () =>
           runs.cancel(id, input.reason ?? "cancelled by run_cancel"),
         );
         const state = runs.state(id);
@@ -272,7 +275,7 @@ function registerTools(
           ...(input.max_cost_usd === undefined ? {} : { maxCostUsd: input.max_cost_usd }),
           ...(input.timeout_sec === undefined ? {} : { timeoutSec: input.timeout_sec }),
         };
-        const handle = await withProgress(extra, "resuming the run", () => runs.resume(input.run_id, limits));
+        const handle = await withProgress(extra, interval, "resuming the run", () => runs.resume(input.run_id, limits));
         return startedResult(handle, "resumed");
       }),
   );
@@ -480,10 +483,10 @@ async function progress(extra: Extra, done: number, total: number | undefined, m
     .catch(() => undefined);
 }
 
-/** `work` with a progress notification every 5 s while it lasts (a run's start may build an image; a cancel commits work). */
-async function withProgress<T>(extra: Extra, message: string, work: () => Promise<T>): Promise<T> {
+/** `work` with a progress notification every `intervalMs` while it lasts (a run's start may build an image; a cancel commits work). */
+async function withProgress<T>(extra: Extra, intervalMs: number, message: string, work: () => Promise<T>): Promise<T> {
   const started = Date.now();
-  const timer = setInterval(() => void progress(extra, Date.now() - started, undefined, message), 5000);
+  const timer = setInterval(() => void progress(extra, Date.now() - started, undefined, message), intervalMs);
   try {
     return await work();
   } finally {

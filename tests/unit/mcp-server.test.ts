@@ -23,7 +23,7 @@ async function connect(
   roots: string[],
   elicit?: (message: string) => { action: "accept" | "decline" | "cancel"; content?: Record<string, string> },
 ) {
-  const { server, close } = createRunnerMcpServer({ runner, workspaceRoots: roots, version: "test" });
+  const { server, close } = createRunnerMcpServer({ runner, workspaceRoots: roots, version: "test", progressIntervalMs: 100 });
   const client = new Client({ name: "test-client", version: "1" }, elicit ? { capabilities: { elicitation: { form: {} } } } : {});
   if (elicit) client.setRequestHandler(ElicitRequestSchema, async (request) => elicit(request.params.message));
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
@@ -272,6 +272,19 @@ describe("runner mcp's tools over the Runner (SDK client, in-memory transport, D
     expect(await mcp.ok("run_status", { run_id: runId })).toMatchObject({ status: "succeeded", pending_approvals: [] });
   });
 
+  it("an accepted elicitation answers the question (allow), like run_approve would", async () => {
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    await using root = temporaryDirectory();
+    const { task } = writeScriptedTask(root.path, {
+      script: { turns: [{ tool_calls: [toolCall("run_shell", { command: "git push origin main" })] }, { content: "Pushed." }] },
+    });
+    await using mcp = await connect(fake.runner, [root.path], () => ({ action: "accept", content: { decision: "allow" } }));
+    const runId = (await mcp.ok("run_start", { task_file: task })).run_id as string;
+    await followToEnd(mcp.ok, runId, 100);
+    const resolved = eventsFile(join(fake.home, "runs", runId)).filter((event) => event.type === "dev.agent-runner.approval.resolved.v1");
+    expect(resolved.map((event) => event.data)).toEqual([expect.objectContaining({ answer: "yes" })]);
+  });
+
   it("run_cancel stops a run of this server (partial work committed, cancelled); run_resume continues it", async () => {
     const gates = new Gates();
     await using fake = await fakeRunner({ exec: fakeShell(gates) });
@@ -296,6 +309,13 @@ describe("runner mcp's tools over the Runner (SDK client, in-memory transport, D
       );
       if (started) break;
     }
+    // Nothing happens while the command waits: a bounded long-poll returns empty, with progress notifications meanwhile.
+    const progress: number[] = [];
+    const idle = (await mcp.client.callTool({ name: "run_events", arguments: { run_id: runId, cursor, wait_ms: 1500 } }, undefined, {
+      onprogress: (notification) => progress.push(notification.progress),
+    })) as CallToolResult;
+    expect(idle.structuredContent).toMatchObject({ events: [], next_cursor: cursor, done: false });
+    expect(progress.length).toBeGreaterThan(0);
     expect(await mcp.ok("run_cancel", { run_id: runId, reason: "changed my mind" })).toMatchObject({ run_id: runId, status: "cancelled" });
     const result = await mcp.ok("run_result", { run_id: runId });
     expect(result).toMatchObject({ status: "cancelled", files: [expect.objectContaining({ path: "work.txt", change: "added" })] });
