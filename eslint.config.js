@@ -32,6 +32,22 @@ export default tseslint.config(
     },
   },
   {
+    // The MCP SDK stays in the two rooms that speak MCP (STYLE.md "Boundaries"): src/mcp/ (the client side,
+    // the agent's MCP servers) and src/mcp-server/ (`runner mcp`); the CLI only wires them up.
+    files: ["src/**/*.ts"],
+    ignores: ["src/mcp/**", "src/mcp-server/**", "src/cli/mcp-command.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: ["@modelcontextprotocol/sdk", "@modelcontextprotocol/sdk/*"], message: "the MCP SDK is used only under src/mcp/ and src/mcp-server/" },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Only tests/unit/lint.test.ts lints these (with ignore: false), against their own small program.
     files: ["tests/fixtures/lint/**/*.ts"],
     languageOptions: { parserOptions: { project: ["./tests/fixtures/lint/tsconfig.json"] } },

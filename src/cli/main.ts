@@ -190,6 +190,32 @@ async function main(argv: string[]): Promise<number> {
       exitCode = await logsCommand(runnerHome(), id, options, controller.signal);
     });
 
+  program
+    .command("mcp")
+    .description("serve MCP tools (stdio, or --http) so IDE agents start, follow and read sandboxed, verified runs (docs/mcp-server.md)")
+    .option(
+      "--workspace-root <dir>",
+      "a directory callers' paths (task_file, workspace) must lie in; repeat for more (default: the current directory)",
+      (root: string, roots: string[] = []) => [...roots, root],
+    )
+    .option("--http", "serve streamable HTTP on 127.0.0.1 instead of stdio; prints the URL and the bearer token (RUNNER_MCP_TOKEN, else a random one)")
+    .option("--port <n>", "with --http: the port (default 0: a free one)")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  claude mcp add agent-runner -- runner mcp --workspace-root ~/src",
+        "  runner mcp --workspace-root ~/src/app --workspace-root ~/src/lib",
+        "  RUNNER_MCP_TOKEN=... runner mcp --http --port 8765 --workspace-root ~/src",
+      ].join("\n"),
+    )
+    .action(async (options: { workspaceRoot?: string[]; http?: boolean; port?: string }) => {
+      onInterrupt = "stopping: cancelling the runs this server started";
+      const { mcpCommand } = await import("./mcp-command.js");
+      exitCode = await mcpCommand(options, packageVersion(), controller.signal);
+    });
+
   program.addCommand(batchCommand(controller.signal, (code) => (exitCode = code)));
   program.addCommand(agencyCommand(controller.signal, (code) => (exitCode = code)));
   program.addCommand(importCommand((code) => (exitCode = code)));

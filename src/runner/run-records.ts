@@ -99,3 +99,22 @@ export function wholeToolResults(directory: string): Map<string, Map<string, str
   }
   return whole;
 }
+
+/**
+ * Whether a runner process still works on the run: the owner in run.json or
+ * the holder of resume.lock is alive. A run directory without run.json yet
+ * (its runner is opening the workspace) counts as alive.
+ */
+export function isRunAlive(directory: string): boolean {
+  const store = new RunStore(directory);
+  const lock = store.readJson("lock") as { owner?: string } | null;
+  if (!lock) return true;
+  if (lock.owner && isOwnerAlive(lock.owner)) return true;
+  let resumer = "";
+  try {
+    resumer = readFileSync(store.path("resumeLock"), "utf8").trim();
+  } catch {
+    return false;
+  }
+  return resumer !== "" && isOwnerAlive(resumer);
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { modelFlag } from "../../src/cli/exec-command.js";
+import { modelFlag } from "../../src/config/model-flag.js";
 import { checkModelSettings } from "../../src/runner/open-model.js";
 import { validateTask } from "../../src/config/load-task.js";
 
