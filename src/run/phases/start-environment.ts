@@ -124,6 +124,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
   const skills = await loadSkills({
     userDirectory: userSkillsDirectory(scope.hostEnvironment),
+    agentTrees,
     workspace: { sandbox, baseCommit: workspace.worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal },
   });
   events.emit({
