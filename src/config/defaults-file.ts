@@ -6,6 +6,7 @@ import { describeIssue, describeYamlError, yamlDocumentValue } from "../describe
 import { ConfigError } from "../errors.js";
 import { imageReference, limitsSchema, modelFields } from "./task-schema.js";
 import { isPathInside } from "../process/path-inside.js";
+import { repositoryTopLevel } from "../process/repository-top-level.js";
 
 /** The defaults file in RUNNER_HOME. */
 const HOME_DEFAULTS_FILE = "config.yaml";
@@ -234,13 +235,6 @@ function lineAt(document: Document, lineCounter: LineCounter, path: string[]): n
  * git: nothing in the repository (its config, hooks, fsmonitor) runs on the
  * host for this.
  */
-function repositoryTopLevel(path: string): string | null {
-  for (let directory = realpathIfExists(path); ; directory = dirname(directory)) {
-    if (existsSync(join(directory, ".git"))) return directory;
-    if (dirname(directory) === directory) return null;
-  }
-}
-
 function realpathIfExists(path: string): string {
   return existsSync(path) ? realpathSync(path) : resolve(path);
 }

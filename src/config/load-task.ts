@@ -1,5 +1,4 @@
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
-import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { ConfigError } from "../errors.js";
@@ -9,6 +8,9 @@ import { applyDefaults, type TaskDefaults } from "./defaults-file.js";
 import { taskSchema, type TaskFile } from "./task-schema.js";
 import type { ImageBuild } from "../sandbox/task-image.js";
 import { isPathInside } from "../process/path-inside.js";
+import { repositoryTopLevel } from "../process/repository-top-level.js";
+import { hookProblems } from "../hooks/tool-hooks.js";
+import { trustedServerProblems } from "../mcp/index.js";
 
 /** A validated task with every path made absolute. */
 export interface Task extends TaskFile {
@@ -130,7 +132,12 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
         problems.push({ path: `${field}${problem.path ? ` (${problem.path})` : ""}`, message: `${error.file}: ${problem.message}` });
     }
   };
-  if (existsSync(workspacePath)) problems.push(...hooksInsideRepository(task.hooks, baseDirectory, realpathIfExists(workspacePath)));
+  // Hooks and trusted MCP servers run on the host: never from the repository the agent's work can change.
+  const agentTrees = existsSync(workspacePath) ? [repositoryTopLevel(workspacePath) ?? realpathIfExists(workspacePath)] : [];
+  problems.push(
+    ...hookProblems(task.hooks, { cwd: baseDirectory, searchPath: process.env.PATH, agentTrees }),
+    ...trustedServerProblems(task.mcp_servers, { cwd: baseDirectory, agentTrees }),
+  );
   const policy = policyField("policy", task.policy);
   const subagents = {
     ...task.subagents,
@@ -168,41 +175,6 @@ function resolveImageBuild(raw: Record<string, unknown>, sandbox: TaskFile["sand
     });
   }
   return { ...sandbox, build: { context, dockerfile, args: sandbox.build.args } };
-}
-
-/**
- * Hooks run on the host as the user, in the task file's directory, so the
- * trusted-MCP rule applies to them: neither their working directory nor any
- * path their command names may lie inside the repository, which the agent
- * can change (a worker merge or `on_success: merge` brings its files into
- * the user's checkout, and the next run would execute them). Paths are the
- * command's words that contain a `/` or start with `~` or `.`, resolved
- * against the task directory and through symlinks; a word a shell builds at
- * run time (`$VAR/x`) cannot be checked and is the task author's to keep out.
- */
-function hooksInsideRepository(hooks: TaskFile["hooks"], baseDirectory: string, repository: string): TaskProblem[] {
-  const problems: TaskProblem[] = [];
-  for (const phase of ["pre_tool_use", "post_tool_use"] as const) {
-    hooks[phase].forEach((hook, index) => {
-      const field = `hooks.${phase}.${index}`;
-      const fix = "move the hook's script and the task file outside the repository (or give an absolute command outside it)";
-      if (isPathInside(realpathIfExists(baseDirectory), repository)) {
-        problems.push({
-          path: field,
-          message: `hooks run on the host in the task file's directory ${baseDirectory}, which is inside the repository ${repository} that the agent can change; ${fix}`,
-        });
-        return;
-      }
-      for (const word of hook.command.split(/[\s;|&()<>`'"=]+/)) {
-        if (!word.includes("/") && !/^[~.]/.test(word)) continue;
-        const path = realpathIfExists(resolve(baseDirectory, word.replace(/^~(?=\/|$)/, homedir())));
-        if (isPathInside(path, repository)) {
-          problems.push({ path: field, message: `the command names ${word}, which is inside the repository ${repository} that the agent can change; ${fix}` });
-        }
-      }
-    });
-  }
-  return problems;
 }
 
 /** A shipped policy's name (a bare word); anything else is a path. */

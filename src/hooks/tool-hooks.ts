@@ -1,7 +1,9 @@
 import { spawn } from "node:child_process";
 import picomatch from "picomatch";
 import { z } from "zod";
+import { ConfigError } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
+import { checkHostProgram, type HostProgramPlace, type HostProgramProblem } from "../process/host-program.js";
 import type { GuardedCall, ToolResult } from "../tools/define-tool.js";
 
 /** Exit code with which a pre-tool hook blocks the call (its stderr is the reason), as in Claude Code's hooks. */
@@ -12,8 +14,14 @@ const OUTPUT_GRACE_MS = 200;
 const HOOK_OUTPUT_BYTES = 16 * 1024;
 
 const hookSchema = z.strictObject({
-  /** Shell command run on the host with /bin/sh -c: the user's own, trusted code. */
+  /**
+   * The executable run on the host, the user's own trusted code: a path
+   * (relative to the task file's directory) or a name on PATH. No shell:
+   * shell text here is refused (see {@link checkHostProgram}).
+   */
   command: z.string().min(1),
+  /** Its arguments, passed as they are (no shell expands them). */
+  args: z.array(z.string()).default([]),
   /** Tool-name globs the hook applies to (picomatch), default every tool. */
   tools: z.array(z.string().min(1)).default(["*"]),
   timeout_ms: z
@@ -38,7 +46,10 @@ type Hook = z.infer<typeof hookSchema>;
 export interface HookRunOptions {
   /** Where hooks run: never the workspace (its files are the agent's). */
   cwd: string;
+  /** The hooks' environment; its PATH finds a bare `command`. */
   env: NodeJS.ProcessEnv;
+  /** Real paths of the trees the agent's work can change (the repository, RUNNER_HOME's runs): no hook may run from them. */
+  agentTrees: readonly string[];
   events: EventSink;
   runId: string;
 }
@@ -53,8 +64,24 @@ interface HookOutcome {
 }
 
 /**
- * User hooks around tool calls (task or policy `hooks:`). They run on the
- * host, with the call as JSON on stdin (`{run_id, agent_id, phase,
+ * Every hook checked as a host program ({@link checkHostProgram}) at
+ * `place`: the problems, each under `hooks.<phase>.<index>`; empty when all
+ * may run.
+ */
+export function hookProblems(hooks: Hooks, place: HostProgramPlace): HostProgramProblem[] {
+  return PHASES.flatMap((phase) => hooks[phase].flatMap((hook, index) => checkHostProgram({ field: `hooks.${phase}.${index}`, ...hook }, place).problems));
+}
+
+const PHASES = ["pre_tool_use", "post_tool_use"] as const;
+
+/** The text of a hook in events and denials: its command and arguments. */
+function describeHook(hook: Hook): string {
+  return [hook.command, ...hook.args].join(" ");
+}
+
+/**
+ * User hooks around tool calls (task `hooks:`). They run on the
+ * host, as argv with no shell, with the call as JSON on stdin (`{run_id, agent_id, phase,
  * tool_name, tool_call_id, arguments[, result, is_error]}`), in `cwd` (the
  * task file's directory, never the workspace). A pre hook exiting 2 blocks
  * the call with its stderr as the reason; a post hook's stdout is appended to
@@ -62,10 +89,27 @@ interface HookOutcome {
  * (`hook.failed` event) and the call goes on.
  */
 export class ToolHooks {
+  /** Each hook's executable, as checked (a real path, so no link is followed after the check). */
+  private readonly executables = new Map<Hook, string>();
+
+  /** Throws ConfigError (exit 2) listing every hook that may not run ({@link hookProblems}). */
   constructor(
     private readonly hooks: Hooks,
     private readonly options: HookRunOptions,
-  ) {}
+  ) {
+    const place = { cwd: options.cwd, searchPath: options.env.PATH, agentTrees: options.agentTrees };
+    const problems: HostProgramProblem[] = [];
+    for (const phase of PHASES) {
+      hooks[phase].forEach((hook, index) => {
+        const checked = checkHostProgram({ field: `hooks.${phase}.${index}`, ...hook }, place);
+        if (checked.executable === null) problems.push(...checked.problems);
+        else this.executables.set(hook, checked.executable);
+      });
+    }
+    if (problems.length > 0) {
+      throw new ConfigError(`hooks refused:\n${problems.map((problem) => `  - ${problem.path}: ${problem.message}`).join("\n")}`);
+    }
+  }
 
   get isEmpty(): boolean {
     return this.hooks.pre_tool_use.length === 0 && this.hooks.post_tool_use.length === 0;
@@ -77,7 +121,7 @@ export class ToolHooks {
       const outcome = await this.run(hook, { phase: "pre_tool_use", ...this.payload(call) });
       if (outcome.exitCode === BLOCKING_EXIT_CODE) {
         this.report(hook, call, "pre_tool_use", outcome, "blocked");
-        return { allowed: false, reason: `blocked by hook \`${hook.command}\`: ${outcome.stderr.trim() || "(no reason given)"}` };
+        return { allowed: false, reason: `blocked by hook \`${describeHook(hook)}\`: ${outcome.stderr.trim() || "(no reason given)"}` };
       }
       this.report(hook, call, "pre_tool_use", outcome, outcome.exitCode === 0 ? "allowed" : "failed");
     }
@@ -113,7 +157,7 @@ export class ToolHooks {
   ): void {
     const data = {
       phase,
-      command: hook.command,
+      command: describeHook(hook),
       tool_name: call.name,
       tool_call_id: call.toolCallId,
       exit_code: outcome.exitCode,
@@ -131,7 +175,13 @@ export class ToolHooks {
 
   private run(hook: Hook, input: Record<string, unknown>): Promise<HookOutcome> {
     return new Promise((resolve) => {
-      const child = spawn("/bin/sh", ["-c", hook.command], { cwd: this.options.cwd, env: this.options.env, stdio: ["pipe", "pipe", "pipe"], detached: true });
+      const child = spawn(this.executables.get(hook)!, hook.args, {
+        argv0: hook.command,
+        cwd: this.options.cwd,
+        env: this.options.env,
+        stdio: ["pipe", "pipe", "pipe"],
+        detached: true,
+      });
       const stdout: Buffer[] = [];
       const stderr: Buffer[] = [];
       const keep = (into: Buffer[]) => (chunk: Buffer) => {

@@ -1,10 +1,11 @@
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, posix, relative } from "node:path";
 import { errorMessage } from "../errors.js";
 import { workdirProblem } from "../sandbox/workdir.js";
 import { rawSafeGit } from "../workspace/safe-git.js";
 import { hereDocument, MAX_VERIFY_COMMAND_BYTES, taskName, writeTaskFile, type ImportLine } from "./task-writer.js";
 import { shellWord } from "../process/shell-word.js";
+import type { UntrustedTaskDirectory } from "./untrusted-task-directory.js";
 
 /**
  * Where the verify command puts the benchmark's test files and where their
@@ -29,6 +30,8 @@ const NETWORK_COMMANDS =
 /** A benchmark task as the importers read it, before it becomes a task dir. */
 export interface ContainerTask {
   id: string;
+  /** The task's directory, through which every file of it is read (no link out of it is followed). */
+  files: UntrustedTaskDirectory;
   instruction: string;
   /** environment/ (Harbor) or the task dir (TB1): the Docker build context. */
   buildContext: string;
@@ -45,20 +48,6 @@ export interface ContainerTask {
   defaultWorkdir: string;
   /** Written next to task.yaml. */
   source: Record<string, unknown>;
-}
-
-/** Files of `directory` (recursively), relative to it. */
-function filesBelow(directory: string): string[] {
-  const files: string[] = [];
-  const walk = (current: string) => {
-    for (const entry of readdirSync(current, { withFileTypes: true })) {
-      const path = join(current, entry.name);
-      if (entry.isDirectory()) walk(path);
-      else if (entry.isFile()) files.push(relative(directory, path));
-    }
-  };
-  walk(directory);
-  return files.sort();
 }
 
 /** The benchmark's absolute paths, as the tests name them, moved under {@link VERIFIER_ROOT}. */
@@ -110,12 +99,15 @@ function readDockerfile(text: string): {
  * moved there), runs the script, and decides by `task.verdict`. The tests
  * exist only inside that command: the agent never sees them. Returns the line
  * for this task; a task that cannot be converted leaves nothing behind.
+ * Every file is read through `task.files`: a link out of the task's
+ * directory throws OutsideTaskDirectoryError (the caller refuses the task).
  */
 export async function writeContainerTask(task: ContainerTask, out: string): Promise<ImportLine> {
   const refuse = (reason: string): ImportLine => ({ id: task.id, converted: false, reason });
-  if (!existsSync(task.dockerfile)) return refuse(`no Dockerfile at ${task.dockerfile} (an image the runner can build is needed)`);
-  if (!existsSync(task.testScript)) return refuse(`no test script at ${task.testScript}`);
-  const scriptText = readFileSync(task.testScript, "utf8");
+  const files = task.files;
+  if (!files.exists(task.dockerfile)) return refuse(`no Dockerfile at ${task.dockerfile} (an image the runner can build is needed)`);
+  if (!files.exists(task.testScript)) return refuse(`no test script at ${task.testScript}`);
+  const scriptText = files.readText(task.testScript);
   const network = NETWORK_COMMANDS.exec(
     scriptText
       .split("\n")
@@ -128,16 +120,16 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
       `${relative(dirname(task.buildContext), task.testScript) || task.testScript} line ${line} runs \`${network[2]}\`: verify needs network, and verification has none`,
     );
   }
-  const dockerfile = readDockerfile(readFileSync(task.dockerfile, "utf8"));
+  const dockerfile = readDockerfile(files.readText(task.dockerfile));
   const workdir = dockerfile.workdir ?? task.defaultWorkdir;
   const problem = workdirProblem(workdir);
   if (problem) return refuse(`the Dockerfile's WORKDIR ${workdir} cannot hold the workspace: ${problem}`);
 
   const lines = [`rm -rf ${VERIFIER_ROOT} && mkdir -p ${TESTS} ${LOGS} || exit 1`, `export TEST_DIR=${TESTS}`];
-  if (task.testsDirectory && existsSync(task.testsDirectory)) {
-    for (const file of filesBelow(task.testsDirectory)) {
+  if (task.testsDirectory && files.isDirectory(task.testsDirectory)) {
+    for (const file of files.filesBelow(task.testsDirectory)) {
       const target = posix.join(TESTS, file.split("\\").join("/"));
-      const content = readFileSync(join(task.testsDirectory, file));
+      const content = files.read(join(task.testsDirectory, file));
       const text = content.toString("utf8");
       const relocated = Buffer.from(text, "utf8").equals(content) ? Buffer.from(relocateVerifierPaths(text)) : content;
       lines.push(`mkdir -p ${shellWord(posix.dirname(target))}`, hereDocument(shellWord(target), relocated));
@@ -157,10 +149,12 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
 
   const directory = join(out, task.id);
   if (existsSync(directory)) return refuse(`${directory} exists (remove it to import again)`);
+  const excluded = new Set([".git", ...task.excludeFromContext].map((name) => join(task.buildContext, name)));
+  // The context is copied as it is, links included: none may lead out of the task's directory.
+  files.checkLinksBelow(task.buildContext, excluded);
   try {
     const environment = join(directory, "environment");
-    const excluded = new Set([".git", ...task.excludeFromContext].map((name) => join(task.buildContext, name)));
-    cpSync(task.buildContext, environment, { recursive: true, filter: (source) => !excluded.has(source) });
+    cpSync(task.buildContext, environment, { recursive: true, verbatimSymlinks: true, filter: (source) => !excluded.has(source) });
     const dockerfileInContext = relative(task.buildContext, task.dockerfile);
     const repository = join(directory, "repo");
     mkdirSync(repository, { recursive: true });

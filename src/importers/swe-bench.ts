@@ -4,6 +4,7 @@ import { z } from "zod";
 import { ConfigError, errorMessage } from "../errors.js";
 import { DEFAULT_SANDBOX_IMAGE } from "../sandbox/task-image.js";
 import { rawSafeGit } from "../workspace/safe-git.js";
+import { isPathInside } from "../process/path-inside.js";
 import { hereDocument, literalPattern, MAX_VERIFY_COMMAND_BYTES, taskName, writeTaskFile, type ImportLine } from "./task-writer.js";
 
 /** A list of test ids as the official dataset stores it: a JSON-encoded string, or the list itself. */
@@ -21,7 +22,11 @@ const testList = z.preprocess(
 
 const instanceSchema = z.object({
   instance_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "expected an id like astropy__astropy-12907 (letters, digits, . _ -)"),
-  repo: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, "expected owner/name like astropy/astropy"),
+  repo: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, "expected owner/name like astropy/astropy")
+    // `.`/`..` would pick a clone outside --repos (`../x` is <repos>/../x).
+    .refine((repo) => repo.split("/").every((part) => !/^\.+$/.test(part)), "expected owner/name like astropy/astropy, neither part only dots"),
   base_commit: z.string().regex(/^[0-9a-f]{40}$/, "expected the 40-hex commit the instance starts from"),
   problem_statement: z.string().trim().min(1, "expected the issue text"),
   test_patch: z.string().min(1, "expected the diff that adds the tests"),
@@ -129,10 +134,16 @@ function testDirectives(files: string[], django: boolean): string[] {
   return tests.map((path) => (path.endsWith(".py") ? path.slice(0, -3) : path).replace(/^tests\//, "").replaceAll("/", "."));
 }
 
-/** The clone of `repo` under `repos`, or null. */
+/**
+ * The clone of `repo` under `repos`, or null. A candidate whose path
+ * (resolved, `..` included) leaves `repos` is never taken: the instances
+ * file is a download, `--repos` is the user's choice. A link the user put in
+ * `--repos` is followed as they meant it.
+ */
 function findClone(repos: string, repo: string): string | null {
   const [owner, name] = repo.split("/") as [string, string];
-  for (const candidate of [join(repos, `${owner}__${name}`), join(repos, owner, name)]) {
+  for (const candidate of [resolve(repos, `${owner}__${name}`), resolve(repos, owner, name)]) {
+    if (!isPathInside(candidate, repos) || candidate === repos) continue;
     if (existsSync(join(candidate, ".git")) || existsSync(join(candidate, "HEAD"))) return candidate;
   }
   return null;

@@ -1,8 +1,7 @@
-import { realpathSync } from "node:fs";
-import { resolve, sep } from "node:path";
 import type { Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { CancelledError, ConfigError, RunnerError } from "../errors.js";
+import { checkHostProgram, type HostProgramPlace, type HostProgramProblem } from "../process/host-program.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import { defineTool, type Tool } from "../tools/define-tool.js";
 import type { McpEventSink } from "./mcp-events.js";
@@ -19,11 +18,12 @@ export interface ConnectMcpServersOptions {
   /** Working directory of trusted (host) stdio servers; default the runner's own. */
   hostCwd?: string;
   /**
-   * The task's workspace on the host. A trusted server whose executable or
-   * working directory lies inside it is refused: the agent can change those
-   * files, and a trusted server runs on the host.
+   * Real paths of the trees the agent's work can change (the repository,
+   * RUNNER_HOME's runs). A trusted server that would run from them is
+   * refused ({@link trustedServerProblems}): it runs on the host. Default
+   * none (the other checks still apply): a run always gives them.
    */
-  workspaceHostPath?: string;
+  agentTrees?: readonly string[];
 }
 
 /** The connected servers of a run (or of one agent's sandbox). */
@@ -57,13 +57,17 @@ export class McpServerStartError extends RunnerError {
  * `Error: MCP server <name> is not running (...)`; the run goes on.
  *
  * Throws {@link McpServerStartError} naming each server that did not come up
- * (with its stderr), ConfigError for a trusted server inside the workspace,
- * CancelledError when `signal` aborts; nothing is left running then.
+ * (with its stderr), ConfigError (exit 2) listing the trusted servers that
+ * may not run ({@link trustedServerProblems}), CancelledError when `signal`
+ * aborts; nothing is left running then.
  */
 export async function connectMcpServers(servers: McpServersConfig, options: ConnectMcpServersOptions): Promise<McpServers> {
   const hostCwd = options.hostCwd ?? process.cwd();
-  refuseTrustedServersInWorkspace(servers, hostCwd, options.workspaceHostPath);
-  const connections = Object.entries(servers).map(
+  const checked = checkTrustedServers(servers, { cwd: hostCwd, agentTrees: options.agentTrees ?? [] });
+  if (checked.problems.length > 0) {
+    throw new ConfigError(`MCP servers refused:\n${checked.problems.map((problem) => `  - ${problem.path}: ${problem.message}`).join("\n")}`);
+  }
+  const connections = Object.entries(checked.servers).map(
     ([name, config]) =>
       new McpServerConnection(name, config, {
         sandbox: options.sandbox,
@@ -174,30 +178,34 @@ function describeServer(connection: McpServerConnection): string {
   return `${connection.transport === "host" ? "on the host" : "in the sandbox"}: ${[config.command, ...config.args].join(" ")}`;
 }
 
-function refuseTrustedServersInWorkspace(servers: McpServersConfig, hostCwd: string, workspaceHostPath: string | undefined): void {
-  if (!workspaceHostPath) return;
-  const workspace = realPath(resolve(workspaceHostPath));
-  const inside = (path: string) => path === workspace || path.startsWith(`${workspace}${sep}`);
-  for (const [name, config] of Object.entries(servers)) {
-    if (!isStdioServer(config) || !config.trusted) continue;
-    const cwd = realPath(resolve(hostCwd));
-    if (inside(cwd)) {
-      throw new ConfigError(
-        `mcp_servers.${name}: a trusted server runs on the host; its working directory ${cwd} is inside the workspace, which the agent can change`,
-      );
-    }
-    if (config.command.includes("/") && inside(realPath(resolve(cwd, config.command)))) {
-      throw new ConfigError(
-        `mcp_servers.${name}: a trusted server runs on the host; its command ${config.command} is inside the workspace, which the agent can change`,
-      );
-    }
-  }
+/**
+ * Every trusted (host) stdio server checked as a host program
+ * ({@link checkHostProgram}: executable, arguments and `env` values) in
+ * `place.cwd`, with the PATH it gets (its `env.PATH`, else the runner's):
+ * the problems, each under `mcp_servers.<name>`; empty when all may run.
+ */
+export function trustedServerProblems(servers: McpServersConfig, place: Omit<HostProgramPlace, "searchPath">): HostProgramProblem[] {
+  return checkTrustedServers(servers, place).problems;
 }
 
-function realPath(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
+/** The servers with each trusted one's `command` replaced by the executable checked (a real path), or the problems. */
+function checkTrustedServers(
+  servers: McpServersConfig,
+  place: Omit<HostProgramPlace, "searchPath">,
+): { servers: McpServersConfig; problems: HostProgramProblem[] } {
+  const problems: HostProgramProblem[] = [];
+  const checked: McpServersConfig = {};
+  for (const [name, config] of Object.entries(servers)) {
+    if (!isStdioServer(config) || !config.trusted) {
+      checked[name] = config;
+      continue;
+    }
+    const result = checkHostProgram(
+      { field: `mcp_servers.${name}`, command: config.command, args: config.args, environmentValues: Object.values(config.env) },
+      { ...place, searchPath: config.env.PATH ?? process.env.PATH },
+    );
+    problems.push(...result.problems);
+    if (result.executable !== null) checked[name] = { ...config, command: result.executable };
   }
+  return { servers: checked, problems };
 }

@@ -6,7 +6,8 @@ import { errorMessage } from "../errors.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { commitLimitsOf } from "../workspace/commit-selection.js";
 import { commitRunWorktree, removeWorktreeDirectory, reopenRunWorktree, type RecordedWorktree } from "../workspace/run-worktree.js";
-import { closeRunDisk, mountRunDiskIfPresent, runPaths } from "../workspace/run-disk.js";
+import { closeRunDisk, mountRunDiskIfPresent, runPaths, unmountRunDisk } from "../workspace/run-disk.js";
+import { registeredRunDisks, RUN_DISK_REGISTRY } from "../workspace/run-disk-registry.js";
 
 /**
  * `run.json` in a run directory: which runner process owns the run and which
@@ -148,4 +149,46 @@ async function sweepClaimed(
     swept.push(runId);
   }
   return swept;
+}
+
+/**
+ * Unmounts every loop-mounted run disk of the machine-wide registry
+ * (src/workspace/run-disk-registry.ts) whose owner process is dead, whatever
+ * RUNNER_HOME its run had: a runner killed with `kill -9` and a throw-away
+ * RUNNER_HOME, or a run directory removed with `rm -rf`, would otherwise keep
+ * a loop device mounted for good. Disks of live owners (other runners on the
+ * machine, their runs and tests) are never touched, nor a disk a container
+ * still mounts a worktree of (`sandboxes` cannot confirm it idle: a second
+ * mount of the image later would corrupt it). A run directory that
+ * still exists is claimed first (resume.lock), as sweepDeadRuns does, and its
+ * owner read again under the claim; its image is kept, so its own home's
+ * sweep can still commit the work. Returns the mount points unmounted;
+ * failures are returned too, never thrown.
+ */
+export async function sweepDeadRunDisks(
+  sandboxes: Pick<SandboxProvider, "ensureWorkspaceIdle">,
+  registry: string = RUN_DISK_REGISTRY,
+): Promise<{ unmounted: string[]; failed: { mountPoint: string; error: string }[] }> {
+  const unmounted: string[] = [];
+  const failed: { mountPoint: string; error: string }[] = [];
+  for (const entry of registeredRunDisks(registry)) {
+    if (isOwnerAlive(entry.owner)) continue;
+    const store = existsSync(entry.run_directory) ? new RunStore(entry.run_directory) : null;
+    if (store && store.claimResumeLock() !== null) continue;
+    try {
+      // Under the claim: a `runner resume` that took the disk over meanwhile registered itself.
+      const current = registeredRunDisks(registry).find((candidate) => candidate.run_directory === entry.run_directory);
+      if (!current || isOwnerAlive(current.owner)) continue;
+      const disk = runPaths(entry.run_directory);
+      const worktrees = [disk.worktree, disk.verify, ...(existsSync(disk.workers) ? readdirSync(disk.workers).map((name) => join(disk.workers, name)) : [])];
+      await Promise.all(worktrees.map((path) => sandboxes.ensureWorkspaceIdle(path)));
+      await unmountRunDisk(entry.run_directory, entry.mount_point, registry);
+      unmounted.push(entry.mount_point);
+    } catch (error) {
+      failed.push({ mountPoint: entry.mount_point, error: errorMessage(error) });
+    } finally {
+      store?.remove("resumeLock");
+    }
+  }
+  return { unmounted, failed };
 }

@@ -2,7 +2,7 @@ import type { Task } from "../config/load-task.js";
 import { createLogger, type LogSettings } from "../logging/logger.js";
 import { checkTaskModel } from "./check-script.js";
 import type { Tool } from "../tools/define-tool.js";
-import { sweepDeadRuns } from "../run/run-lock.js";
+import { sweepDeadRunDisks, sweepDeadRuns } from "../run/run-lock.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { sweepLeftovers } from "../sandbox/docker/sweep-leftovers.js";
@@ -53,5 +53,13 @@ export async function sweepDeadRunLeftovers(provider: SandboxProvider, home: str
   await sweepDeadRuns(home, provider).then(
     (runs) => runs.length && logger.info({ runs }, "committed and removed the worktrees of runs whose runner died (continue them with runner resume)"),
     (error: unknown) => logger.warn({ err: error }, "could not sweep dead runs"),
+  );
+  // Then machine-wide: dead runs' loop-mounted disks, whatever their RUNNER_HOME (this home's are closed above).
+  await sweepDeadRunDisks(provider).then(
+    ({ unmounted, failed }) => {
+      if (unmounted.length) logger.info({ unmounted }, "unmounted the disks of runs whose runner died");
+      if (failed.length) logger.warn({ failed }, "could not unmount the disks of some runs whose runner died");
+    },
+    (error: unknown) => logger.warn({ err: error }, "could not sweep the disks of dead runs"),
   );
 }

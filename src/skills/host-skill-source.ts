@@ -2,6 +2,7 @@ import { constants, type Dirent } from "node:fs";
 import { lstat, open, readdir, realpath, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { errorMessage } from "../errors.js";
+import { isPathInside } from "../process/path-inside.js";
 import { isValidSkillName, parseSkillFile } from "./parse-skill-file.js";
 import {
   MAX_SKILL_FILE_BYTES,
@@ -27,11 +28,26 @@ const MAX_RESOURCE_DEPTH = 4;
  * own arrangement); inside a skill directory nothing is read through a
  * symlink whose target leaves that directory: such a SKILL.md is a problem,
  * such a file is not listed. A missing root yields nothing, or a problem when
- * `required` (a directory the user named explicitly).
+ * `required` (a directory the user named explicitly). A root or skill
+ * directory whose real path lies inside one of `agentTrees` (real paths the
+ * agent's work can change) is not read: a problem says so.
  */
-export async function readHostSkills(root: string, source: "builtin" | "user", options: { required?: boolean } = {}): Promise<SkillSourceResult> {
+export async function readHostSkills(
+  root: string,
+  source: "builtin" | "user",
+  options: { required?: boolean; agentTrees?: readonly string[] } = {},
+): Promise<SkillSourceResult> {
   const problems: SkillProblem[] = [];
   const skills: Skill[] = [];
+  // Skills are configuration: none is read from where the agent's work can write (README "Trust").
+  const agentTreeOf = (path: string) => options.agentTrees?.find((tree) => isPathInside(path, tree)) ?? null;
+  const notRead = (location: string, tree: string) => ({
+    source,
+    location,
+    message: `${location}: not read: it is inside ${tree}, which the agent's work can change (the task's repository, or RUNNER_HOME's runs); keep your skills outside it (README "Trust")`,
+  });
+  const rootTree = agentTreeOf(await realpath(root).catch(() => root));
+  if (rootTree) return { skills, problems: [notRead(root, rootTree)] };
   const rootInfo = await stat(root).catch((error: NodeJS.ErrnoException) => error);
   if (rootInfo instanceof Error) {
     if (rootInfo.code === "ENOENT" && !options.required) return { skills, problems };
@@ -59,6 +75,11 @@ export async function readHostSkills(root: string, source: "builtin" | "user", o
     if (!directoryInfo?.isDirectory()) continue;
     const skillDirectory = await realpath(directory).catch(() => null);
     if (!skillDirectory) continue;
+    const skillTree = agentTreeOf(skillDirectory);
+    if (skillTree) {
+      problems.push(notRead(directory, skillTree));
+      continue;
+    }
     const skillFile = join(directory, "SKILL.md");
     const read = await readInside(skillDirectory, "SKILL.md", MAX_SKILL_FILE_BYTES);
     if (read === "missing") continue;

@@ -24,6 +24,12 @@ export interface LoadSkillsOptions {
   builtinDirectory?: string | null;
   /** The user's skills directory (see {@link userSkillsDirectory}); null or absent for none. */
   userDirectory?: { path: string; explicit: boolean } | null;
+  /**
+   * Real paths of the trees the agent's work can change (the repository,
+   * RUNNER_HOME's runs): the user's skills are not read from them, so with
+   * RUNNER_HOME inside the repository `$RUNNER_HOME/skills` is skipped. Default none.
+   */
+  agentTrees?: readonly string[];
   /** The workspace's `skills/` at the base commit, read in the sandbox; null or absent for none. */
   workspace?: WorkspaceSkillOptions | null;
 }
@@ -44,7 +50,8 @@ export async function loadSkills(options: LoadSkillsOptions = {}): Promise<Skill
   const builtinDirectory = options.builtinDirectory === undefined ? BUILTIN_SKILLS_DIRECTORY : options.builtinDirectory;
   const results: Promise<SkillSourceResult>[] = [];
   if (builtinDirectory) results.push(readHostSkills(builtinDirectory, "builtin", { required: true }));
-  if (options.userDirectory) results.push(readHostSkills(options.userDirectory.path, "user", { required: options.userDirectory.explicit }));
+  if (options.userDirectory)
+    results.push(readHostSkills(options.userDirectory.path, "user", { required: options.userDirectory.explicit, agentTrees: options.agentTrees ?? [] }));
   if (options.workspace) results.push(readWorkspaceSkills(options.workspace));
   return SkillSet.fromSources(await Promise.all(results));
 }

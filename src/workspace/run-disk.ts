@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { SandboxError, errorMessage } from "../errors.js";
 import { BYTES_PER_INODE } from "../sandbox/sandbox.js";
+import { registerRunDisk, unregisterRunDisk } from "./run-disk-registry.js";
 // run-task.ts reads the run disk's free space through this module; the statfs reading itself sits below the sandbox, which needs it too.
 
 const run = promisify(execFile);
@@ -99,6 +100,8 @@ export async function openRunDisk(runDirectory: string, limitBytes: number, choi
   if ((process.getuid?.() ?? 0) !== 0) return monitored("the runner is not root, and a filesystem of the run's own needs a loop mount");
   try {
     mkdirSync(paths.disk, { recursive: true, mode: 0o700 });
+    // Registered before it exists: a runner that dies after the mount leaves an entry any later start can sweep.
+    registerRunDisk(runDirectory, paths);
     const descriptor = openSync(paths.image, "wx", 0o600);
     try {
       ftruncateSync(descriptor, limitBytes);
@@ -111,19 +114,22 @@ export async function openRunDisk(runDirectory: string, limitBytes: number, choi
     return { root: paths.disk, limitBytes, enforcement: "filesystem", detail: null };
   } catch (error) {
     rmSync(paths.image, { force: true });
+    unregisterRunDisk(runDirectory);
     return monitored(`no filesystem of the run's own could be made (${errorMessage(error).split("\n")[0]})`);
   }
 }
 
 /**
  * Mounts the run's existing disk image (a resumed or dead run whose disk is no
- * longer mounted, e.g. after a reboot); true when the disk is a mounted
- * filesystem afterwards. Throws when an image exists but cannot be mounted:
+ * longer mounted, e.g. after a reboot), registering this process as its
+ * owner; true when the disk is a mounted filesystem afterwards. Throws when an image exists but cannot be mounted:
  * its files would otherwise look missing.
  */
 export async function mountRunDiskIfPresent(runDirectory: string): Promise<boolean> {
   const paths = runPaths(runDirectory);
   if (!existsSync(paths.image)) return false;
+  // This process holds the disk now (a resumed run, a sweep): the registry names it the owner.
+  registerRunDisk(runDirectory, paths);
   if (isMountPoint(paths.disk)) return true;
   mkdirSync(paths.disk, { recursive: true, mode: 0o700 });
   await mountImage(paths.image, paths.disk).catch((error: unknown) => {
@@ -134,7 +140,7 @@ export async function mountRunDiskIfPresent(runDirectory: string): Promise<boole
 
 /**
  * Unmounts the run's disk (when it is a filesystem) and removes it with the
- * image. Call it once no sandbox uses it and the worktrees on it are removed.
+ * image and its entry in the machine-wide registry (src/workspace/run-disk-registry.ts). Call it once no sandbox uses it and the worktrees on it are removed.
  * Errors are returned, not thrown: cleanup must go on.
  */
 export async function closeRunDisk(runDirectory: string): Promise<Error | null> {
@@ -146,10 +152,23 @@ export async function closeRunDisk(runDirectory: string): Promise<Error | null> 
     }
     rmSync(paths.image, { force: true });
     rmSync(paths.disk, { recursive: true, force: true });
+    unregisterRunDisk(runDirectory);
     return null;
   } catch (error) {
     return error as Error;
   }
+}
+
+/**
+ * Unmounts the disk of a run whose runner died (lazily when something still
+ * holds it) and drops its registry entry, keeping the image: the run's own
+ * RUNNER_HOME, if it is still there, mounts it again to commit the work
+ * (sweepDeadRuns). Throws when the unmount fails (the entry stays for a
+ * later sweep).
+ */
+export async function unmountRunDisk(runDirectory: string, mountPoint: string, registry?: string): Promise<void> {
+  if (isMountPoint(mountPoint)) await system("umount", [mountPoint]).catch(() => system("umount", ["--lazy", mountPoint]));
+  unregisterRunDisk(runDirectory, registry);
 }
 
 async function mountImage(image: string, directory: string): Promise<void> {

@@ -270,9 +270,12 @@ describe("trust: what an agent plants in its workspace is never loaded as config
     expect(refused.stderr).toContain(inside("subagents.worker_policy", join(directory.path, "innocent.yaml")));
     const plantedTask = await runCliIn(repo, ["exec", "task.yaml"], { RUNNER_HOME: home.path });
     expect(plantedTask.code, plantedTask.stdout + plantedTask.stderr).toBe(2);
-    // Refused three times over: its policy lies in the repository, and so does the directory its two hooks would run in.
-    expect(plantedTask.stderr).toMatch(new RegExp(`: 3 problems:\\n(.*\\n)*${escapeRegExp(inside("policy", join(repo, "policies/evil.yaml")))}`));
-    expect(plantedTask.stderr).toMatch(/ {2}- hooks\.pre_tool_use\.0: hooks run on the host in the task file's directory .* inside the repository/);
+    // Refused over and over: its policy lies in the repository, and so does the directory its hooks and its host MCP server
+    // would run in; their commands are shell text and a shell's inline code.
+    expect(plantedTask.stderr).toMatch(new RegExp(`: \\d+ problems:\\n(.*\\n)*${escapeRegExp(inside("policy", join(repo, "policies/evil.yaml")))}`));
+    expect(plantedTask.stderr).toMatch(/ {2}- hooks\.pre_tool_use\.0: it would run on the host in .*, inside .*, which the agent's work can change/);
+    expect(plantedTask.stderr).toMatch(/ {2}- hooks\.pre_tool_use\.0\.command: `touch .*` is shell text/);
+    expect(plantedTask.stderr).toMatch(/ {2}- mcp_servers\.evil-host\.args: \/bin\/sh runs code from its arguments/);
     expect(runDirectories(home.path)).toHaveLength(runsBefore);
 
     // A later run with `policy: ci`, started from inside the checkout that now holds policies/ci.yaml: still the shipped ci.

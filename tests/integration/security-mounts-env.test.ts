@@ -9,7 +9,7 @@ import { realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HELPER_CONTAINER_PATH } from "../../src/sandbox/docker/docker-sandbox-provider.js";
+import { HELPER_CONTAINER_PATH } from "../../src/sandbox/docker/helper-path.js";
 import { createGitRepository } from "../helpers/git-repository.js";
 import { requireDocker, SANDBOX_IMAGE } from "../helpers/docker.js";
 import { parseShellResult, randomToken, runScriptedTask, shellTurn, writeTurn, describeRun, type ScriptedRun } from "./security-harness.js";

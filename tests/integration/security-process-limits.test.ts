@@ -94,13 +94,12 @@ describe("security invariant 4: unprivileged, capability-free, limited, and time
     expect(values.get("setuid.rc")).toBe("1");
   });
 
-  it("has no capabilities (CapEff, CapPrm, CapAmb all 0; the bounding set only the daemon's SETUID/SETGID) and NoNewPrivs set", () => {
+  it("has no capabilities (CapEff, CapPrm, CapAmb and the bounding set all 0) and NoNewPrivs set", () => {
     const values = keyValues(result(0).stdout);
     expect(values.get("CapEff")).toBe("0000000000000000");
     expect(values.get("CapPrm")).toBe("0000000000000000");
-    // CAP_SETGID (6) and CAP_SETUID (7) stay in the bounding set because the daemon hands commands to the
-    // sandbox user with them; with no-new-privileges nothing the agent runs can gain a bounded capability.
-    expect(values.get("CapBnd")).toBe("00000000000000c0");
+    // The helper drops CAP_SETUID, CAP_SETGID and CAP_SETPCAP from the bounding set its commands inherit.
+    expect(values.get("CapBnd")).toBe("0000000000000000");
     expect(values.get("CapAmb")).toBe("0000000000000000");
     expect(values.get("NoNewPrivs")).toBe("1");
   });

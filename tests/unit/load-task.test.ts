@@ -105,30 +105,45 @@ describe("loadTaskFile", () => {
     ]);
   });
 
-  it("refuses hooks whose working directory or command lies inside the repository (the agent can change those files)", async () => {
+  it("refuses hooks and trusted MCP servers whose working directory, program or arguments lie inside the repository, and shell text", async () => {
     await using directory = temporaryDirectory();
     const repository = join(directory.path, "repo");
     mkdirSync(join(repository, "tools"), { recursive: true });
-    writeFileSync(join(repository, "tools", "check.sh"), "#!/bin/sh\n");
+    mkdirSync(join(repository, ".git"));
+    writeFileSync(join(repository, "tools", "check.sh"), "#!/bin/sh\n", { mode: 0o755 });
     writeFileSync(join(directory.path, "script.yaml"), "turns: []\n");
-    writeFileSync(join(directory.path, "outside.sh"), "#!/bin/sh\n");
+    writeFileSync(join(directory.path, "outside.sh"), "#!/bin/sh\n", { mode: 0o755 });
     const base = "name: t\ninstruction: do it\nmodel: { provider: scripted, script: SCRIPT }\n";
     // A task file inside the repository: the hook would run there.
     const inside = writeTask(repository, `${base.replace("SCRIPT", "../script.yaml")}workspace: .\nhooks: { pre_tool_use: [{ command: "true" }] }\n`);
-    expect(problemsOf(inside)).toEqual([{ path: "hooks.pre_tool_use.0", message: expect.stringContaining("inside the repository") }]);
-    // A task file outside it whose hooks name a script inside it, by relative path, absolute path or a symlink to it.
+    expect(problemsOf(inside)).toEqual([{ path: "hooks.pre_tool_use.0", message: expect.stringContaining("which the agent's work can change") }]);
+    // A task file outside it whose hooks reach a script inside it: shell text, an argument, an absolute path, a symlink;
+    // a trusted server by its argument. `./outside.sh` and an in-sandbox server are fine.
     symlinkSync(join(repository, "tools"), join(directory.path, "linked-tools"));
     const named = writeTask(
       directory.path,
-      `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks:\n  pre_tool_use: [{ command: "sh ./repo/tools/check.sh" }, { command: "./outside.sh" }]\n  post_tool_use: [{ command: "${join(repository, "tools/check.sh")} --x" }, { command: "linked-tools/check.sh" }]\n`,
+      `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks:\n  pre_tool_use: [{ command: "cd repo && ./tools/check.sh" }, { command: sh, args: [./repo/tools/check.sh] }, { command: "./outside.sh" }]\n  post_tool_use: [{ command: "${join(repository, "tools/check.sh")}", args: [--x] }, { command: "linked-tools/check.sh" }]\nmcp_servers:\n  host: { command: node, args: [repo/tools/server.js], trusted: true }\n  boxed: { command: node, args: [repo/tools/server.js] }\n`,
     );
-    expect(problemsOf(named).map((problem) => problem.path)).toEqual(["hooks.pre_tool_use.0", "hooks.post_tool_use.0", "hooks.post_tool_use.1"]);
+    expect(problemsOf(named).map((problem) => problem.path)).toEqual([
+      "hooks.pre_tool_use.0.command",
+      "hooks.pre_tool_use.1.args.0",
+      "hooks.post_tool_use.0.command",
+      "hooks.post_tool_use.1.command",
+      "mcp_servers.host.args",
+      "mcp_servers.host.args.0",
+    ]);
+    // The repository is the whole git tree, not only the workspace below it.
+    const subdirectory = writeTask(
+      directory.path,
+      `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo/tools\nhooks: { pre_tool_use: [{ command: "./repo/tools/check.sh" }] }\n`,
+    );
+    expect(problemsOf(subdirectory).map((problem) => problem.path)).toEqual(["hooks.pre_tool_use.0.command"]);
     // Outside the repository: accepted.
     const fine = writeTask(
       directory.path,
-      `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks: { pre_tool_use: [{ command: "./outside.sh" }] }\n`,
+      `${base.replace("SCRIPT", "./script.yaml")}workspace: ./repo\nhooks: { pre_tool_use: [{ command: "./outside.sh", args: ["two words"] }] }\n`,
     );
-    expect(loadTaskFile(fine).hooks.pre_tool_use).toHaveLength(1);
+    expect(loadTaskFile(fine).hooks.pre_tool_use).toEqual([expect.objectContaining({ command: "./outside.sh", args: ["two words"] })]);
   });
 
   it("reads verify.protect and the host commit's limits, with defaults, and names a bad entry's field", async () => {

@@ -1,10 +1,13 @@
+import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CancelledError } from "../../src/errors.js";
 import { connectMcpServers, McpServerStartError, mcpServersSchema, type McpEvent, type McpServersConfig } from "../../src/mcp/index.js";
 import { FakeSandbox } from "../../src/sandbox/fake/fake-sandbox.js";
 import { ToolRegistry } from "../../src/tools/tool-registry.js";
+import { temporaryDirectory } from "../helpers/git-repository.js";
 import { fakeMcpServer, type FakeMcpServerLog, type FakeMcpServerScript } from "./mcp-fake-server.js";
 
 const context = (sandbox: FakeSandbox, signal = new AbortController().signal) => ({ sandbox, signal, toolCallId: "t", defaultTimeoutMs: 1000 });
@@ -224,14 +227,36 @@ describe("connectMcpServers", () => {
     }
   });
 
-  it("refuses a trusted server that would run from the workspace on the host", async () => {
+  it("refuses a trusted server that would run from the repository on the host, or through a shell's inline code", async () => {
     const sandbox = new FakeSandbox();
+    await using root = temporaryDirectory();
+    const workspace = realpathSync(root.path);
+    mkdirSync(join(workspace, "tools"));
+    writeFileSync(join(workspace, "tools", "server.sh"), "#!/bin/sh\n", { mode: 0o755 });
     await expect(
-      connectMcpServers(servers({ planted: { command: "/work/ws/tools/server.sh", trusted: true } }), { sandbox, workspaceHostPath: "/work/ws", hostCwd: "/" }),
-    ).rejects.toThrow(/mcp_servers\.planted: a trusted server runs on the host; its command \/work\/ws\/tools\/server\.sh is inside the workspace/);
+      connectMcpServers(servers({ planted: { command: join(workspace, "tools", "server.sh"), trusted: true } }), {
+        sandbox,
+        agentTrees: [workspace],
+        hostCwd: "/",
+      }),
+    ).rejects.toThrow(/mcp_servers\.planted\.command: .*server\.sh resolves to .*, inside .*, which the agent's work can change/);
     await expect(
-      connectMcpServers(servers({ planted: { command: "npx", trusted: true } }), { sandbox, workspaceHostPath: "/work/ws", hostCwd: "/work/ws/sub" }),
-    ).rejects.toThrow(/its working directory \/work\/ws\/sub is inside the workspace/);
+      connectMcpServers(servers({ planted: { command: "npx", trusted: true } }), { sandbox, agentTrees: [workspace], hostCwd: join(workspace, "tools") }),
+    ).rejects.toThrow(/mcp_servers\.planted: it would run on the host in .*tools, inside/);
+    await expect(
+      connectMcpServers(servers({ planted: { command: "sh", args: ["-c", "cd tools && ./server.sh"], trusted: true } }), {
+        sandbox,
+        agentTrees: [workspace],
+        hostCwd: "/",
+      }),
+    ).rejects.toThrow(/mcp_servers\.planted\.args: sh runs code from its arguments or stdin/);
+    await expect(
+      connectMcpServers(servers({ planted: { command: "true", env: { PATH: join(workspace, "tools") }, trusted: true } }), {
+        sandbox,
+        agentTrees: [workspace],
+        hostCwd: "/",
+      }),
+    ).rejects.toThrow(/mcp_servers\.planted\.env: /);
     expect(sandbox.spawned).toHaveLength(0);
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -13,13 +13,16 @@ afterEach(() => {
   for (const directory of directories.splice(0)) rmSync(directory, { recursive: true, force: true });
 });
 
-function setup(hooks: unknown) {
-  const directory = mkdtempSync(join(tmpdir(), "hooks-test-"));
+/** Hooks run with `scripts` (name → shell body) written as executables into their working directory first. */
+function setup(hooks: unknown, scripts: Record<string, string> = {}) {
+  const directory = realpathSync(mkdtempSync(join(tmpdir(), "hooks-test-")));
   directories.push(directory);
+  for (const [name, body] of Object.entries(scripts)) writeFileSync(join(directory, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
   const events: RunEvent[] = [];
   const toolHooks = new ToolHooks(hooksSchema.parse(hooks), {
     cwd: directory,
     env: { PATH: process.env.PATH },
+    agentTrees: [],
     events: { emit: (event) => events.push(event) },
     runId: "run-1",
   });
@@ -39,14 +42,12 @@ function setup(hooks: unknown) {
 
 describe("tool hooks", () => {
   it("a pre hook gets the call as JSON on stdin and exit 2 blocks it with stderr as the reason; the tool does not run", async () => {
-    const { directory, call, sandbox, events } = setup({
-      pre_tool_use: [{ command: `cat > "${"$PWD"}/seen.json"; echo "no writes to .env" >&2; exit 2`, tools: ["write_*"] }],
-    });
+    const { directory, call, sandbox, events } = setup(
+      { pre_tool_use: [{ command: "./no-env.sh", args: ["--strict"], tools: ["write_*"] }] },
+      { "no-env.sh": 'cat > "$PWD/seen.json"; echo "no writes to .env" >&2; exit 2' },
+    );
     const result = await call("write_file", { path: ".env", content: "X=1" });
-    expect(result).toMatchObject({
-      isError: true,
-      content: '[denied] blocked by hook `cat > "$PWD/seen.json"; echo "no writes to .env" >&2; exit 2`: no writes to .env',
-    });
+    expect(result).toMatchObject({ isError: true, content: "[denied] blocked by hook `./no-env.sh --strict`: no writes to .env" });
     expect(sandbox.files.has("/workspace/.env")).toBe(false);
     expect(JSON.parse(readFileSync(join(directory, "seen.json"), "utf8"))).toEqual({
       phase: "pre_tool_use",
@@ -63,17 +64,19 @@ describe("tool hooks", () => {
   });
 
   it("a post hook's stdout is appended to the result as a note", async () => {
-    const { call } = setup({
-      post_tool_use: [{ command: `python3 -c "import json,sys; d=json.load(sys.stdin); print('saw', d['tool_name'], len(d['result']))"` }],
-    });
+    const { call } = setup(
+      { post_tool_use: [{ command: "python3", args: ["note.py"] }] },
+      { "note.py": "import json,sys; d=json.load(sys.stdin); print('saw', d['tool_name'], len(d['result']))" },
+    );
     const result = await call("read_file", { path: "a.txt" });
     expect(result.content).toMatch(/hello\n\[hook note\] saw read_file \d+$/);
   });
 
   it("a failing or hanging hook is reported and the call goes on", async () => {
-    const { call, events } = setup({
-      pre_tool_use: [{ command: "exit 7" }, { command: "sleep 30", timeout_ms: 200 }],
-    });
+    const { call, events } = setup(
+      { pre_tool_use: [{ command: "./seven.sh" }, { command: "sleep", args: ["30"], timeout_ms: 200 }] },
+      { "seven.sh": "exit 7" },
+    );
     const result = await call("read_file", { path: "a.txt" });
     expect(result.isError).toBeFalsy();
     expect(result.content).toContain("hello");

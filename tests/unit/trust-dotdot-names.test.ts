@@ -37,12 +37,12 @@ describe("a directory named ..x inside the repository is inside it", () => {
     await using repository = createGitRepository({ "README.md": "x\n" });
     await using root = temporaryDirectory();
     mkdirSync(join(repository.root, "..hooks"));
-    writeFileSync(join(repository.root, "..hooks", "check.sh"), "#!/bin/sh\nexit 0\n");
+    writeFileSync(join(repository.root, "..hooks", "check.sh"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
     const task = join(root.path, "task.yaml");
     writeFileSync(
       task,
       `name: t\ninstruction: x\nworkspace: ${repository.root}\nhooks:\n  pre_tool_use:\n    - command: ${join(repository.root, "..hooks", "check.sh")}\n`,
     );
-    expect(() => loadTaskFile(task)).toThrow(/hooks\.pre_tool_use\.0/);
+    expect(() => loadTaskFile(task)).toThrow(/hooks\.pre_tool_use\.0\.command: .* inside /);
   });
 });

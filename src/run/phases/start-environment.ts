@@ -1,3 +1,4 @@
+import { realpathSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Task } from "../../config/load-task.js";
 import { connectMcpServers, type McpServers } from "../../mcp/index.js";
@@ -12,6 +13,7 @@ import type { DiskLimitReached, NetworkEvent, SandboxProvider, SandboxSpec } fro
 import { readProjectInstructions, type ProjectInstructions } from "../../skills/project-instructions.js";
 import { loadSkills, userSkillsDirectory, type SkillSet } from "../../skills/index.js";
 import type { RunDisk } from "../../workspace/run-disk.js";
+import { repositoryTopLevel } from "../../process/repository-top-level.js";
 import { CONTAINER_GIT_DIRECTORY, containerGitMounts, type RunWorktree } from "../../workspace/run-worktree.js";
 import { PermissionGuard, type AskApproval } from "../permission-guard.js";
 import { MAIN_AGENT } from "../report-counter.js";
@@ -91,7 +93,8 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   const tokensPerMinute = scope.policies.main.limits.tokens_per_minute;
   const model = tokensPerMinute ? new TokenRateLimitedModelClient(openedModel.value.client, tokensPerMinute) : openedModel.value.client;
   const hostCwd = task.file ? dirname(task.file) : process.cwd();
-  const hooks = new ToolHooks(task.hooks, { cwd: hostCwd, env: scope.hostEnvironment, events, runId: scope.runId });
+  const agentTrees = agentWritableTrees(task, scope);
+  const hooks = new ToolHooks(task.hooks, { cwd: hostCwd, env: scope.hostEnvironment, agentTrees, events, runId: scope.runId });
   const guardFor = async (policy: Policy) =>
     new PermissionGuard({
       checker: await PermissionChecker.create(policy, { workdir: task.sandbox.workdir }),
@@ -122,6 +125,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
   const skills = await loadSkills({
     userDirectory: userSkillsDirectory(scope.hostEnvironment),
+    agentTrees,
     workspace: { sandbox, baseCommit: workspace.worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal },
   });
   events.emit({
@@ -139,7 +143,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   report.instructions_files = instructions?.files ?? null;
   for (const problem of instructions?.problems ?? []) scope.logger.warn({ component: "instructions" }, problem);
   // MCP servers: stdio ones inside the sandbox (same files, user, limits and network), unless trusted.
-  const mcp = await connectMcpServers(task.mcp_servers, { sandbox, signal, events, hostCwd, workspaceHostPath: task.workspacePath });
+  const mcp = await connectMcpServers(task.mcp_servers, { sandbox, signal, events, hostCwd, agentTrees });
   scope.cleanup.defer("MCP servers", () => mcp.close());
   return { model, sandbox, specFor, guards: { main, explore, worker: worker ?? main }, skills, instructions, mcp };
 }
@@ -218,4 +222,14 @@ export function containerEnvironment(sandbox: Pick<Task["sandbox"], "env" | "pas
     if (value !== undefined) environment[name] = value;
   }
   return environment;
+}
+
+/**
+ * The trees the agent's work can change, as real paths: the task's
+ * repository (a merge brings the agent's files into it) and RUNNER_HOME's
+ * `runs/` (every run's worktrees). Host programs (hooks, trusted MCP
+ * servers) may not run from them, whatever the task file's check saw.
+ */
+function agentWritableTrees(task: Task, scope: RunScope): string[] {
+  return [repositoryTopLevel(task.workspacePath) ?? realpathSync(task.workspacePath), realpathSync(dirname(scope.store.directory))];
 }

@@ -4,6 +4,7 @@ import { PassThrough, Writable, type Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { SandboxError, errorMessage } from "../../errors.js";
 import { SandboxGoneError, type SandboxProcess, type SandboxProcessExit, type SpawnRequest } from "../sandbox.js";
+import { HELPER_CONTAINER_PATH } from "./helper-path.js";
 
 /** How long kill() waits for the process to go after the in-container kill before it drops the connection, ms. */
 const KILL_WAIT_MS = 5_000;
@@ -40,14 +41,27 @@ export async function startDockerSandboxProcess(container: Docker.Container, req
   let stream: Duplex;
   try {
     exec = await container.exec({
-      // Straight to the command: the image may have no `env` or shell.
-      Cmd: [request.command, ...(request.args ?? [])],
-      // The container's user is root (for the daemon alone); the process runs as the sandbox user.
-      User: `${options.user.uid}:${options.user.gid}`,
+      // Through the helper (the image may have no `env` or shell): as root it drops SETUID, SETGID and
+      // SETPCAP from the bounding set, becomes the sandbox user in all three ids, enters the workdir as
+      // that user and executes the command in its place (docs/sandbox-helper.md). A Docker exec run as
+      // the sandbox user directly would keep the container's capabilities in its bounding set.
+      Cmd: [
+        HELPER_CONTAINER_PATH,
+        "-uid",
+        String(options.user.uid),
+        "-gid",
+        String(options.user.gid),
+        "-spawn",
+        "-dir",
+        options.workdir,
+        "--",
+        request.command,
+        ...(request.args ?? []),
+      ],
+      User: "0:0",
       // Its own marker: the daemon's kill of another command's tree spares it (that kill
       // also takes every process with no marker at all, as one that wiped its environment).
       Env: [...environment, `${MARKER_VARIABLE}=${marker}`],
-      WorkingDir: options.workdir,
       AttachStdin: true,
       AttachStdout: true,
       AttachStderr: true,

@@ -13,6 +13,7 @@ import { createScratchDirectory, SCRATCH_MOUNTS } from "./disk-watch.js";
 import { ATTACHED_STDIO, LABEL_RUN_ID, resourceLabels } from "./labels.js";
 import { OPERATION_DEADLINE_MS, SandboxChannel } from "./sandbox-channel.js";
 import { TaskNetwork } from "./task-network.js";
+import { HELPER_CONTAINER_PATH } from "./helper-path.js";
 
 /**
  * The in-container helper: a static binary built from src/sandbox/docker/helper
@@ -22,8 +23,6 @@ import { TaskNetwork } from "./task-network.js";
  * image needs nothing (docs/sandbox-helper.md).
  */
 const HELPER_FILE = fileURLToPath(new URL("../../../build/agent-runner-sandboxd", import.meta.url));
-/** Where a container sees the helper; next to the git metadata (/run/agent-runner/git), a path no image uses. */
-export const HELPER_CONTAINER_PATH = "/run/agent-runner/agent-runner-sandboxd";
 
 let helperCopy: string | null = null;
 
@@ -59,7 +58,7 @@ function helperMountSource(): string {
 
 /**
  * Docker create options of a sandbox container: network none, every
- * capability dropped but the helper's SETUID/SETGID, no-new-privileges, cgroup limits, commands as an unprivileged user,
+ * capability dropped but the helper's SETUID/SETGID/SETPCAP (none left in its commands' bounding set), no-new-privileges, cgroup limits, commands as an unprivileged user,
  * only the workspace (and read-only git metadata) mounted, `--init` so orphans
  * are reaped, and stdin-once so the container ends itself when the runner's
  * attach connection drops. The image's file system is read-only: what the
@@ -108,10 +107,13 @@ export function sandboxContainerOptions(spec: SandboxSpec, scratch: string, netw
 
       ReadonlyRootfs: true,
       CapDrop: ["ALL"],
-      // Only for the helper to hand its commands to spec.user; a process that
-      // runs as spec.user has none (setuid to a non-zero uid clears them, and
-      // no-new-privileges stops setuid binaries and file capabilities).
-      CapAdd: ["SETUID", "SETGID"],
+      // Only for the helper: SETUID and SETGID to hand its commands to
+      // spec.user, SETPCAP to take all three out of the bounding set its
+      // commands inherit (src/sandbox/docker/helper/bounding.go). A process that
+      // runs as spec.user has none, not even bounded (setuid to a non-zero uid
+      // clears the others, and no-new-privileges stops setuid binaries and file
+      // capabilities).
+      CapAdd: ["SETUID", "SETGID", "SETPCAP"],
       SecurityOpt: ["no-new-privileges"],
       Privileged: false,
       Init: true,

@@ -14,6 +14,10 @@
 //
 // Usage: agent-runner-sandboxd -uid N -gid N   (as root; the workspace root
 // comes from $RUNNER_WORKSPACE, default /workspace)
+//
+//	agent-runner-sandboxd -uid N -gid N -spawn -dir D -- command [args...]
+//	  (as root, from a Docker exec: runs the command as the sandbox user in D;
+//	  see spawnAsSandboxUser)
 package main
 
 import (
@@ -42,9 +46,19 @@ var (
 func main() {
 	flag.IntVar(&sandboxUID, "uid", -1, "uid the agent's commands run as (> 0)")
 	flag.IntVar(&sandboxGID, "gid", -1, "gid the agent's commands run as (>= 0)")
+	spawn := flag.Bool("spawn", false, "run the command after -- as the sandbox user, in place (for a Docker exec)")
+	spawnDirectory := flag.String("dir", "/", "with -spawn: the command's working directory")
 	flag.Parse()
 	if os.Getuid() != 0 || sandboxUID <= 0 || sandboxGID < 0 {
 		fmt.Fprintf(os.Stderr, "agent-runner-sandboxd must start as root with -uid/-gid set (uid %d, sandbox %d:%d)\n", os.Getuid(), sandboxUID, sandboxGID)
+		os.Exit(70)
+	}
+	if *spawn {
+		spawnAsSandboxUser(*spawnDirectory, flag.Args())
+	}
+	// No process the helper starts may hold SETUID or SETGID, even in its bounding set.
+	if err := dropBoundingCapabilities(); err != nil {
+		fmt.Fprintf(os.Stderr, "agent-runner-sandboxd: cannot drop the bounding set: %v\n", err)
 		os.Exit(70)
 	}
 	// A write to a closed stdout must fail with EPIPE, not kill the helper
@@ -53,7 +67,8 @@ func main() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	// The helper starts as root inside the container (holding only CAP_SETUID
-	// and CAP_SETGID; the container drops every other capability) and at once
+	// and CAP_SETGID once CAP_SETPCAP went with the bounding set above; the
+	// container drops every other capability) and at once
 	// takes the sandbox user as its *effective* ids, keeping root as its real
 	// and saved ids. Its file operations therefore run as the sandbox user
 	// (files belong to it, permissions apply), while the agent's processes,
