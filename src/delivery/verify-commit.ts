@@ -1,8 +1,10 @@
 import { SandboxError, errorMessage } from "../errors.js";
+import { dirname } from "node:path";
+import { filesystemUsage } from "../process/filesystem-usage.js";
 import type { EventSink } from "../events/run-events.js";
 import { createSandbox, type ExecResult, type SandboxProvider, type SandboxSpec } from "../sandbox/sandbox.js";
 import { applyProtectedPaths } from "../workspace/protected-paths.js";
-import { createDetachedWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
+import { checkoutSize, createDetachedWorktree, removeRunWorktree, type RunWorktree } from "../workspace/run-worktree.js";
 import { runSetupCommands, type SetupCommandResult } from "./setup-commands.js";
 
 /** report.json `verify`. */
@@ -44,7 +46,7 @@ const OUTPUT_TAIL_CHARACTERS = 4000;
 export function verifyEnding(verify: Pick<VerifyResult, "exit_code" | "timed_out" | "sandbox_lost">, timeoutSec: number): string {
   if (verify.sandbox_lost !== null) return "the sandbox was lost while it ran";
   if (verify.timed_out) return `timed out after ${timeoutSec} s`;
-  return verify.exit_code === null ? "no exit code" : `exit ${verify.exit_code}`;
+  return verify.exit_code === null ? "did not run" : `exit ${verify.exit_code}`;
 }
 
 export interface VerifyContext {
@@ -73,8 +75,13 @@ export interface VerifyContext {
  * A sandbox that goes away while the command runs (its helper or container
  * killed, e.g. by a test that kills every process) was lost to the agent's
  * code: the verdict is "not passed" with `sandbox_lost` saying why, provided
- * Docker can still remove the container. Throws SandboxError when the sandbox
- * cannot be made or removed (infrastructure); CancelledError via the signal.
+ * Docker can still remove the container. The checkout is made on the run's
+ * disk: when the agent's worktree leaves no room for it there (ENOSPC, blocks
+ * or inodes of `sandbox.limits.disk`), the command does not run and the
+ * verdict is "not passed", saying so (issue 20 item 7: the agent's own
+ * writes filled the disk, so it is the agent's failure, not the
+ * infrastructure's). Throws SandboxError when the sandbox cannot be made or
+ * removed (infrastructure); CancelledError via the signal.
  */
 export async function verifyCommit(
   verify: { command: string; timeout_sec: number; protect?: string[]; setup?: readonly string[]; python_safe_path?: boolean },
@@ -86,18 +93,42 @@ export async function verifyCommit(
   const patterns = verify.protect ?? [];
   let checkoutCommit = commit;
   let protectedPaths: ProtectedPaths | null = null;
-  if (patterns.length) {
-    const applied = await applyProtectedPaths(worktree, commit, context.baseCommit, patterns, `${context.directory}.protect-index`);
-    checkoutCommit = applied.commit;
-    protectedPaths = { patterns, from_commit: context.baseCommit, restored: applied.restored, deleted: applied.deleted, omitted: applied.omitted };
-    context.events.emit({ type: "verify.protected", data: { agent_id: context.agentId, ...protectedPaths } });
+  const started = Date.now();
+  let checkout: RunWorktree;
+  try {
+    if (patterns.length) {
+      const applied = await applyProtectedPaths(worktree, commit, context.baseCommit, patterns, `${context.directory}.protect-index`);
+      checkoutCommit = applied.commit;
+      protectedPaths = { patterns, from_commit: context.baseCommit, restored: applied.restored, deleted: applied.deleted, omitted: applied.omitted };
+      context.events.emit({ type: "verify.protected", data: { agent_id: context.agentId, ...protectedPaths } });
+    }
+    checkout = await createDetachedWorktree(worktree, checkoutCommit, context.directory);
+  } catch (error) {
+    if (!(await checkoutDoesNotFit(worktree, checkoutCommit, context.directory))) throw error;
+    const tail =
+      "[agent-runner] the verification checkout of the commit does not fit on the run's disk (sandbox.limits.disk): " +
+      "the worktree the agent left fills it, so the verify command did not run. The checkout needs room for a second copy " +
+      "of the committed files: keep the worktree under half of sandbox.limits.disk (blocks and files), or raise the limit. " +
+      `(${errorMessage(error).split("\n")[0]})`;
+    context.events.emit({
+      type: "verify.finished",
+      data: {
+        agent_id: context.agentId,
+        command: verify.command,
+        exit_code: null,
+        passed: false,
+        timed_out: false,
+        duration_ms: Date.now() - started,
+        output_tail: tail.slice(-1000),
+        sandbox_lost: null,
+      },
+    });
+    return { command: verify.command, exit_code: null, passed: false, timed_out: false, output_tail: tail, sandbox_lost: null, protected: protectedPaths };
   }
-  const checkout = await createDetachedWorktree(worktree, checkoutCommit, context.directory);
   try {
     const sandbox = await createSandbox(context.provider, await context.specFor("verify", checkout), context.signal);
     let result: ExecResult | null = null;
     let sandboxLost: string | null = null;
-    const started = Date.now();
     try {
       const env = verificationEnvironment(verify);
       const setup = await runSetupCommands(sandbox, verify.setup ?? [], {
@@ -176,6 +207,22 @@ export async function verifyCommit(
  */
 function verificationEnvironment(verify: { python_safe_path?: boolean }): Record<string, string> {
   return verify.python_safe_path === false ? {} : { PYTHONSAFEPATH: "1" };
+}
+
+/**
+ * Whether a checkout of `commit` cannot fit in what the disk under `directory`
+ * has left (blocks or inodes), as the reason a `git worktree add` there failed.
+ * git reports ENOSPC only as "unable to write file" and removes its partial
+ * checkout, so the sizes are compared instead: those of the commit's files
+ * rounded to 4 KiB blocks ({@link checkoutSize}) against statfs's free space,
+ * with 10 % left for directories and git's own files.
+ */
+async function checkoutDoesNotFit(worktree: RunWorktree, commit: string, directory: string): Promise<boolean> {
+  const [needed, disk] = await Promise.all([checkoutSize(worktree.repositoryRoot, commit), filesystemUsage(dirname(directory))]).catch(
+    () => [null, null] as const,
+  );
+  if (!needed || !disk) return false;
+  return disk.full || needed.bytes > disk.availableBytes * 0.9 || needed.files > disk.availableFiles * 0.9;
 }
 
 /** A failed setup command as the verification's result: the verify command never ran. */

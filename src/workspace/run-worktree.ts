@@ -112,13 +112,21 @@ export async function branchHead(repositoryRoot: string, branch: string): Promis
  * small for the checkout from another failure of `git worktree add`.
  */
 export async function checkoutBytes(repositoryDirectory: string): Promise<number> {
-  const listing = await rawSafeGit({ baseDirectory: repositoryDirectory }, ["ls-tree", "-r", "-l", "--full-tree", "HEAD"]);
+  return (await checkoutSize(repositoryDirectory, "HEAD")).bytes;
+}
+
+/** {@link checkoutBytes} of any commit, with the number of files (each takes an inode). */
+export async function checkoutSize(repositoryDirectory: string, commit: string): Promise<{ bytes: number; files: number }> {
+  const listing = await rawSafeGit({ baseDirectory: repositoryDirectory }, ["ls-tree", "-r", "-l", "--full-tree", commit]);
   let bytes = 0;
+  let files = 0;
   for (const line of listing.split("\n")) {
-    const size = Number(/^\S+ blob \S+\s+(\d+)\t/.exec(line)?.[1] ?? 0);
-    bytes += Math.ceil(size / 4096) * 4096;
+    const size = /^\S+ blob \S+\s+(\d+)\t/.exec(line)?.[1];
+    if (size === undefined) continue;
+    bytes += Math.ceil(Number(size) / 4096) * 4096;
+    files += 1;
   }
-  return bytes;
+  return { bytes, files };
 }
 
 /** Who the sandbox runs as: the runner's own uid, else the repository's owner, else {@link FALLBACK_SANDBOX_UID} when that is root. */

@@ -248,3 +248,27 @@ describe("sandbox.limits.disk too small for the repository's checkout", () => {
     }
   });
 });
+
+describe("sandbox.limits.disk filled by the agent's worktree: no room for the verification checkout", () => {
+  it("ends the run failed (the agent's doing), not error, and says the checkout did not fit", async () => {
+    requireRoot();
+    await requireDocker();
+    await using repository = createGitRepository({ "app.txt": "hello\n" }, { prefix: "agent-runner-sec-disk-verify-" });
+    // 40 MiB that does not compress, committed: the checkout of it needs another 40 MiB of the 64 MiB disk.
+    const run = await runScriptedTask({
+      repository: repository.root,
+      sandbox: { limits: { disk: LIMIT } },
+      turns: [shellTurn('head -c 40M /dev/urandom > /workspace/blob.bin; echo "rc=$?"')],
+      verify: { command: "true" },
+    });
+    try {
+      expect(parseShellResult(run.toolResults[0]).stdout, describeRun(run)).toMatch(/^rc=0$/m);
+      expect(run.report.status, describeRun(run)).toBe("failed");
+      expect(run.report.reason).toBe("verify_failed");
+      expect(run.report.verify).toMatchObject({ exit_code: null, passed: false, timed_out: false });
+      expect(run.report.verify!.output_tail).toMatch(/does not fit on the run's disk \(sandbox\.limits\.disk\).*did not run/);
+    } finally {
+      run.dispose();
+    }
+  });
+});
