@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { BatchOptions, BatchPlan, BatchStatus, JournalLine, Tokens } from "./batch-state.js";
 import { ConfigError } from "../errors.js";
 import { roundUsd } from "../model/pricing.js";
-import type { BatchTaskStatus } from "./outcomes.js";
+import { isBeforeRunError, type BatchTaskStatus } from "./outcomes.js";
 
 /** One run of a task (an attempt's try), as batch-report.json lists it. */
 export interface BatchAttempt {
@@ -93,11 +93,15 @@ export interface BatchState {
 /** Why a task that did not finish is `skipped`. */
 export type SkipReason = "interrupted" | "stopped_after_errors" | "budget_exhausted" | "deadline_reached" | "not_run";
 
-/** Whether an attempt is settled, given its finished tries in order: the last succeeded or failed, or ended in an error with no retry left. */
-export function attemptSettled(finished: Pick<BatchAttempt, "status">[], retries: number): boolean {
+/**
+ * Whether an attempt is settled, given its finished tries in order: the last
+ * succeeded or failed, or ended in an error known before the run (never
+ * retried), or in an error with no retry left.
+ */
+export function attemptSettled(finished: Pick<BatchAttempt, "status" | "reason">[], retries: number): boolean {
   const last = finished.at(-1);
   if (!last) return false;
-  if (last.status !== "error") return true;
+  if (last.status !== "error" || isBeforeRunError(last)) return true;
   return finished.filter((attempt) => attempt.status === "error").length > retries;
 }
 

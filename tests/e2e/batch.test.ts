@@ -107,15 +107,15 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
 
     const report = readJson<BatchReport>(last.report);
     const byName = Object.fromEntries(report.tasks.map((task) => [task.name, task]));
-    expect(Object.keys(byName)).toEqual(["fails-verify/task.yaml", "model-down/task.yaml", "passes/task.yaml", "verify-hangs/task.yaml"]);
-    expect(byName["passes/task.yaml"]).toMatchObject({ status: "succeeded", reason: "verified", task_file: join(tasks, "passes", "task.yaml") });
+    expect(Object.keys(byName)).toEqual(["fails-verify", "model-down", "passes", "verify-hangs"]);
+    expect(byName["passes"]).toMatchObject({ status: "succeeded", reason: "verified", task_file: join(tasks, "passes", "task.yaml") });
     // The agent's failure: never an error, never retried.
-    expect(byName["fails-verify/task.yaml"]).toMatchObject({ status: "failed", reason: "verify_failed" });
-    expect(byName["fails-verify/task.yaml"]!.attempts).toHaveLength(1);
-    expect(byName["verify-hangs/task.yaml"]).toMatchObject({ status: "failed", reason: "verify_timed_out" });
-    expect(byName["verify-hangs/task.yaml"]!.attempts).toHaveLength(1);
+    expect(byName["fails-verify"]).toMatchObject({ status: "failed", reason: "verify_failed" });
+    expect(byName["fails-verify"]!.attempts).toHaveLength(1);
+    expect(byName["verify-hangs"]).toMatchObject({ status: "failed", reason: "verify_timed_out" });
+    expect(byName["verify-hangs"]!.attempts).toHaveLength(1);
     // The endpoint down: an infrastructure error, retried once, both runs kept with their run ids.
-    const down = byName["model-down/task.yaml"]!;
+    const down = byName["model-down"]!;
     expect(down).toMatchObject({ status: "error", reason: "connection_error" });
     expect(down.attempts.map((attempt) => [attempt.try, attempt.status, attempt.reason])).toEqual([
       [1, "error", "connection_error"],
@@ -222,8 +222,8 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(last.status).toBe("interrupted");
     const report = readJson<BatchReport>(join(home.path, "batches", batchId, "batch-report.json"));
     expect(report.tasks.map((task) => [task.name, task.status, task.reason])).toEqual([
-      ["a-slow/task.yaml", "skipped", "interrupted"],
-      ["b-waits/task.yaml", "skipped", "interrupted"],
+      ["a-slow", "skipped", "interrupted"],
+      ["b-waits", "skipped", "interrupted"],
     ]);
     expect(readJson(join(home.path, "runs", runId, "report.json"))).toMatchObject({ status: "cancelled", error: "cancelled: the batch was interrupted" });
     expect(containersOfRun(runId)).toEqual([]);
@@ -254,11 +254,11 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       existsSync(journalFile)
         ? lines(readFileSync(journalFile, "utf8")).map((line) => JSON.parse(line) as { type: string; task?: string; run_id?: string })
         : [];
-    const runOf = (task: string) => journal().find((line) => line.type === "attempt.started" && line.task === `${task}/task.yaml`)?.run_id;
+    const runOf = (task: string) => journal().find((line) => line.type === "attempt.started" && line.task === task)?.run_id;
     await waitFor(
       "a-fast finished and both slow tasks sleeping in their tool call",
       () =>
-        journal().some((line) => line.type === "attempt.finished" && line.task === "a-fast/task.yaml") &&
+        journal().some((line) => line.type === "attempt.finished" && line.task === "a-fast") &&
         ["b-slow", "c-slow"].every((task) => {
           const runId = runOf(task);
           return runId && eventsOfType(readEvents(join(home.path, "runs", runId)), "tool_call.started").length > 0;
@@ -278,14 +278,14 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(lines(resumed.stdout)[0]).toBe(`batch ${batchId}`);
     const report = readJson<BatchReport>(join(home.path, "batches", batchId, "batch-report.json"));
     expect(report.tasks.map((task) => [task.name, task.status, task.reason, task.attempts.length])).toEqual([
-      ["a-fast/task.yaml", "succeeded", "verified", 1],
-      ["b-slow/task.yaml", "succeeded", "verified", 1],
-      ["c-slow/task.yaml", "succeeded", "verified", 1],
-      ["d-later/task.yaml", "succeeded", "verified", 1],
+      ["a-fast", "succeeded", "verified", 1],
+      ["b-slow", "succeeded", "verified", 1],
+      ["c-slow", "succeeded", "verified", 1],
+      ["d-later", "succeeded", "verified", 1],
     ]);
     // The runs in flight were continued (the same run ids), not started again; the finished task got no request.
     for (const [task, runId] of Object.entries(inFlight)) {
-      expect(report.tasks.find((entry) => entry.name === `${task}/task.yaml`)!.attempts[0]!.run_id).toBe(runId);
+      expect(report.tasks.find((entry) => entry.name === task)!.attempts[0]!.run_id).toBe(runId);
       expect(readJson(join(home.path, "runs", runId, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1 });
       expect(containersOfRun(runId)).toEqual([]);
     }
@@ -327,17 +327,17 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     const images = lines(prepared.stdout).map((line) => JSON.parse(line) as { need: string; tasks: string[]; source: string | null; error: string | null });
     expect(images.map((image) => image.source).sort()).toEqual(["built", "reused", null].sort());
     const missing = images.find((image) => image.error !== null)!;
-    expect(missing).toMatchObject({ need: absent, tasks: ["absent/task.yaml"] });
+    expect(missing).toMatchObject({ need: absent, tasks: ["absent"] });
     expect(missing.error).toMatch(/could not be pulled/);
 
     const result = await runCli(["batch", "run", tasks, "-j", "2", "--json", "--max-errors", "5"], environment);
     const report = readJson(JSON.parse(lines(result.stdout).at(-1)!).report as string) as unknown as BatchReport;
     const byName = Object.fromEntries(report.tasks.map((task) => [task.name, task]));
-    expect(Object.keys(byName).sort(), result.stdout + result.stderr).toEqual(["absent/task.yaml", "built-a/task.yaml", "built-b/task.yaml"]);
-    expect(byName["built-a/task.yaml"]!.status).toBe("succeeded");
-    expect(byName["built-b/task.yaml"]!.status).toBe("succeeded");
-    expect(byName["absent/task.yaml"]).toMatchObject({ status: "error", reason: "image_unavailable" });
-    expect(byName["absent/task.yaml"]!.attempts[0]!.run_id).toBeNull();
+    expect(Object.keys(byName).sort(), result.stdout + result.stderr).toEqual(["absent", "built-a", "built-b"]);
+    expect(byName["built-a"]!.status).toBe("succeeded");
+    expect(byName["built-b"]!.status).toBe("succeeded");
+    expect(byName["absent"]).toMatchObject({ status: "error", reason: "image_unavailable" });
+    expect(byName["absent"]!.attempts[0]!.run_id).toBeNull();
     expect(counted.server.requests).toHaveLength(0);
     expect(result.stderr).toMatch(/cannot be had; its 1 task\(s\) end in error/);
   });
@@ -363,8 +363,8 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(regraded.code, regraded.stdout + regraded.stderr).toBe(0);
     const report = JSON.parse(regraded.stdout) as { runs: { task: string; before: boolean; after: boolean }[]; totals: { passed: number; changed: number } };
     const byTask = Object.fromEntries(report.runs.map((run) => [run.task, run]));
-    expect(byTask["graded/task.yaml"]).toMatchObject({ before: false, after: true });
-    expect(byTask["no-work/task.yaml"]).toMatchObject({ before: false, after: false });
+    expect(byTask["graded"]).toMatchObject({ before: false, after: true });
+    expect(byTask["no-work"]).toMatchObject({ before: false, after: false });
     expect(report.totals).toMatchObject({ passed: 1, changed: 1 });
     expect(existsSync(join(home.path, "batches", batchId, "batch-verify.json"))).toBe(true);
     // No model call: the scripted endpoint saw nothing new.
