@@ -103,11 +103,7 @@ afterEach(() => {
 });
 
 /** A batch of `tasks` (ids `<name>/task.yaml`); the names in `invalid` are tasks the loader refused, with that message. */
-function makeBatch(
-  tasks: string[],
-  options: Partial<BatchOptions> = {},
-  invalid: Record<string, string> = {},
-): { home: string; directory: BatchDirectory } {
+function makeBatch(tasks: string[], options: Partial<BatchOptions> = {}, invalid: Record<string, string> = {}): { home: string; directory: BatchDirectory } {
   const home = mkdtempSync(join(tmpdir(), "agent-runner-batch-unit-"));
   homes.push(home);
   const directory = BatchDirectory.of(home, "b1");
