@@ -67,7 +67,7 @@ export interface BatchTotals {
   pass_rate: number | null;
   /** succeeded / (tasks − error): the agent's pass rate, infrastructure errors left out; null when every task is an error. */
   pass_rate_without_errors: number | null;
-  /** Runs made (every try of every attempt). */
+  /** Runs made (every try of every attempt that got a run, finished or not: an interrupted run counts; a refused start does not). */
   runs: number;
   /** Attempts whose last try ended in an infrastructure error (what `--max-errors` counts). */
   errored_attempts: number;
@@ -92,6 +92,11 @@ export interface BatchState {
 
 /** Why a task that did not finish is `skipped`. */
 export type SkipReason = "interrupted" | "stopped_after_errors" | "budget_exhausted" | "deadline_reached" | "not_run";
+
+/** Runs made for a task (its attempts that got a run id, finished or not), as the tables' `runs` column and `totals.runs` count them. */
+export function runCount(task: Pick<BatchTaskReport, "attempts">): number {
+  return task.attempts.filter((attempt) => attempt.run_id !== null).length;
+}
 
 /**
  * Whether an attempt is settled, given its finished tries in order: the last
@@ -299,7 +304,7 @@ function totalsOf(tasks: BatchTaskReport[], erroredAttempts: number, wallMs: num
     skipped: count("skipped"),
     pass_rate: tasks.length ? succeeded / tasks.length : null,
     pass_rate_without_errors: tasks.length - error > 0 ? succeeded / (tasks.length - error) : null,
-    runs: finished.length,
+    runs: tasks.reduce((sum, task) => sum + runCount(task), 0),
     errored_attempts: erroredAttempts,
     retries: countRetries(tasks),
     tokens,

@@ -20,6 +20,8 @@ export interface BatchRunner {
 }
 
 export interface BatchProgress {
+  /** An attempt's try has a run: a new one (`resumed` false) or one of a killed batch continued (`resumed` true). */
+  started?(task: string, attempt: number, tryNumber: number, runId: string, resumed: boolean): void;
   /** An attempt's try has an outcome (`done` of `total` attempts settled so far). */
   finished(task: string, attempt: number, tryNumber: number, runId: string | null, outcome: Outcome, settled: { done: number; total: number }): void;
 }
@@ -163,6 +165,7 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
           openStarts();
         }
         journal.append({ type: "attempt.resumed", at: now(), task: id, attempt, try: tryNumber, run_id: handle.id });
+        progress?.started?.(id, attempt, tryNumber, handle.id, true);
         if (!(await follow(id, attempt, tryNumber, handle))) return;
         continue;
       }
@@ -183,6 +186,7 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
         continue;
       }
       journal.append({ type: "attempt.started", at: now(), task: id, attempt, try: next, run_id: handle.id });
+      progress?.started?.(id, attempt, next, handle.id, false);
       if (!(await follow(id, attempt, next, handle))) return;
     }
   };

@@ -5,7 +5,8 @@ import { BatchDirectory, type BatchOptions, type BatchPlan } from "../batch/batc
 import { discoverTasks, type BatchTask, parseFilter, parseShard, selectTasks } from "../batch/discover-tasks.js";
 import { ImageUnavailableError, imageNeed, prepareImages } from "../batch/prepare-images.js";
 import { reverifyBatch } from "../batch/reverify-batch.js";
-import { runBatch, type BatchProgress, type BatchRunner } from "../batch/run-batch.js";
+import { runBatch, type BatchRunner } from "../batch/run-batch.js";
+import { BatchProgressView, resumeHint } from "./batch-progress.js";
 import { writeAtomically } from "../run/run-store.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { formatBatchTable } from "../batch/summary.js";
@@ -122,7 +123,8 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
   const runner = Runner.create({ home, sandboxProvider: provider, sharedRateLimits: true });
   // Images once, up front: a task whose image cannot be had ends `error` without a model call.
   const unavailable = new Map<string, string>();
-  for (const image of await prepareImages(provider.docker, validTasks(directory.readPlan().tasks))) {
+  const plan = directory.readPlan();
+  for (const image of await prepareImages(provider.docker, validTasks(plan.tasks))) {
     if (image.error === null) continue;
     unavailable.set(image.need, image.error);
     out.write(terminalSafe(`image ${image.need}: cannot be had; its ${image.tasks.length} task(s) end in error: ${image.error.split("\n")[0]}`) + "\n");
@@ -136,19 +138,20 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
       return runner.startTask(task, options);
     },
   };
-  const progress: BatchProgress = {
-    finished(task, attempt, tryNumber, runId, outcome, settled) {
-      const which = attempt > 1 || tryNumber > 1 ? ` (attempt ${attempt}, try ${tryNumber})` : "";
-      out.write(
-        terminalSafe(`[${settled.done}/${settled.total}] ${task}${which}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}`) + "\n",
-      );
-    },
-  };
-  const report = await runBatch(batchRunner, directory, signal, progress);
+  const progress = new BatchProgressView((line) => out.write(`${line}\n`));
+  progress.start(plan.tasks.length * plan.options.attempts);
+  let report: BatchReport;
+  try {
+    report = await runBatch(batchRunner, directory, signal, progress);
+  } finally {
+    progress.stop();
+  }
+  const hint = resumeHint(report);
   if (json) {
+    if (hint) out.write(`${terminalSafe(hint)}\n`);
     process.stdout.write(`${JSON.stringify({ batch_id: report.batch_id, status: report.status, report: directory.file("batch-report.json") })}\n`);
   } else {
-    process.stdout.write(`${terminalSafe(formatBatchTable(report))}\nreport: ${directory.file("batch-report.json")}\n`);
+    process.stdout.write(`${terminalSafe(formatBatchTable(report))}\nreport: ${directory.file("batch-report.json")}\n${hint ? `${terminalSafe(hint)}\n` : ""}`);
   }
   return report.exit_code ?? 3;
 }
