@@ -235,6 +235,10 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       ["b-waits", "skipped", "interrupted"],
     ]);
     expect(readJson(join(home.path, "runs", runId, "report.json"))).toMatchObject({ status: "cancelled", error: "cancelled: the batch was interrupted" });
+    // The progress went to stderr (--json): the run's start, then the totals counting it and the way to go on.
+    expect(result.stderr).toContain(`start a-slow run ${runId}`);
+    expect(report.totals.runs).toBe(1);
+    expect(result.stderr).toContain(`2 task(s) did not finish; continue with: runner batch resume ${batchId}`);
     expect(containersOfRun(runId)).toEqual([]);
     const suite = parseJunitSuite(readFileSync(junit, "utf8"));
     expect(suite).toMatchObject({ tests: "2", skipped: "2" });
