@@ -141,6 +141,18 @@ function editDistance(a: string, b: string): number {
 
 /** A YAML parse error (the `yaml` package's) as the problem text: where, what, and the offending line with a caret under the column. */
 export function describeYamlError(
+  error: { message: string; code?: string; linePos?: [{ line: number; col: number }] | [{ line: number; col: number }, { line: number; col: number }] },
+  source: string,
+): string {
+  const described = yamlErrorText(error, source);
+  // `instruction: Fix add(): it is wrong`: the second ": " starts a mapping where YAML allows none; the parser's words do not say why.
+  if (error.code !== "BLOCK_AS_IMPLICIT_KEY") return described;
+  const line = error.linePos ? (source.split(/\r?\n/)[error.linePos[0].line - 1] ?? "") : "";
+  const key = /^\s*(?:- )?([^\s:#][^:#]*?):\s/.exec(line)?.[1] ?? "key";
+  return `${described}\n  the value holds ": ", which YAML reads as another key: quote it (${key}: "...") or write it as a block (${key}: |, the text on the lines below, indented)`;
+}
+
+function yamlErrorText(
   error: { message: string; linePos?: [{ line: number; col: number }] | [{ line: number; col: number }, { line: number; col: number }] },
   source: string,
 ): string {
