@@ -40,7 +40,17 @@ export function describeIssue(issue: z.core.$ZodIssue, readmeSection: string, sc
     return { path, message: `expected ${issue.expected}, got ${describeValue(issue.input)}` };
   }
   if (issue.code === "invalid_value") {
-    return { path, message: `expected one of ${issue.values.map((value) => JSON.stringify(value)).join(", ")}, got ${describeValue(issue.input)}` };
+    const near =
+      typeof issue.input === "string"
+        ? closestName(
+            issue.input,
+            issue.values.filter((value): value is string => typeof value === "string"),
+          )
+        : null;
+    return {
+      path,
+      message: `expected one of ${issue.values.map((value) => JSON.stringify(value)).join(", ")}, got ${describeValue(issue.input)}${near ? ` (did you mean ${near}?)` : ""}`,
+    };
   }
   if (issue.code === "invalid_key") {
     return { path, message: `invalid key ${JSON.stringify(String(issue.input))}: ${issue.issues.map((inner) => inner.message).join("; ")}` };

@@ -2,6 +2,7 @@ import { statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { applyDefaults, defaultTimeout, loadDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
+import { closestName } from "../describe-issue.js";
 import { ConfigError } from "../errors.js";
 import { formatUsd } from "../model/pricing.js";
 import { verifyEnding } from "../delivery/verify-commit.js";
@@ -341,8 +342,16 @@ export function modelFlag(value: string): { provider?: string; name?: string } {
   if (value.trim() === "" || colon === 0) {
     throw new ConfigError(`--model: expected NAME or PROVIDER:NAME (${MODEL_FLAG_PROVIDERS.join(", ")}), such as anthropic:claude-sonnet-4-5; got "${value}"`);
   }
-  // No provider named: the task's default (openai), unless the defaults file names another.
-  if (provider === undefined) return { name: value };
+  if (provider === undefined) {
+    // `antropic:claude-x` would go to the openai provider as a model name and fail there after its retries.
+    const near = colon > 0 ? closestName(prefix, MODEL_FLAG_PROVIDERS) : null;
+    if (near)
+      throw new ConfigError(
+        `--model ${value}: no provider "${prefix}"; did you mean ${near}:${value.slice(colon + 1)}? (The providers: ${MODEL_FLAG_PROVIDERS.join(", ")}; a model of the default provider whose name has a colon: openai:${value}.)`,
+      );
+    // No provider named: the task's default (openai), unless the defaults file names another.
+    return { name: value };
+  }
   const name = value.slice(colon + 1);
   return name ? { provider, name } : { provider };
 }
