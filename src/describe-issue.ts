@@ -40,7 +40,17 @@ export function describeIssue(issue: z.core.$ZodIssue, readmeSection: string, sc
     return { path, message: `expected ${issue.expected}, got ${describeValue(issue.input)}` };
   }
   if (issue.code === "invalid_value") {
-    return { path, message: `expected one of ${issue.values.map((value) => JSON.stringify(value)).join(", ")}, got ${describeValue(issue.input)}` };
+    const near =
+      typeof issue.input === "string"
+        ? closestName(
+            issue.input,
+            issue.values.filter((value): value is string => typeof value === "string"),
+          )
+        : null;
+    return {
+      path,
+      message: `expected one of ${issue.values.map((value) => JSON.stringify(value)).join(", ")}, got ${describeValue(issue.input)}${near ? ` (did you mean ${near}?)` : ""}`,
+    };
   }
   if (issue.code === "invalid_key") {
     return { path, message: `invalid key ${JSON.stringify(String(issue.input))}: ${issue.issues.map((inner) => inner.message).join("; ")}` };
@@ -141,6 +151,18 @@ function editDistance(a: string, b: string): number {
 
 /** A YAML parse error (the `yaml` package's) as the problem text: where, what, and the offending line with a caret under the column. */
 export function describeYamlError(
+  error: { message: string; code?: string; linePos?: [{ line: number; col: number }] | [{ line: number; col: number }, { line: number; col: number }] },
+  source: string,
+): string {
+  const described = yamlErrorText(error, source);
+  // `instruction: Fix add(): it is wrong`: the second ": " starts a mapping where YAML allows none; the parser's words do not say why.
+  if (error.code !== "BLOCK_AS_IMPLICIT_KEY") return described;
+  const line = error.linePos ? (source.split(/\r?\n/)[error.linePos[0].line - 1] ?? "") : "";
+  const key = /^\s*(?:- )?([^\s:#][^:#]*?):\s/.exec(line)?.[1] ?? "key";
+  return `${described}\n  the value holds ": ", which YAML reads as another key: quote it (${key}: "...") or write it as a block (${key}: |, the text on the lines below, indented)`;
+}
+
+function yamlErrorText(
   error: { message: string; linePos?: [{ line: number; col: number }] | [{ line: number; col: number }, { line: number; col: number }] },
   source: string,
 ): string {

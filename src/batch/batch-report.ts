@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { BatchOptions, BatchPlan, BatchStatus, JournalLine, Tokens } from "./batch-state.js";
 import { ConfigError } from "../errors.js";
 import { roundUsd } from "../model/pricing.js";
-import type { BatchTaskStatus } from "./outcomes.js";
+import { isBeforeRunError, type BatchTaskStatus } from "./outcomes.js";
 
 /** One run of a task (an attempt's try), as batch-report.json lists it. */
 export interface BatchAttempt {
@@ -67,7 +67,7 @@ export interface BatchTotals {
   pass_rate: number | null;
   /** succeeded / (tasks − error): the agent's pass rate, infrastructure errors left out; null when every task is an error. */
   pass_rate_without_errors: number | null;
-  /** Runs made (every try of every attempt). */
+  /** Runs made (every try of every attempt that got a run, finished or not: an interrupted run counts; a refused start does not). */
   runs: number;
   /** Attempts whose last try ended in an infrastructure error (what `--max-errors` counts). */
   errored_attempts: number;
@@ -93,11 +93,20 @@ export interface BatchState {
 /** Why a task that did not finish is `skipped`. */
 export type SkipReason = "interrupted" | "stopped_after_errors" | "budget_exhausted" | "deadline_reached" | "not_run";
 
-/** Whether an attempt is settled, given its finished tries in order: the last succeeded or failed, or ended in an error with no retry left. */
-export function attemptSettled(finished: Pick<BatchAttempt, "status">[], retries: number): boolean {
+/** Runs made for a task (its attempts that got a run id, finished or not), as the tables' `runs` column and `totals.runs` count them. */
+export function runCount(task: Pick<BatchTaskReport, "attempts">): number {
+  return task.attempts.filter((attempt) => attempt.run_id !== null).length;
+}
+
+/**
+ * Whether an attempt is settled, given its finished tries in order: the last
+ * succeeded or failed, or ended in an error known before the run (never
+ * retried), or in an error with no retry left.
+ */
+export function attemptSettled(finished: Pick<BatchAttempt, "status" | "reason">[], retries: number): boolean {
   const last = finished.at(-1);
   if (!last) return false;
-  if (last.status !== "error") return true;
+  if (last.status !== "error" || isBeforeRunError(last)) return true;
   return finished.filter((attempt) => attempt.status === "error").length > retries;
 }
 
@@ -295,7 +304,7 @@ function totalsOf(tasks: BatchTaskReport[], erroredAttempts: number, wallMs: num
     skipped: count("skipped"),
     pass_rate: tasks.length ? succeeded / tasks.length : null,
     pass_rate_without_errors: tasks.length - error > 0 ? succeeded / (tasks.length - error) : null,
-    runs: finished.length,
+    runs: tasks.reduce((sum, task) => sum + runCount(task), 0),
     errored_attempts: erroredAttempts,
     retries: countRetries(tasks),
     tokens,

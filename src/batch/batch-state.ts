@@ -1,9 +1,9 @@
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
 import { AppendOnlyFile } from "../events/append-only-file.js";
 import { writeAtomically } from "../run/run-store.js";
+import type { BatchTask } from "./discover-tasks.js";
 import type { BatchTaskStatus } from "./outcomes.js";
 
 /** What `runner batch run` was asked for; `batch.json`, written once when the batch is made, read by `batch resume`. */
@@ -13,8 +13,12 @@ export interface BatchPlan {
   /** The input as given, its kind and the root task ids are relative to. */
   input: { path: string; kind: string; root: string };
   options: BatchOptions;
-  /** The selected tasks, validated (the task as the batch runs it, also when the file changes later). */
-  tasks: { id: string; task_file: string; task: Task }[];
+  /**
+   * The selected tasks, validated (the task as the batch runs it, also when
+   * the file changes later); a task the loader refused has `task` null and
+   * `invalid` (its outcome: `error`, reason `task_invalid`).
+   */
+  tasks: BatchTask[];
   /** How many tasks the input held before `--filter`, `--shard` and `--limit`. */
   discovered: number;
 }

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import picomatch from "picomatch";
 import { globSync } from "tinyglobby";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
@@ -14,31 +14,35 @@ const TASK_FILE_NAMES = ["task.yaml", "task.yml"];
 /** Directories never searched for task files: a repository's git directory and npm's packages. */
 const NEVER_SEARCHED = new Set([".git", "node_modules"]);
 
-/** One task of a batch, validated. */
-export interface BatchTask {
+/**
+ * One task of a batch: validated (`task`), or one whose task file the loader
+ * refused (`task` null, `invalid` the loader's message). An invalid task is
+ * that task's outcome (`error`, reason `task_invalid`), never the batch's
+ * end: the others run, as pytest reports a collection error and runs the rest.
+ */
+export type BatchTask = {
   /**
-   * Stable id: the task file's path relative to the input root (`/`
-   * separated), or a JSONL line's `id` (else `name`). Shards, `--filter`,
+   * Stable id: the task's directory relative to the input root (`/`
+   * separated, without `/task.yaml`; the task file's path when it has
+   * another name), or a JSONL line's `id` (else `name`). Shards, `--filter`,
    * resume and the reports key on it.
    */
   id: string;
   /** Where the task came from: the task file's absolute path, or `<tasks.jsonl>:<line>`. */
   task_file: string;
-  /** The validated task (paths absolute), as `Runner.startTask` takes it. */
-  task: Task;
-}
+} & ({ task: Task; invalid?: undefined } | { task: null; invalid: string });
 
 /** What `runner batch run <input>` was given, and the tasks found there (sorted by id). */
 export interface DiscoveredTasks {
   kind: "directory" | "glob" | "list" | "jsonl";
   /** The directory task ids are relative to. */
   root: string;
+  /** Valid and invalid tasks, in id order. */
   tasks: BatchTask[];
 }
 
 /**
- * Finds and validates every task of a batch input (README "Batch jobs",
- * docs/batch.md "Task discovery"):
+ * Finds and validates every task of a batch input (docs/batch.md "Task discovery"):
  * - a directory: every `task.yaml` (or `task.yml`) below it, at any depth,
  *   except below `.git`, `node_modules` and a directory that holds a task
  *   file itself (a task's own repository is not searched for more tasks);
@@ -51,14 +55,15 @@ export interface DiscoveredTasks {
  *   optional `id` (default: its `name`).
  *
  * Every task is validated before anything starts: its schema, its workspace
- * (a repository with a commit) and its model settings. Throws ConfigError
- * (exit 2) listing every problem of every task, or when ids repeat or the
- * input holds no task.
+ * (a repository with a commit) and its model settings. A task that fails is
+ * returned with `invalid` (the loader's message) and the batch runs the rest.
+ * Throws ConfigError (exit 2) only for the input as a whole: unreadable or of
+ * no known kind, no task in it, ids that repeat, or no valid task at all
+ * (then listing every task's problem).
  */
 export async function discoverTasks(input: string, cwd = process.cwd()): Promise<DiscoveredTasks> {
   const path = resolve(cwd, input);
   const found = existsSync(path) ? discoverAt(path, input) : discoverGlob(input, cwd);
-  const problems: string[] = [];
   const tasks: BatchTask[] = [];
   for (const candidate of found.candidates) {
     try {
@@ -68,15 +73,19 @@ export async function discoverTasks(input: string, cwd = process.cwd()): Promise
       tasks.push({ id: candidate.id, task_file: candidate.taskFile, task });
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
-      problems.push(error instanceof TaskValidationError ? error.message : `${candidate.taskFile}: ${errorMessage(error)}`);
+      const invalid = error instanceof TaskValidationError ? error.message : `${candidate.taskFile}: ${errorMessage(error)}`;
+      tasks.push({ id: candidate.id, task_file: candidate.taskFile, task: null, invalid });
     }
   }
+  const problems: string[] = [];
   const seen = new Map<string, string>();
   for (const task of found.candidates.filter((candidate) => !candidate.broken)) {
     const earlier = seen.get(task.id);
     if (earlier !== undefined) problems.push(`task id "${task.id}" is used by both ${earlier} and ${task.taskFile}; give each task a unique id`);
     seen.set(task.id, task.taskFile);
   }
+  // Nothing would run: that is the input's problem, not a batch of errors.
+  if (problems.length === 0 && tasks.length > 0 && tasks.every((task) => task.task === null)) problems.push(...tasks.map((task) => task.invalid!));
   if (problems.length)
     throw new ConfigError(
       `batch input ${input}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `- ${problem}`).join("\n")}`,
@@ -142,7 +151,17 @@ function taskFileIn(directory: string): string | null {
 }
 
 function fileCandidate(root: string, file: string): Candidate {
-  return { id: relative(root, file).split(sep).join("/"), taskFile: file, load: () => loadTaskFile(file) };
+  return { id: taskFileId(root, file), taskFile: file, load: () => loadTaskFile(file) };
+}
+
+/**
+ * A task file's id: its directory relative to `root` (the directory's own
+ * name when that is `root` itself), or, for a task file with another name
+ * than task.yaml / task.yml, its path relative to `root`.
+ */
+function taskFileId(root: string, file: string): string {
+  const path = TASK_FILE_NAMES.includes(basename(file)) ? dirname(file) : file;
+  return (relative(root, path) || basename(path)).split(sep).join("/");
 }
 
 function discoverGlob(pattern: string, cwd: string): Found {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { relative } from "node:path";
-import { formatRate, type BatchAttempt, type BatchReport, type BatchTaskReport } from "./batch-report.js";
+import { formatRate, runCount, type BatchAttempt, type BatchReport, type BatchTaskReport } from "./batch-report.js";
 import type { RunDetails, TimelineEntry } from "./run-details.js";
 
 /** The status colours (GitHub Primer's success, danger, attention and muted foregrounds): badges, the table, the tests' pixel checks. */
@@ -105,7 +105,7 @@ export function htmlReport(report: BatchReport, batchDirectory: string, detailsO
     return (
       `<tr ${filterAttributes(task)}><td><a href="#task-${index}">${escapeHtml(task.name)}</a>${task.flaky ? " <em>flaky</em>" : ""}</td>` +
       `<td class="status ${escapeHtml(task.status)}"><span class="badge ${escapeHtml(task.status)}">${escapeHtml(task.status)}</span></td>` +
-      `<td>${escapeHtml(task.reason)}</td><td class="num">${task.attempts.length}</td><td class="num">${tokens}</td>` +
+      `<td>${escapeHtml(task.reason)}</td><td class="num">${runCount(task)}</td><td class="num">${tokens}</td>` +
       `<td class="num">${finished.length ? escapeHtml(formatSeconds(duration)) : "-"}</td><td><ul>${runs}</ul></td></tr>`
     );
   });

@@ -1,6 +1,7 @@
 import { create } from "xmlbuilder2";
 import type { BatchAttempt, BatchReport, BatchTaskReport } from "./batch-report.js";
 import type { RunDetailsOf } from "./html-report.js";
+import type { RunDetails } from "./run-details.js";
 
 /** Longest text kept per failure or error element, characters. */
 const MAX_DETAIL_CHARACTERS = 16 * 1024;
@@ -27,11 +28,16 @@ interface Detail {
  * The batch as JUnit XML (the de-facto schema Jenkins, GitLab and GitHub
  * test reporters read): one `<testsuite>`, one `<testcase>` per run of a
  * task (every try of every attempt; a task that never ran gets one), named
- * by the task id, with `[attempt a, try t]` when the task had more than one
- * run, so names are unique. `<failure>` is the agent's failure, `<error>`
- * an infrastructure error, `<skipped>` a task or try that did not finish;
- * `message` is the reason. `<system-out>` has the run's paths, the verify
- * command's output tail and the agent's last message (from `detailsOf`).
+ * by the task id (its directory), with `[attempt a, try t]` when the task
+ * had more than one run, so names are unique; its `classname` is the task
+ * id too, so viewers that group by class show one group per task directory.
+ * `<failure>` is the agent's failure, `<error>` an error (infrastructure,
+ * or a task that could not be run), `<skipped>` a task or try that did not
+ * finish; `message` is the reason. The failure's or error's text, which CI
+ * viewers show first, holds the error, the verify command with its exit
+ * code and its output's tail (from `detailsOf`), and the run directory.
+ * `<system-out>` (which viewers collapse) has the run's paths, the verify
+ * output of a run that did not fail it, and the agent's last message.
  * Escaping is xmlbuilder2's; characters XML 1.0 cannot hold (control
  * characters other than tab and newlines, lone surrogates, U+FFFE/U+FFFF)
  * are removed first, which xmlbuilder2 does not do.
@@ -46,10 +52,10 @@ interface Detail {
  * case where the file can still exceed the limit.
  */
 export function junitXml(report: BatchReport, detailsOf: RunDetailsOf = () => null, maxBytes = JUNIT_MAX_BYTES): string {
-  const cases = report.tasks.flatMap((task): { task: BatchTaskReport; attempt: BatchAttempt | null }[] =>
-    task.attempts.length ? task.attempts.map((attempt) => ({ task, attempt })) : [{ task, attempt: null }],
+  const cases = report.tasks.flatMap((task): Case[] =>
+    (task.attempts.length ? task.attempts : [null]).map((attempt) => ({ task, attempt, details: attempt?.run_dir ? detailsOf(attempt) : null })),
   );
-  const outputs = cases.map(({ task, attempt }) => systemOut(task, attempt, attempt?.run_dir ? detailsOf(attempt) : null));
+  const outputs = cases.map(systemOut);
   const full = render(report, cases, outputs, { systemOut: MAX_SYSTEM_OUT_CHARACTERS, failureText: MAX_DETAIL_CHARACTERS }, null);
   if (Buffer.byteLength(full) <= maxBytes) return full;
   const share = Math.floor(maxBytes / Math.max(1, cases.length) / 4);
@@ -72,26 +78,26 @@ export function junitXml(report: BatchReport, detailsOf: RunDetailsOf = () => nu
   );
 }
 
-function render(
-  report: BatchReport,
-  cases: { task: BatchTaskReport; attempt: BatchAttempt | null }[],
-  outputs: string[],
-  detail: Detail,
-  note: string | null,
-): string {
+/** One testcase: a run of a task (null: the task never ran) and what its run directory holds. */
+interface Case {
+  task: BatchTaskReport;
+  attempt: BatchAttempt | null;
+  details: RunDetails | null;
+}
+
+function render(report: BatchReport, cases: Case[], outputs: string[], detail: Detail, note: string | null): string {
   const count = (status: string) => cases.filter(({ task, attempt }) => (attempt?.status ?? task.status) === status).length;
   const seconds = (ms: number | null | undefined) => ((ms ?? 0) / 1000).toFixed(3);
   const totalMs = cases.reduce((sum, { attempt }) => sum + (attempt?.duration_ms ?? 0), 0);
   const counts = { tests: cases.length, failures: count("failed"), errors: count("error"), skipped: count("skipped"), time: seconds(totalMs) };
   const root = create({ version: "1.0", encoding: "UTF-8" }).ele("testsuites", { name: xmlText(`runner batch ${report.batch_id}`), ...stringify(counts) });
   const suite = root.ele("testsuite", { name: xmlText(`batch ${report.batch_id}`), timestamp: report.created_at.replace(/\.\d+Z$/, ""), ...stringify(counts) });
-  for (const [index, { task, attempt }] of cases.entries()) {
-    const testcase = suite.ele("testcase", { classname: "runner.batch", name: xmlText(caseName(task, attempt)), time: seconds(attempt?.duration_ms) });
+  for (const [index, entry] of cases.entries()) {
+    const { task, attempt } = entry;
+    const testcase = suite.ele("testcase", { classname: xmlText(task.name), name: xmlText(caseName(task, attempt)), time: seconds(attempt?.duration_ms) });
     const status = attempt?.status ?? task.status;
     const reason = xmlText(attempt?.reason ?? task.reason);
-    const text = detail.failureText
-      ? xmlText(truncate([attempt?.error ?? task.error, attempt?.run_dir ? `run: ${attempt.run_dir}` : null].filter(Boolean).join("\n"), detail.failureText))
-      : "";
+    const text = detail.failureText ? xmlText(failureText(entry, detail.failureText)) : "";
     if (status === "failed") testcase.ele("failure", { message: reason, type: reason }).txt(text);
     else if (status === "error") testcase.ele("error", { message: reason, type: reason }).txt(text);
     else if (status === "skipped") testcase.ele("skipped", { message: reason });
@@ -101,12 +107,37 @@ function render(
   return `${root.end({ prettyPrint: true })}\n`;
 }
 
-function systemOut(task: BatchTaskReport, attempt: BatchAttempt | null, details: ReturnType<RunDetailsOf>): string {
+/**
+ * A failure's or error's text, at most `limit` characters: the error, the
+ * verify command that did not pass with its exit and its output's tail (its
+ * end kept when cut: that is where a test runner says what failed), the run
+ * directory.
+ */
+function failureText({ task, attempt, details }: Case, limit: number): string {
+  const error = attempt?.error ?? task.error;
+  const verify = details?.verify && !details.verify.passed ? details.verify : null;
+  const head = [error, verify ? `$ ${verify.command}\n${verify.timedOut ? "timed out" : `exit ${verify.exitCode ?? "none (no exit code)"}`}` : null].filter(
+    Boolean,
+  );
+  const foot = attempt?.run_dir ? `run: ${attempt.run_dir}` : null;
+  const fixed = [...head, foot].filter(Boolean).join("\n");
+  if (!verify?.outputTail) return truncate(fixed, limit);
+  const tail = verify.outputTail.trimEnd();
+  const label = "\noutput (tail):\n";
+  const marker = (cut: number) => `[... ${cut} characters cut ...]`;
+  const room = limit - fixed.length - label.length - marker(tail.length).length;
+  if (room <= 0) return truncate(fixed, limit);
+  const output = tail.length <= room ? tail : `${marker(tail.length - room)}${tail.slice(-room)}`;
+  return [...head, `output (tail):\n${output}`, foot].filter(Boolean).join("\n");
+}
+
+function systemOut({ task, attempt, details }: Case): string {
+  const failedVerify = details?.verify && !details.verify.passed;
   return [
     attempt?.run_dir ? `run directory: ${attempt.run_dir}` : null,
     attempt?.patch ? `patch: ${attempt.patch}` : null,
     `task file: ${task.task_file}`,
-    details?.verifyOutput ? `\nverify output (tail):\n${details.verifyOutput}` : null,
+    details?.verifyOutput && !failedVerify ? `\nverify output (tail):\n${details.verifyOutput}` : null,
     details?.finalMessage ? `\nthe agent's last message:\n${details.finalMessage}` : null,
   ]
     .filter(Boolean)

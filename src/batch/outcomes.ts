@@ -1,4 +1,4 @@
-import { RunnerError, errorMessage } from "../errors.js";
+import { ConfigError, RunnerError, errorMessage } from "../errors.js";
 import type { RunReport } from "../run/run-report.js";
 
 /** A batch task's (and a task attempt's) outcome (docs/batch.md "Outcomes"). */
@@ -56,8 +56,31 @@ export function outcomeOfReport(report: Pick<RunReport, "status" | "reason" | "e
  * (`Runner.startTask` rejected): Docker or the image unusable is the
  * infrastructure's; its reason says what failed ({@link RunnerError.reason}:
  * `image_missing`, `docker_unreachable`, ...), as report.json names the
- * errors that end a run.
+ * errors that end a run. A task the runner refuses as bad input (a
+ * ConfigError: e.g. its verify command's program is not in its image) is
+ * `task_invalid`.
  */
 export function outcomeOfStartFailure(error: unknown): Outcome {
+  if (error instanceof ConfigError) return invalidTask(errorMessage(error));
   return { status: "error", reason: error instanceof RunnerError ? error.reason : "internal_error", error: errorMessage(error) };
+}
+
+/** A task the loader (or the runner, before its run) refused: `error`, reason `task_invalid`, the message as its error. */
+export function invalidTask(message: string): Outcome {
+  return { status: "error", reason: "task_invalid", error: message };
+}
+
+/**
+ * Reasons of errors known before a run of the task starts: its task file
+ * refused (`task_invalid`) or its image not to be had (`image_unavailable`,
+ * src/batch/prepare-images.ts). Such an error is its task's outcome: it is
+ * never retried (another try fails the same way) and never counts toward
+ * the `--max-errors` rule that stops a batch, which is for errors of runs (a
+ * daemon that went away, an endpoint that is down); the gate counts it.
+ */
+const BEFORE_RUN_REASONS = new Set(["task_invalid", "image_unavailable"]);
+
+/** Whether an outcome is an error known before any run of its task started ({@link BEFORE_RUN_REASONS}). */
+export function isBeforeRunError(outcome: { status: string; reason: string }): boolean {
+  return outcome.status === "error" && BEFORE_RUN_REASONS.has(outcome.reason);
 }

@@ -9,7 +9,7 @@ import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, StartOptions } from "../runner/runner.js";
 import { attemptSettled, buildBatchReport, type BatchReport, type SkipReason } from "./batch-report.js";
 import { BatchJournal, type AttemptLine, type BatchDirectory, type BatchPlan, type BatchStatus, type FinishedLine, type ProcessLine } from "./batch-state.js";
-import { outcomeOfReport, outcomeOfStartFailure, type Outcome } from "./outcomes.js";
+import { invalidTask, isBeforeRunError, outcomeOfReport, outcomeOfStartFailure, type Outcome } from "./outcomes.js";
 import { writeBatchReports } from "./write-reports.js";
 
 /** What a batch needs of a Runner (src/runner/runner.ts): one process, many runs. */
@@ -20,6 +20,8 @@ export interface BatchRunner {
 }
 
 export interface BatchProgress {
+  /** An attempt's try has a run: a new one (`resumed` false) or one of a killed batch continued (`resumed` true). */
+  started?(task: string, attempt: number, tryNumber: number, runId: string, resumed: boolean): void;
   /** An attempt's try has an outcome (`done` of `total` attempts settled so far). */
   finished(task: string, attempt: number, tryNumber: number, runId: string | null, outcome: Outcome, settled: { done: number; total: number }): void;
 }
@@ -64,8 +66,12 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
   const slots = plan.tasks.flatMap((entry) => Array.from({ length: attempts }, (_, index) => ({ entry, attempt: index + 1 })));
   const finishedOf = (task: string, attempt: number) => journal.linesOf(task, attempt).filter((line): line is FinishedLine => line.type === "attempt.finished");
   const settled = (task: string, attempt: number) => attemptSettled(finishedOf(task, attempt), retries);
+  /** Attempts that ended in an error of a run (what `--max-errors` stops on): errors known before a run started are left out. */
   const erroredAttempts = () =>
-    slots.filter(({ entry, attempt }) => finishedOf(entry.id, attempt).at(-1)?.status === "error" && settled(entry.id, attempt)).length;
+    slots.filter(({ entry, attempt }) => {
+      const last = finishedOf(entry.id, attempt).at(-1);
+      return last?.status === "error" && !isBeforeRunError(last) && settled(entry.id, attempt);
+    }).length;
   const startedAt = Date.now();
   /** Why no more runs start: the deadline passed, or the runs so far cost the budget. */
   const budgetStop = (): SkipReason | null => {
@@ -99,7 +105,8 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
       duration_ms: runReport?.duration_ms ?? null,
       patch: runReport?.patch ?? null,
     });
-    if (outcome.status === "error" && settled(task, attempt) && erroredAttempts() > maxErrors) stopReason ??= "stopped_after_errors";
+    if (outcome.status === "error" && !isBeforeRunError(outcome) && settled(task, attempt) && erroredAttempts() > maxErrors)
+      stopReason ??= "stopped_after_errors";
     progress?.finished(task, attempt, tryNumber, runId, outcome, {
       done: slots.filter((slot) => settled(slot.entry.id, slot.attempt)).length,
       total: slots.length,
@@ -158,6 +165,7 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
           openStarts();
         }
         journal.append({ type: "attempt.resumed", at: now(), task: id, attempt, try: tryNumber, run_id: handle.id });
+        progress?.started?.(id, attempt, tryNumber, handle.id, true);
         if (!(await follow(id, attempt, tryNumber, handle))) return;
         continue;
       }
@@ -165,6 +173,10 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
       stopReason ??= budgetStop();
       if (signal.aborted || stopReason) return;
       const next = tryNumber + 1;
+      if (entry.task === null) {
+        finish(id, attempt, next, null, invalidTask(entry.invalid), null);
+        continue;
+      }
       let handle: RunHandle;
       try {
         handle = await runner.startTask(entry.task, { signal });
@@ -174,12 +186,17 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
         continue;
       }
       journal.append({ type: "attempt.started", at: now(), task: id, attempt, try: next, run_id: handle.id });
+      progress?.started?.(id, attempt, next, handle.id, false);
       if (!(await follow(id, attempt, next, handle))) return;
     }
   };
 
   const semaphore = new Semaphore(plan.options.jobs);
   try {
+    // Tasks the loader refused: their outcome is known before any run starts, whatever stops the batch later.
+    for (const { entry, attempt } of slots) {
+      if (entry.task === null && !settled(entry.id, attempt)) finish(entry.id, attempt, 1, null, invalidTask(entry.invalid), null);
+    }
     // Runs a killed batch left in flight that finished before it could write that down: their reports are their outcomes.
     for (const { entry, attempt } of slots) {
       const lines = journal.linesOf(entry.id, attempt);

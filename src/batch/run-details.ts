@@ -32,6 +32,8 @@ export interface RunDetails {
   diff: { text: string; shownBytes: number; totalBytes: number } | null;
   /** The verify command's output tail of the last verify.finished (what a CI reader wants first). */
   verifyOutput: string | null;
+  /** The main agent's last verification (its last verify.finished of the main agent): command, exit code (null when it had none), timed out. */
+  verify: { command: string; exitCode: number | null; timedOut: boolean; passed: boolean; outputTail: string } | null;
   /** The main agent's final message. */
   finalMessage: string | null;
 }
@@ -65,6 +67,7 @@ export function readRunDetails(runDirectory: string, patchPath: string | null): 
     eventsCut,
     diff: diffRead && diffRead.totalBytes > 0 ? { text: diffRead.text, shownBytes: Buffer.byteLength(diffRead.text), totalBytes: diffRead.totalBytes } : null,
     verifyOutput: verify ? timeline.verifyOutput : null,
+    verify: timeline.verify,
     finalMessage: timeline.finalMessage,
   };
 }
@@ -156,11 +159,12 @@ const TIMELINE_TYPES = new Set(
  * and faults; model calls and context bookkeeping are left out (a step is
  * seen in its tool calls).
  */
-function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: string | null; finalMessage: string | null } {
+function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: string | null; verify: RunDetails["verify"]; finalMessage: string | null } {
   const entries: TimelineEntry[] = [];
   const openTools = new Map<string, TimelineEntry>();
   let verifyEntry: TimelineEntry | null = null;
   let verifyOutput: string | null = null;
+  let verify: RunDetails["verify"] = null;
   let finalMessage: string | null = null;
   let start: number | null = null;
   for (const line of text.split("\n")) {
@@ -310,6 +314,11 @@ function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: str
         entry.detail = clip(`$ ${event.data.command}\n${event.data.output_tail}`);
         entry.outcome = event.data.passed ? "ok" : "bad";
         verifyOutput = event.data.output_tail;
+        // A worker's verify (agent_id other than main) is not the run's verification.
+        if ((event.data.agent_id ?? "main") === "main") {
+          const { command, exit_code: exitCode, timed_out: timedOut, passed, output_tail: outputTail } = event.data;
+          verify = { command, exitCode, timedOut, passed, outputTail };
+        }
         verifyEntry = null;
         break;
       }
@@ -354,5 +363,5 @@ function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: str
         break;
     }
   }
-  return { entries, verifyOutput, finalMessage };
+  return { entries, verifyOutput, verify, finalMessage };
 }

@@ -1,4 +1,4 @@
-import { formatRate, type BatchReport } from "./batch-report.js";
+import { formatRate, runCount, type BatchReport } from "./batch-report.js";
 import { formatUsd } from "../model/pricing.js";
 
 /** The batch as a plain-text table (`runner batch show`, the end of `batch run`): one row per task, then the totals and the gate. */
@@ -7,7 +7,7 @@ export function formatBatchTable(report: BatchReport): string {
     task.name,
     task.status,
     oneLine(task.reason),
-    String(task.attempts.length),
+    String(runCount(task)),
     task.attempts.filter((attempt) => attempt.run_id).at(-1)?.run_id ?? "-",
   ]);
   const header = ["task", "status", "reason", "runs", "last run"];
@@ -73,7 +73,7 @@ export function markdownSummary(report: BatchReport, reportPath: string, maxByte
     .sort((a, b) => (ROW_ORDER[a.status] ?? 9) - (ROW_ORDER[b.status] ?? 9))
     .map(
       (task) =>
-        `| ${cell(task.name)} | ${task.status} | ${cell(task.reason)} | ${task.attempts.length} | ${cell(task.attempts.filter((attempt) => attempt.run_dir).at(-1)?.run_dir ?? "-")} |`,
+        `| ${cell(task.name)} | ${task.status} | ${cell(task.reason)} | ${runCount(task)} | ${cell(task.attempts.filter((attempt) => attempt.run_dir).at(-1)?.run_dir ?? "-")} |`,
     );
   const truncation = (left: number) =>
     `\n\n_Truncated: ${left} more task${left === 1 ? "" : "s"} not shown (this summary is kept under ${maxBytes} bytes); every task is in ${cell(reportPath)}._\n`;

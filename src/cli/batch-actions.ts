@@ -2,14 +2,16 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { buildBatchReport, mergeBatchReports, type BatchReport } from "../batch/batch-report.js";
 import { BatchDirectory, type BatchOptions, type BatchPlan } from "../batch/batch-state.js";
-import { discoverTasks, parseFilter, parseShard, selectTasks } from "../batch/discover-tasks.js";
+import { discoverTasks, type BatchTask, parseFilter, parseShard, selectTasks } from "../batch/discover-tasks.js";
 import { ImageUnavailableError, imageNeed, prepareImages } from "../batch/prepare-images.js";
 import { reverifyBatch } from "../batch/reverify-batch.js";
-import { runBatch, type BatchProgress, type BatchRunner } from "../batch/run-batch.js";
+import { runBatch, type BatchRunner } from "../batch/run-batch.js";
+import { BatchProgressView, resumeHint } from "./batch-progress.js";
 import { writeAtomically } from "../run/run-store.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import { formatBatchTable } from "../batch/summary.js";
 import { writeBatchReports } from "../batch/write-reports.js";
+import type { Task } from "../config/load-task.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { sweBenchPredictions } from "../importers/export-predictions.js";
 import { newRunId } from "../run/run-id.js";
@@ -64,8 +66,14 @@ export async function batchPrepare(input: string, flags: PrepareFlags): Promise<
     shard: flags.shard ?? null,
     limit: flags.limit === undefined ? null : integer(flags.limit, "--limit", 1),
   });
+  // A task the loader refused needs no image; it is listed, and the batch will report it (task_invalid) without failing this step.
+  for (const entry of selected) {
+    if (entry.task !== null) continue;
+    if (flags.json) process.stdout.write(`${JSON.stringify({ task: entry.id, invalid: entry.invalid })}\n`);
+    else process.stdout.write(terminalSafe(`invalid ${entry.id}: ${entry.invalid.split("\n").join(" ")}`) + "\n");
+  }
   const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
-  const images = await prepareImages(provider.docker, selected);
+  const images = await prepareImages(provider.docker, validTasks(selected));
   for (const image of images) {
     if (flags.json) {
       const line = { need: image.need, tasks: image.tasks, image: image.ready?.image ?? null, source: image.ready?.source ?? null, error: image.error };
@@ -89,7 +97,7 @@ export async function batchRun(input: string, flags: RunFlags, signal: AbortSign
     created_at: new Date().toISOString(),
     input: { path: resolve(input), kind: discovered.kind, root: discovered.root },
     options,
-    tasks: selected.map(({ id, task_file, task }) => ({ id, task_file, task })),
+    tasks: selected,
     discovered: discovered.tasks.length,
   };
   const directory = BatchDirectory.of(home, plan.batch_id);
@@ -115,7 +123,8 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
   const runner = Runner.create({ home, sandboxProvider: provider, sharedRateLimits: true });
   // Images once, up front: a task whose image cannot be had ends `error` without a model call.
   const unavailable = new Map<string, string>();
-  for (const image of await prepareImages(provider.docker, directory.readPlan().tasks)) {
+  const plan = directory.readPlan();
+  for (const image of await prepareImages(provider.docker, validTasks(plan.tasks))) {
     if (image.error === null) continue;
     unavailable.set(image.need, image.error);
     out.write(terminalSafe(`image ${image.need}: cannot be had; its ${image.tasks.length} task(s) end in error: ${image.error.split("\n")[0]}`) + "\n");
@@ -129,19 +138,20 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
       return runner.startTask(task, options);
     },
   };
-  const progress: BatchProgress = {
-    finished(task, attempt, tryNumber, runId, outcome, settled) {
-      const which = attempt > 1 || tryNumber > 1 ? ` (attempt ${attempt}, try ${tryNumber})` : "";
-      out.write(
-        terminalSafe(`[${settled.done}/${settled.total}] ${task}${which}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}`) + "\n",
-      );
-    },
-  };
-  const report = await runBatch(batchRunner, directory, signal, progress);
+  const progress = new BatchProgressView((line) => out.write(`${line}\n`));
+  progress.start(plan.tasks.length * plan.options.attempts);
+  let report: BatchReport;
+  try {
+    report = await runBatch(batchRunner, directory, signal, progress);
+  } finally {
+    progress.stop();
+  }
+  const hint = resumeHint(report);
   if (json) {
+    if (hint) out.write(`${terminalSafe(hint)}\n`);
     process.stdout.write(`${JSON.stringify({ batch_id: report.batch_id, status: report.status, report: directory.file("batch-report.json") })}\n`);
   } else {
-    process.stdout.write(`${terminalSafe(formatBatchTable(report))}\nreport: ${directory.file("batch-report.json")}\n`);
+    process.stdout.write(`${terminalSafe(formatBatchTable(report))}\nreport: ${directory.file("batch-report.json")}\n${hint ? `${terminalSafe(hint)}\n` : ""}`);
   }
   return report.exit_code ?? 3;
 }
@@ -237,6 +247,10 @@ function batchReportOf(directory: BatchDirectory, home: string): BatchReport {
   const file = directory.file("batch-report.json");
   if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as BatchReport;
   return buildBatchReport(directory.readPlan(), directory.readJournal(), home, { ended: false, interrupted: false, skipReason: "not_run" });
+}
+
+function validTasks(tasks: BatchTask[]): { id: string; task: Task }[] {
+  return tasks.flatMap((entry) => (entry.task === null ? [] : [{ id: entry.id, task: entry.task }]));
 }
 
 function existingBatch(home: string, batchId: string): BatchDirectory {

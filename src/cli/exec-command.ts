@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { applyDefaults, defaultTimeout, loadDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
@@ -141,7 +141,7 @@ async function follow(
   // For scripts: the agent's final answer alone (empty when it gave none), whatever the outcome.
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
   if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(resultLine(report, run.directory))}\n`));
-  else printOutcome(task, { report, runDirectory: run.directory });
+  else process.stdout.write(outcomeText(task, { report, runDirectory: run.directory }));
   return exitCodeOfReport(report);
 }
 
@@ -207,7 +207,8 @@ function firstLines(text: string, count: number): string {
     .join("\n")}${lines.length > count ? `\n  [${lines.length - count} more lines: report.json final_message]` : ""}`;
 }
 
-function printOutcome(task: Task, { report, runDirectory }: { report: RunReport; runDirectory: string }): void {
+/** The summary `runner exec` prints after a run (terminal-safe): status, verify, answer, branch, counts and cost, the run's files, what needs a look. */
+export function outcomeText(task: Task, { report, runDirectory }: { report: RunReport; runDirectory: string }): string {
   const lines = [
     "",
     `status: ${report.status} (${report.reason})${report.error ? `\nerror: ${report.error}` : ""}`,
@@ -228,7 +229,8 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
       : "",
     `steps: ${report.steps}, tool calls: ${report.tool_calls}, tokens: ${report.usage.prompt_tokens} in (${report.usage.cached_tokens} cached${report.usage.cache_write_tokens ? `, ${report.usage.cache_write_tokens} written to the cache` : ""}) / ${report.usage.completion_tokens} out, cost: ${costText(report)}, ${(report.duration_ms / 1000).toFixed(1)} s`,
     `run directory: ${runDirectory}`,
-    report.patch ? `patch: ${join(runDirectory, report.patch)}` : "",
+    // A run that changed nothing has an empty patch.diff: no line to open it.
+    report.patch && !isEmptyFile(join(runDirectory, report.patch)) ? `patch: ${join(runDirectory, report.patch)}` : "",
     Object.keys(report.denials).length
       ? `denied: ${Object.entries(report.denials)
           .map(([rule, count]) => `${rule} ×${count}`)
@@ -243,7 +245,15 @@ function printOutcome(task: Task, { report, runDirectory }: { report: RunReport;
     continueHint(report),
   ];
   // The verify command, branch, error and merge detail come from the task file, the repository and the agent's work.
-  process.stdout.write(`${terminalSafe(lines.filter(Boolean).join("\n"))}\n`);
+  return `${terminalSafe(lines.filter(Boolean).join("\n"))}\n`;
+}
+
+function isEmptyFile(path: string): boolean {
+  try {
+    return statSync(path).size === 0;
+  } catch {
+    return false;
+  }
 }
 
 /** The summary's cost: `$0.0123` (with the budget when there is one), or why it is unknown. */

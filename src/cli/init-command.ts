@@ -22,7 +22,8 @@ const NPM_PLACEHOLDER_TEST = /no test specified/;
  * wraps the others), package.json `scripts.test` (with pnpm or yarn when their
  * lock file is there; npm's "no test specified" placeholder does not count),
  * pytest (pytest.ini, `[tool.pytest` in pyproject.toml, `[tool:pytest]` in
- * setup.cfg, tox.ini `[pytest]`, a conftest.py, or test_*.py under tests/),
+ * setup.cfg, tox.ini `[pytest]`, a conftest.py, or test_*.py / *_test.py at
+ * the top, under tests/ or under test/),
  * go.mod (`go test ./...`), Cargo.toml (`cargo test`). Null when none fits.
  */
 export function detectTestCommand(directory: string): DetectedTestCommand | null {
@@ -51,13 +52,17 @@ export function detectTestCommand(directory: string): DetectedTestCommand | null
     /^\[tool:pytest\]/m.test(file("setup.cfg") ?? "") ||
     /^\[pytest\]/m.test(file("tox.ini") ?? "") ||
     file("conftest.py") !== null ||
-    (existsSync(join(directory, "tests")) &&
-      statSync(join(directory, "tests")).isDirectory() &&
-      readdirSync(join(directory, "tests")).some((name) => /^test_.*\.py$|_test\.py$/.test(name)));
+    // pytest's own discovery: test_*.py or *_test.py files, at the top (the simplest layout) or in tests/ or test/.
+    ["", "tests", "test"].some((folder) => hasPytestFiles(join(directory, folder)));
   if (pytest) return { command: "python3 -m pytest -q", source: "pytest configuration or tests", hosts: ["pypi.org", "files.pythonhosted.org"] };
   if (file("go.mod") !== null) return { command: "go test ./...", source: "go.mod", hosts: ["proxy.golang.org", "sum.golang.org"] };
   if (file("Cargo.toml") !== null) return { command: "cargo test", source: "Cargo.toml", hosts: ["index.crates.io", "static.crates.io"] };
   return null;
+}
+
+/** Whether `directory` holds files pytest collects by default (`test_*.py`, `*_test.py`: pytest's `python_files`). */
+function hasPytestFiles(directory: string): boolean {
+  return existsSync(directory) && statSync(directory).isDirectory() && readdirSync(directory).some((name) => /^test_.*\.py$|_test\.py$/.test(name));
 }
 
 /** A task name ([a-z0-9-], starting with a letter or digit) made from a directory name. */

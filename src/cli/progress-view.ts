@@ -188,7 +188,8 @@ export class ProgressView implements EventSink {
             )
           : c.yellow(`time limit reached: timeout_sec ${event.data.value} passed; the run stops, its work committed`);
       case "model.unpriced":
-        return c.dim(`cost: not priced: ${event.data.detail}`);
+        // The summary's cost line says it (`cost: unknown (...)`): once is enough.
+        return null;
       case "run.resumed":
         return `${c.bold("resumed")} ${event.data.run_id} at model call ${event.data.next_step + 1} (resume ${event.data.resumes}, worktree ${event.data.worktree})`;
       case "model_call.retrying":

@@ -1,3 +1,4 @@
+import { closestName } from "../describe-issue.js";
 import { ConfigError } from "../errors.js";
 
 /** Providers `--model` can name before a colon. */
@@ -19,8 +20,16 @@ export function modelFlag(value: string, field = "--model"): { provider?: string
   if (value.trim() === "" || colon === 0) {
     throw new ConfigError(`${field}: expected NAME or PROVIDER:NAME (${MODEL_FLAG_PROVIDERS.join(", ")}), such as anthropic:claude-sonnet-4-5; got "${value}"`);
   }
-  // No provider named: the task's default (openai), unless the defaults file names another.
-  if (provider === undefined) return { name: value };
+  if (provider === undefined) {
+    // `antropic:claude-x` would go to the openai provider as a model name and fail there after its retries.
+    const near = colon > 0 ? closestName(prefix, MODEL_FLAG_PROVIDERS) : null;
+    if (near)
+      throw new ConfigError(
+        `${field} ${value}: no provider "${prefix}"; did you mean ${near}:${value.slice(colon + 1)}? (The providers: ${MODEL_FLAG_PROVIDERS.join(", ")}; a model of the default provider whose name has a colon: openai:${value}.)`,
+      );
+    // No provider named: the task's default (openai), unless the defaults file names another.
+    return { name: value };
+  }
   const name = value.slice(colon + 1);
   return name ? { provider, name } : { provider };
 }

@@ -1,4 +1,4 @@
-import { RunnerError } from "../errors.js";
+import { ConfigError, RunnerError } from "../errors.js";
 import type { EventSink } from "../events/run-events.js";
 import type { ExecResult, Sandbox } from "../sandbox/sandbox.js";
 
@@ -33,6 +33,30 @@ export class SetupFailedError extends RunnerError {
       { reason: "setup_failed" },
     );
   }
+}
+
+/** Exit codes bash gives a command it cannot run: 126 found but not executable, 127 not found (bash(1), "EXIT STATUS"). */
+export const UNRUNNABLE_EXIT_CODES: ReadonlySet<number> = new Set([126, 127]);
+
+/**
+ * Why the task cannot start when its setup failed (`results` as
+ * {@link runSetupCommands} returned them, the last one failed): a command
+ * bash could not run (exit 126 or 127: a program that is not in the image)
+ * is the task's mistake, a ConfigError (reason `task_invalid`, exit 2)
+ * naming `sandbox.setup[i]`; any other failure is the environment's,
+ * {@link SetupFailedError}.
+ */
+export function setupFailure(results: readonly SetupCommandResult[]): RunnerError {
+  const failed = results.at(-1)!;
+  const index = results.length - 1;
+  if (!failed.timed_out && failed.exit_code !== null && UNRUNNABLE_EXIT_CODES.has(failed.exit_code)) {
+    return new ConfigError(
+      `sandbox.setup[${index}]: ${JSON.stringify(failed.command)} exited ${failed.exit_code} (${failed.exit_code === 127 ? "command not found" : "not executable"}) in the task's image: ` +
+        `fix the command in the task file, or use an image that has its program. Nothing was sent to the model. Its output:\n${failed.output_tail}`,
+      { reason: "task_invalid" },
+    );
+  }
+  return new SetupFailedError(failed);
 }
 
 /**

@@ -14,6 +14,8 @@ import {
   retryableStatus,
   retryAfterMs,
   statusReason,
+  htmlPageTitle,
+  htmlReplyFailure,
   type AttemptFailure,
   type AttemptOutcome,
   type RetryOptions,
@@ -365,6 +367,8 @@ function classify(error: unknown, timedOut: boolean, timeoutMs: number, streamin
     if ((error.type as string | null) === "script_expectation_failed") {
       return { reason: "script_expectation_failed", retryable: false, detail: `answered ${status}: ${message}`, status, cause: error };
     }
+    const page = htmlPageTitle(message);
+    if (page !== null) return htmlReplyFailure(status, page, "is model.base_url (or ANTHROPIC_BASE_URL) the API's address?", error);
     const retryAfter = retryAfterMs(error.headers);
     return {
       reason: statusReason(status),

@@ -13,6 +13,9 @@ import {
   retryableStatus,
   retryAfterMs,
   statusReason,
+  htmlPageTitle,
+  htmlReplyFailure,
+  OPENAI_BASE_URL_HINT,
   type AttemptFailure,
   type AttemptOutcome,
   type RetryOptions,
@@ -142,7 +145,10 @@ export class OpenAIModelClient implements ModelClient {
     // Some servers and proxies ignore `stream: true` and answer one JSON reply.
     if (/\bjson\b/i.test(type)) return parseCompletion(JSON.parse(await response.text()), request);
     if (!/^text\/event-stream\b/i.test(type)) {
-      const start = JSON.stringify((await response.text()).slice(0, 200));
+      const text = await response.text();
+      const page = htmlPageTitle(text);
+      if (page !== null) return { failure: htmlReplyFailure(response.status, page, OPENAI_BASE_URL_HINT, undefined) };
+      const start = JSON.stringify(text.slice(0, 200));
       return {
         failure: {
           reason: "invalid_response",
@@ -357,6 +363,8 @@ function normaliseFinishReason(reason: string | null, hasToolCalls: boolean): Fi
 /** Checks the reply's shape; a reply without a usable first choice is a retryable failure. */
 function parseCompletion(completion: unknown, request: ModelRequest): AttemptOutcome {
   if (typeof completion !== "object" || completion === null) {
+    const page = htmlPageTitle(String(completion));
+    if (page !== null) return { failure: htmlReplyFailure(200, page, OPENAI_BASE_URL_HINT, undefined) };
     const start = JSON.stringify(String(completion).slice(0, 200));
     return { failure: { reason: "invalid_response", retryable: true, detail: `replied with something other than a JSON object: ${start}`, cause: undefined } };
   }
@@ -400,11 +408,14 @@ export function classifyOpenAIFailure(error: unknown, timedOut: boolean, timeout
     if (error.code === "script_expectation_failed") {
       return { reason: "script_expectation_failed", retryable: false, detail: `answered ${status}: ${message}`, status, cause: error };
     }
+    const page = htmlPageTitle(message);
+    if (page !== null) return htmlReplyFailure(status, page, OPENAI_BASE_URL_HINT, error);
     const retryAfter = retryAfterMs(error.headers);
     return {
       reason: statusReason(status),
       retryable: retryableStatus(status),
-      detail: `answered ${status}: ${message}`,
+      // A 404 from a base URL is most often a path without /v1: the body says what the server missed, the hint how to fix it.
+      detail: `answered ${status}: ${message}${status === 404 ? ` (${OPENAI_BASE_URL_HINT}: does it end in /v1?)` : ""}`,
       status,
       ...(retryAfter === undefined ? {} : { retryAfterMs: retryAfter }),
       cause: error,

@@ -301,3 +301,39 @@ export function bodyReadFailure(error: unknown): AttemptFailure | null {
   }
   return null;
 }
+
+/** Characters of a page's title kept in a message. */
+const TITLE_CHARACTERS = 80;
+
+/**
+ * When `text` is an HTML page (a web server's, a proxy's or a login page,
+ * where the API's JSON belongs): its `<title>` (cut to 80 characters), or
+ * "untitled"; else null. Never the page itself: pages run to kilobytes of
+ * markup that say nothing a person needs in an error line.
+ */
+export function htmlPageTitle(text: string): string | null {
+  if (!/^\s*(<!doctype html|<html[\s>]|<head[\s>]|<body[\s>])/i.test(text)) return null;
+  const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text)?.[1]?.replace(/\s+/g, " ").trim();
+  return title ? title.slice(0, TITLE_CHARACTERS) : "untitled";
+}
+
+/**
+ * The failure of a reply that is an HTML page ({@link htmlPageTitle}): no
+ * API answers with one, so the address is wrong (`hint` says what to
+ * check). Retried only for a 5xx or 429 status (a gateway's error page
+ * between us and a real API), since the same address answers the same
+ * page; the reason is the status's, or `invalid_response` for a 2xx.
+ */
+export function htmlReplyFailure(status: number, title: string, hint: string, cause: unknown): AttemptFailure {
+  const retryable = status === 429 || status >= 500;
+  return {
+    reason: status >= 300 ? statusReason(status) : "invalid_response",
+    retryable,
+    detail: `answered ${status} with an HTML page ("${title}"), not the API's JSON${retryable ? "" : `: ${hint}`}`,
+    ...(status >= 300 ? { status } : {}),
+    cause,
+  };
+}
+
+/** What to check when an OpenAI-compatible base URL answers like no API: {@link htmlReplyFailure}'s and a 404's hint. */
+export const OPENAI_BASE_URL_HINT = "is model.base_url (or OPENAI_BASE_URL) the API's address? An OpenAI-compatible server's usually ends in /v1";

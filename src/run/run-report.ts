@@ -105,9 +105,12 @@ const NOT_MERGED_EXIT_CODE = 4;
 /**
  * Exit code of `runner exec` for a finished run: {@link exitCodeFor} its
  * status, except {@link NOT_MERGED_EXIT_CODE} for a success whose requested
- * merge did not happen.
+ * merge did not happen, and 2 (bad input) for an error with reason
+ * `task_invalid` (the task was refused at its start, before any model call).
  */
-export function exitCodeOfReport(report: Pick<RunReport, "status" | "merge">): number {
+export function exitCodeOfReport(report: Pick<RunReport, "status" | "merge"> & Partial<Pick<RunReport, "reason">>): number {
+  // A task refused at its start (its verify or setup program is not in its image) is bad input, as a bad task file is.
+  if (report.status === "error" && report.reason === "task_invalid") return 2;
   return report.status === "succeeded" && report.merge !== null && !report.merge.merged ? NOT_MERGED_EXIT_CODE : exitCodeFor(report.status);
 }
 

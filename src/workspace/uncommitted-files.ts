@@ -15,9 +15,42 @@ export interface UncommittedFiles {
 }
 
 /**
+ * Git-ignored names that are never what an agent should see, so their
+ * absence from the worktree is not worth a note: tools' caches (pytest,
+ * Python bytecode, mypy, ruff, hypothesis, coverage, eslint, generic
+ * `.cache`) and installed environments, which `sandbox.setup` makes (npm's
+ * node_modules, Python virtual environments, tox and nox). Matched against a
+ * path's last component (a directory as git lists it, `dir/`).
+ */
+const NOT_WORTH_A_NOTE = new Set([
+  ".pytest_cache",
+  "__pycache__",
+  ".mypy_cache",
+  ".ruff_cache",
+  ".hypothesis",
+  ".coverage",
+  ".nyc_output",
+  ".eslintcache",
+  ".cache",
+  ".DS_Store",
+  "node_modules",
+  ".venv",
+  "venv",
+  ".tox",
+  ".nox",
+]);
+
+/** Whether an ignored path is a cache or an installed environment ({@link NOT_WORTH_A_NOTE}), or a compiled Python file. */
+function notWorthANote(path: string): boolean {
+  const name = path.replace(/\/$/, "").split("/").at(-1) ?? "";
+  return NOT_WORTH_A_NOTE.has(name) || /\.py[co]$/.test(name);
+}
+
+/**
  * Lists what the user's checkout has besides HEAD: uncommitted changes,
  * untracked and git-ignored files, none of which a run's worktree gets (it is
- * a checkout of HEAD). Host git on the user's own repository (safe git:
+ * a checkout of HEAD); ignored caches and installed environments are left
+ * out ({@link NOT_WORTH_A_NOTE}). Host git on the user's own repository (safe git:
  * hooks and fsmonitor disarmed; `--no-optional-locks`, so the index is not
  * rewritten). Returns null when git cannot tell (the run goes on without the
  * warning).
@@ -28,7 +61,7 @@ export async function uncommittedFiles(repositoryRoot: string, gitConfig: string
     "status",
     "--porcelain=v1",
     "-z",
-    "--ignored=traditional",
+    "--ignored=matching",
     "--untracked-files=normal",
   ]).catch(() => null);
   if (!status || status.exitCode !== 0) return null;
@@ -41,7 +74,9 @@ export async function uncommittedFiles(repositoryRoot: string, gitConfig: string
     const code = entry.slice(0, 2);
     // A rename or copy is followed by its source path: skip that.
     if (code[0] === "R" || code[0] === "C") index += 1;
-    (code === "!!" ? ignored : changed).push(entry.slice(3));
+    const path = entry.slice(3);
+    if (code !== "!!") changed.push(path);
+    else if (!notWorthANote(path)) ignored.push(path);
   }
   return { changedCount: changed.length, changed: changed.slice(0, NAMED), ignoredCount: ignored.length, ignored: ignored.slice(0, NAMED) };
 }

@@ -67,7 +67,7 @@ function parseJunitSuite(xml: string): {
   failures: string;
   errors: string;
   skipped: string;
-  testcase: { name: string; failure?: { message: string }; error?: { message: string } }[];
+  testcase: { name: string; failure?: { message: string; "#text"?: string }; error?: { message: string } }[];
 } {
   expect(XMLValidator.validate(xml)).toBe(true);
   return new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", isArray: (name) => name === "testcase" }).parse(xml).testsuites.testsuite;
@@ -92,10 +92,13 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       writeScriptedTask(join(tasks, "model-down"), { script: WRITE_DONE, task: { name: "model-down", verify: VERIFY_DONE } }).task,
       `http://127.0.0.1:${port}/v1`,
     );
+    // A broken task file (`verfy:`) is that task's error; the others run.
+    const typo = writeScriptedTask(join(tasks, "typo"), { script: WRITE_DONE, task: { name: "typo" } }).task;
+    writeFileSync(typo, readFileSync(typo, "utf8").replace('"instruction"', '"verfy":{"command":"true"},"instruction"'));
     const junit = join(directory.path, "out", "junit.xml");
     const summary = join(directory.path, "out", "summary.md");
     const result = await runCli(
-      ["batch", "run", tasks, "-j", "2", "--retries", "1", "--max-errors", "1", "--min-pass-rate", "0.3", "--junit", junit, "--summary", summary, "--json"],
+      ["batch", "run", tasks, "-j", "2", "--retries", "1", "--max-errors", "2", "--min-pass-rate", "0.3", "--junit", junit, "--summary", summary, "--json"],
       { RUNNER_HOME: home.path, OPENAI_API_KEY: "test-key" },
     );
     const out = lines(result.stdout);
@@ -107,15 +110,17 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
 
     const report = readJson<BatchReport>(last.report);
     const byName = Object.fromEntries(report.tasks.map((task) => [task.name, task]));
-    expect(Object.keys(byName)).toEqual(["fails-verify/task.yaml", "model-down/task.yaml", "passes/task.yaml", "verify-hangs/task.yaml"]);
-    expect(byName["passes/task.yaml"]).toMatchObject({ status: "succeeded", reason: "verified", task_file: join(tasks, "passes", "task.yaml") });
+    expect(Object.keys(byName)).toEqual(["fails-verify", "model-down", "passes", "typo", "verify-hangs"]);
+    expect(byName["typo"]).toMatchObject({ status: "error", reason: "task_invalid", error: expect.stringMatching(/typo\/task\.yaml: .*\n.*verfy/) });
+    expect(byName["typo"]!.attempts.map((attempt) => attempt.run_id)).toEqual([null]);
+    expect(byName["passes"]).toMatchObject({ status: "succeeded", reason: "verified", task_file: join(tasks, "passes", "task.yaml") });
     // The agent's failure: never an error, never retried.
-    expect(byName["fails-verify/task.yaml"]).toMatchObject({ status: "failed", reason: "verify_failed" });
-    expect(byName["fails-verify/task.yaml"]!.attempts).toHaveLength(1);
-    expect(byName["verify-hangs/task.yaml"]).toMatchObject({ status: "failed", reason: "verify_timed_out" });
-    expect(byName["verify-hangs/task.yaml"]!.attempts).toHaveLength(1);
+    expect(byName["fails-verify"]).toMatchObject({ status: "failed", reason: "verify_failed" });
+    expect(byName["fails-verify"]!.attempts).toHaveLength(1);
+    expect(byName["verify-hangs"]).toMatchObject({ status: "failed", reason: "verify_timed_out" });
+    expect(byName["verify-hangs"]!.attempts).toHaveLength(1);
     // The endpoint down: an infrastructure error, retried once, both runs kept with their run ids.
-    const down = byName["model-down/task.yaml"]!;
+    const down = byName["model-down"]!;
     expect(down).toMatchObject({ status: "error", reason: "connection_error" });
     expect(down.attempts.map((attempt) => [attempt.try, attempt.status, attempt.reason])).toEqual([
       [1, "error", "connection_error"],
@@ -123,18 +128,18 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     ]);
     for (const attempt of down.attempts)
       expect(readJson(join(home.path, "runs", attempt.run_id!, "report.json"))).toMatchObject({ status: "error", reason: "connection_error" });
-    expect(new Set(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id))).size).toBe(5);
+    expect(new Set(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id)).filter(Boolean)).size).toBe(5);
     expect(report.totals).toMatchObject({
-      tasks: 4,
+      tasks: 5,
       succeeded: 1,
       failed: 2,
-      error: 1,
+      error: 2,
       skipped: 0,
-      pass_rate: 1 / 4,
+      pass_rate: 1 / 5,
       pass_rate_without_errors: 1 / 3,
       runs: 5,
       retries: 1,
-      errored_attempts: 1,
+      errored_attempts: 2,
     });
     expect(report.totals.tokens.prompt).toBeGreaterThan(0);
     expect(report.totals.duration_ms!.p90).toBeGreaterThanOrEqual(report.totals.duration_ms!.p50);
@@ -148,32 +153,36 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
         .filter((line) => line.type === "attempt.started")
         .map((line) => line.run_id)
         .sort(),
-    ).toEqual(report.tasks.flatMap((task) => task.attempts.map((attempt) => attempt.run_id)).sort());
-    expect(journal.filter((line) => line.type === "attempt.finished")).toHaveLength(5);
+    ).toEqual(report.tasks.flatMap((task) => task.attempts.flatMap((attempt) => (attempt.run_id ? [attempt.run_id] : []))).sort());
+    expect(journal.filter((line) => line.type === "attempt.finished")).toHaveLength(6);
 
     // JUnit: one testcase per run, failure = the agent's, error = infrastructure; it parses as XML.
     const xml = readFileSync(junit, "utf8");
     expect(readFileSync(join(home.path, "batches", batchId, "junit.xml"), "utf8")).toBe(xml);
     const suite = parseJunitSuite(xml);
-    expect(suite).toMatchObject({ tests: "5", failures: "2", errors: "2" });
+    expect(suite).toMatchObject({ tests: "6", failures: "2", errors: "3" });
     const names = suite.testcase.map((testcase) => testcase.name);
-    expect(new Set(names).size).toBe(5);
-    expect(suite.testcase.find((testcase) => testcase.name.startsWith("fails-verify"))!.failure!.message).toBe("verify_failed");
+    expect(new Set(names).size).toBe(6);
+    const failsVerify = suite.testcase.find((testcase) => testcase.name === "fails-verify")!;
+    expect(failsVerify.failure!.message).toBe("verify_failed");
+    // The failure's text names the verify command and its exit, first thing a CI viewer shows.
+    expect(failsVerify.failure!["#text"]).toMatch(/^\$ test -f done\.txt\nexit 1\n/m);
+    expect(suite.testcase.find((testcase) => testcase.name === "typo")!.error!.message).toBe("task_invalid");
     expect(suite.testcase.filter((testcase) => testcase.error?.message === "connection_error")).toHaveLength(2);
-    expect(readFileSync(summary, "utf8")).toMatch(/\| model-down\/task\.yaml \| error \| connection_error \|/);
+    expect(readFileSync(summary, "utf8")).toMatch(/\| model-down \| error \| connection_error \|/);
 
     // `batch show --json` prints batch-report.json.
     const shown = await runCli(["batch", "show", batchId, "--json"], { RUNNER_HOME: home.path });
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.stdout)).toEqual(report);
     const table = await runCli(["batch", "show", batchId], { RUNNER_HOME: home.path });
-    expect(table.stdout).toMatch(/^model-down\/task\.yaml +error +connection_error +2 /m);
+    expect(table.stdout).toMatch(/^model-down +error +connection_error +2 /m);
 
     // report.html links each run's directory and patch.diff, relative to the batch directory.
     const batchDirectory = join(home.path, "batches", batchId);
     // Each run is linked from the table and from its task's section; links to the page's own sections start with #.
     const hrefs = [...new Set([...readFileSync(join(batchDirectory, "report.html"), "utf8").matchAll(/href="([^"#][^"]*)"/g)].map((match) => match[1]!))];
-    const runs = report.tasks.flatMap((task) => task.attempts);
+    const runs = report.tasks.flatMap((task) => task.attempts).filter((run) => run.run_id !== null);
     expect(hrefs.filter((href) => !href.endsWith("/patch.diff")).sort()).toEqual(runs.map((run) => `../../runs/${run.run_id}`).sort());
     expect(hrefs.filter((href) => href.endsWith("/patch.diff"))).toHaveLength(runs.filter((run) => run.patch).length);
     for (const href of hrefs) expect(existsSync(join(batchDirectory, decodeURI(href))), href).toBe(true);
@@ -222,10 +231,14 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(last.status).toBe("interrupted");
     const report = readJson<BatchReport>(join(home.path, "batches", batchId, "batch-report.json"));
     expect(report.tasks.map((task) => [task.name, task.status, task.reason])).toEqual([
-      ["a-slow/task.yaml", "skipped", "interrupted"],
-      ["b-waits/task.yaml", "skipped", "interrupted"],
+      ["a-slow", "skipped", "interrupted"],
+      ["b-waits", "skipped", "interrupted"],
     ]);
     expect(readJson(join(home.path, "runs", runId, "report.json"))).toMatchObject({ status: "cancelled", error: "cancelled: the batch was interrupted" });
+    // The progress went to stderr (--json): the run's start, then the totals counting it and the way to go on.
+    expect(result.stderr).toContain(`start a-slow run ${runId}`);
+    expect(report.totals.runs).toBe(1);
+    expect(result.stderr).toContain(`2 task(s) did not finish; continue with: runner batch resume ${batchId}`);
     expect(containersOfRun(runId)).toEqual([]);
     const suite = parseJunitSuite(readFileSync(junit, "utf8"));
     expect(suite).toMatchObject({ tests: "2", skipped: "2" });
@@ -254,11 +267,11 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       existsSync(journalFile)
         ? lines(readFileSync(journalFile, "utf8")).map((line) => JSON.parse(line) as { type: string; task?: string; run_id?: string })
         : [];
-    const runOf = (task: string) => journal().find((line) => line.type === "attempt.started" && line.task === `${task}/task.yaml`)?.run_id;
+    const runOf = (task: string) => journal().find((line) => line.type === "attempt.started" && line.task === task)?.run_id;
     await waitFor(
       "a-fast finished and both slow tasks sleeping in their tool call",
       () =>
-        journal().some((line) => line.type === "attempt.finished" && line.task === "a-fast/task.yaml") &&
+        journal().some((line) => line.type === "attempt.finished" && line.task === "a-fast") &&
         ["b-slow", "c-slow"].every((task) => {
           const runId = runOf(task);
           return runId && eventsOfType(readEvents(join(home.path, "runs", runId)), "tool_call.started").length > 0;
@@ -278,14 +291,14 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(lines(resumed.stdout)[0]).toBe(`batch ${batchId}`);
     const report = readJson<BatchReport>(join(home.path, "batches", batchId, "batch-report.json"));
     expect(report.tasks.map((task) => [task.name, task.status, task.reason, task.attempts.length])).toEqual([
-      ["a-fast/task.yaml", "succeeded", "verified", 1],
-      ["b-slow/task.yaml", "succeeded", "verified", 1],
-      ["c-slow/task.yaml", "succeeded", "verified", 1],
-      ["d-later/task.yaml", "succeeded", "verified", 1],
+      ["a-fast", "succeeded", "verified", 1],
+      ["b-slow", "succeeded", "verified", 1],
+      ["c-slow", "succeeded", "verified", 1],
+      ["d-later", "succeeded", "verified", 1],
     ]);
     // The runs in flight were continued (the same run ids), not started again; the finished task got no request.
     for (const [task, runId] of Object.entries(inFlight)) {
-      expect(report.tasks.find((entry) => entry.name === `${task}/task.yaml`)!.attempts[0]!.run_id).toBe(runId);
+      expect(report.tasks.find((entry) => entry.name === task)!.attempts[0]!.run_id).toBe(runId);
       expect(readJson(join(home.path, "runs", runId, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1 });
       expect(containersOfRun(runId)).toEqual([]);
     }
@@ -327,17 +340,17 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     const images = lines(prepared.stdout).map((line) => JSON.parse(line) as { need: string; tasks: string[]; source: string | null; error: string | null });
     expect(images.map((image) => image.source).sort()).toEqual(["built", "reused", null].sort());
     const missing = images.find((image) => image.error !== null)!;
-    expect(missing).toMatchObject({ need: absent, tasks: ["absent/task.yaml"] });
+    expect(missing).toMatchObject({ need: absent, tasks: ["absent"] });
     expect(missing.error).toMatch(/could not be pulled/);
 
     const result = await runCli(["batch", "run", tasks, "-j", "2", "--json", "--max-errors", "5"], environment);
     const report = readJson(JSON.parse(lines(result.stdout).at(-1)!).report as string) as unknown as BatchReport;
     const byName = Object.fromEntries(report.tasks.map((task) => [task.name, task]));
-    expect(Object.keys(byName).sort(), result.stdout + result.stderr).toEqual(["absent/task.yaml", "built-a/task.yaml", "built-b/task.yaml"]);
-    expect(byName["built-a/task.yaml"]!.status).toBe("succeeded");
-    expect(byName["built-b/task.yaml"]!.status).toBe("succeeded");
-    expect(byName["absent/task.yaml"]).toMatchObject({ status: "error", reason: "image_unavailable" });
-    expect(byName["absent/task.yaml"]!.attempts[0]!.run_id).toBeNull();
+    expect(Object.keys(byName).sort(), result.stdout + result.stderr).toEqual(["absent", "built-a", "built-b"]);
+    expect(byName["built-a"]!.status).toBe("succeeded");
+    expect(byName["built-b"]!.status).toBe("succeeded");
+    expect(byName["absent"]).toMatchObject({ status: "error", reason: "image_unavailable" });
+    expect(byName["absent"]!.attempts[0]!.run_id).toBeNull();
     expect(counted.server.requests).toHaveLength(0);
     expect(result.stderr).toMatch(/cannot be had; its 1 task\(s\) end in error/);
   });
@@ -363,8 +376,8 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(regraded.code, regraded.stdout + regraded.stderr).toBe(0);
     const report = JSON.parse(regraded.stdout) as { runs: { task: string; before: boolean; after: boolean }[]; totals: { passed: number; changed: number } };
     const byTask = Object.fromEntries(report.runs.map((run) => [run.task, run]));
-    expect(byTask["graded/task.yaml"]).toMatchObject({ before: false, after: true });
-    expect(byTask["no-work/task.yaml"]).toMatchObject({ before: false, after: false });
+    expect(byTask["graded"]).toMatchObject({ before: false, after: true });
+    expect(byTask["no-work"]).toMatchObject({ before: false, after: false });
     expect(report.totals).toMatchObject({ passed: 1, changed: 1 });
     expect(existsSync(join(home.path, "batches", batchId, "batch-verify.json"))).toBe(true);
     // No model call: the scripted endpoint saw nothing new.

@@ -129,7 +129,7 @@ function junitCases(xml: string): [string, string][] {
 /** Three tasks (two pass, one fails its verify), named so that each of `shards` shards has one at least. */
 function writeTinyBatch(tasks: string, shards: number): void {
   const names: string[] = [];
-  for (let index = 0; names.length < 3 || new Set(names.map((name) => shardOf(`${name}/task.yaml`, shards))).size < shards; index += 1) {
+  for (let index = 0; names.length < 3 || new Set(names.map((name) => shardOf(name, shards))).size < shards; index += 1) {
     names.push(`task-${String(index).padStart(2, "0")}`);
     if (names.length > 3) names.shift();
   }
@@ -311,5 +311,5 @@ function prefixed(prefix: string, values: Record<string, string>): Record<string
 /** Whether shard `shard` of `shards` holds the task that fails its verify (the second of writeTinyBatch's). */
 function readdirShardHasFailure(tasks: string, shard: number, shards: number): boolean {
   const failing = readdirSync(tasks).sort()[1]!;
-  return shardOf(`${failing}/task.yaml`, shards) === shard;
+  return shardOf(failing, shards) === shard;
 }

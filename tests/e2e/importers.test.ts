@@ -184,25 +184,25 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
     const verifyOutput = (name: string) =>
       readJson<{ verify: { output_tail: string } }>(join(outcome(name).attempts[0]!.run_dir!, "report.json")).verify.output_tail;
     // The harness's reading of real pytest -rA output, both ways.
-    expect(verifyOutput("swe/acme__calc-1/task.yaml")).toMatch(
+    expect(verifyOutput("swe/acme__calc-1")).toMatch(
       /PASSED tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*FAIL_TO_PASS: 1\/1 passed[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*\[swe-bench\] resolved/,
     );
-    expect(verifyOutput("swe/acme__calc-2/task.yaml")).toMatch(
+    expect(verifyOutput("swe/acme__calc-2")).toMatch(
       /FAIL_TO_PASS: 0\/1 passed[\s\S]*not passed: tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*not resolved/,
     );
     // The forged reward files sit in the workspace; the verifier's own directory held its real verdict.
-    expect(verifyOutput("harbor/greet-forged/task.yaml")).toMatch(/\[harbor\] reward: 0 /);
-    expect(verifyOutput("harbor/greet/task.yaml")).toMatch(/\[harbor\] reward: 1 /);
+    expect(verifyOutput("harbor/greet-forged")).toMatch(/\[harbor\] reward: 0 /);
+    expect(verifyOutput("harbor/greet")).toMatch(/\[harbor\] reward: 1 /);
 
     expect(
       report.tasks.map((task) => [task.name, task.status, task.reason]),
       result.stderr,
     ).toEqual([
-      ["harbor/greet-forged/task.yaml", "failed", "verify_failed"],
-      ["harbor/greet/task.yaml", "succeeded", "verified"],
-      ["swe/acme__calc-1/task.yaml", "succeeded", "verified"],
-      ["swe/acme__calc-2/task.yaml", "failed", "verify_failed"],
-      ["tb1/hello-file/task.yaml", "succeeded", "verified"],
+      ["harbor/greet-forged", "failed", "verify_failed"],
+      ["harbor/greet", "succeeded", "verified"],
+      ["swe/acme__calc-1", "succeeded", "verified"],
+      ["swe/acme__calc-2", "failed", "verify_failed"],
+      ["tb1/hello-file", "succeeded", "verified"],
     ]);
     expect(result.code).toBe(0);
     const predictionsFile = join(root, "predictions.jsonl");

@@ -4,7 +4,7 @@
  * and `--shard i/n` as an exact, stable partition. Real files and git; no Docker.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/errors.js";
@@ -29,7 +29,7 @@ function writeTask(root: string, path: string, fields: Record<string, unknown> =
 }
 
 describe("batch task discovery", () => {
-  it("a directory: every task.yaml below it, ids relative to it, not below a task's own directory, .git or node_modules", async () => {
+  it("a directory: every task.yaml below it, ids its directory relative to it (no /task.yaml), not below a task's own directory, .git or node_modules", async () => {
     await using root = temporaryDirectory();
     writeTask(root.path, "b");
     writeTask(root.path, "group/a");
@@ -38,9 +38,9 @@ describe("batch task discovery", () => {
     writeTask(root.path, "node_modules/pkg");
     const found = await discoverTasks(root.path);
     expect(found.kind).toBe("directory");
-    expect(found.tasks.map((task) => task.id)).toEqual(["b/task.yaml", "group/a/task.yaml"]);
+    expect(found.tasks.map((task) => task.id)).toEqual(["b", "group/a"]);
     expect(found.tasks[0]!.task_file).toBe(join(root.path, "b", "task.yaml"));
-    expect(found.tasks[0]!.task.workspacePath).toBe(join(root.path, "b", "repo"));
+    expect(found.tasks[0]!.task!.workspacePath).toBe(join(root.path, "b", "repo"));
   });
 
   it("a glob: matching task files or task directories, ids relative to the glob's base", async () => {
@@ -48,10 +48,10 @@ describe("batch task discovery", () => {
     writeTask(root.path, "suite/one");
     writeTask(root.path, "suite/two");
     writeTask(root.path, "other/three");
-    expect((await discoverTasks("suite/*", root.path)).tasks.map((task) => task.id)).toEqual(["one/task.yaml", "two/task.yaml"]);
+    expect((await discoverTasks("suite/*", root.path)).tasks.map((task) => task.id)).toEqual(["one", "two"]);
     const files = await discoverTasks(join(root.path, "*/t*/task.yaml"));
     expect(files.kind).toBe("glob");
-    expect(files.tasks.map((task) => task.id)).toEqual(["other/three/task.yaml", "suite/two/task.yaml"]);
+    expect(files.tasks.map((task) => task.id)).toEqual(["other/three", "suite/two"]);
   });
 
   it("a list file: one task file or directory per line, relative to the list; comments and blank lines skipped", async () => {
@@ -60,7 +60,7 @@ describe("batch task discovery", () => {
     writeTask(root.path, "tasks/two");
     writeFileSync(join(root.path, "list.txt"), "# the smoke set\ntasks/one\n\n  tasks/two/task.yaml  \n");
     const found = await discoverTasks(join(root.path, "list.txt"));
-    expect(found.tasks.map((task) => task.id)).toEqual(["tasks/one/task.yaml", "tasks/two/task.yaml"]);
+    expect(found.tasks.map((task) => task.id)).toEqual(["tasks/one", "tasks/two"]);
   });
 
   it("a JSONL file: one task object per line, id from `id` (else `name`), paths relative to the file", async () => {
@@ -70,19 +70,46 @@ describe("batch task discovery", () => {
       JSON.stringify({ instruction: "x", workspace: "./w/repo", model: { provider: "scripted", script: "./w/script.yaml" }, ...fields });
     writeFileSync(join(root.path, "tasks.jsonl"), `${line({ id: "case-1", name: "same" })}\n${line({ name: "case-2" })}\n`);
     const found = await discoverTasks(join(root.path, "tasks.jsonl"));
-    expect(found.tasks.map((task) => [task.id, task.task.name, task.task_file])).toEqual([
+    expect(found.tasks.map((task) => [task.id, task.task!.name, task.task_file])).toEqual([
       ["case-1", "same", `${join(root.path, "tasks.jsonl")}:1`],
       ["case-2", "case-2", `${join(root.path, "tasks.jsonl")}:2`],
     ]);
-    expect(found.tasks[0]!.task.workspacePath).toBe(join(root.path, "w", "repo"));
+    expect(found.tasks[0]!.task!.workspacePath).toBe(join(root.path, "w", "repo"));
   });
 
-  it("bad input is one ConfigError (exit 2) naming every problem of every task before anything runs", async () => {
+  it("a directory that is itself a task: the id is the directory's name; a task file of another name keeps its path", async () => {
+    await using root = temporaryDirectory();
+    writeTask(root.path, "fix-add");
+    expect((await discoverTasks(join(root.path, "fix-add"))).tasks.map((task) => task.id)).toEqual(["fix-add"]);
+    writeTask(root.path, "other");
+    renameSync(join(root.path, "other", "task.yaml"), join(root.path, "other", "smoke.yaml"));
+    writeFileSync(join(root.path, "list.txt"), "fix-add\nother/smoke.yaml\n");
+    expect((await discoverTasks(join(root.path, "list.txt"))).tasks.map((task) => task.id)).toEqual(["fix-add", "other/smoke.yaml"]);
+  });
+
+  it("a task the loader refuses is returned with the loader's message (the batch runs the others); ids in order", async () => {
+    await using root = temporaryDirectory();
+    for (const name of ["a", "b", "d", "e"]) writeTask(root.path, name);
+    const typo = writeTask(root.path, "c-typo");
+    writeFileSync(typo, readFileSync(typo, "utf8").replace('"instruction"', '"verfy":{"command":"true"},"instruction"'));
+    const noRepo = writeTask(root.path, "f-no-repo");
+    writeFileSync(noRepo, JSON.stringify({ name: "t", instruction: "x", workspace: ".", model: { provider: "scripted", script: "./script.yaml" } }));
+    const found = await discoverTasks(root.path);
+    expect(found.tasks.map((task) => [task.id, task.task === null])).toEqual([
+      ["a", false],
+      ["b", false],
+      ["c-typo", true],
+      ["d", false],
+      ["e", false],
+      ["f-no-repo", true],
+    ]);
+    expect(found.tasks[2]!.invalid).toMatch(/c-typo\/task\.yaml: .*\n.*verfy/);
+    expect(found.tasks[5]!.invalid).toMatch(/f-no-repo\/task\.yaml: workspace: .* is not a git repository/);
+  });
+
+  it("bad input as a whole is one ConfigError (exit 2): repeated ids, no valid task (naming every problem), nothing found", async () => {
     await using root = temporaryDirectory();
     writeTask(root.path, "good");
-    writeTask(root.path, "bad-field", { max_steps: -1 });
-    const noRepo = writeTask(root.path, "no-repo");
-    writeFileSync(noRepo, JSON.stringify({ name: "t", instruction: "x", workspace: ".", model: { provider: "scripted", script: "./script.yaml" } }));
     const line = JSON.stringify({
       id: "dup",
       name: "dup",
@@ -91,21 +118,21 @@ describe("batch task discovery", () => {
       model: { provider: "scripted", script: "./good/script.yaml" },
     });
     writeFileSync(join(root.path, "tasks.jsonl"), `${line}\nnot json\n${line}\n`);
-    const directoryError = await discoverTasks(root.path).catch((error: unknown) => error);
-    expect(directoryError).toBeInstanceOf(ConfigError);
-    expect((directoryError as Error).message).toMatch(/2 problems/);
-    expect((directoryError as Error).message).toMatch(/bad-field\/task\.yaml.*\n.*max_steps/);
-    expect((directoryError as Error).message).toMatch(/no-repo\/task\.yaml: workspace: .* is not a git repository/);
     const jsonlError = (await discoverTasks(join(root.path, "tasks.jsonl")).catch((error: unknown) => error)) as Error;
-    expect(jsonlError.message).toMatch(/tasks\.jsonl:2: not JSON/);
+    expect(jsonlError).toBeInstanceOf(ConfigError);
     expect(jsonlError.message).toMatch(/task id "dup" is used by both .*tasks\.jsonl:1 and .*tasks\.jsonl:3/);
+    writeFileSync(join(root.path, "broken.jsonl"), `not json\n${JSON.stringify({ id: "x", instruction: "x" })}\n`);
+    const allBroken = (await discoverTasks(join(root.path, "broken.jsonl")).catch((error: unknown) => error)) as Error;
+    expect(allBroken).toBeInstanceOf(ConfigError);
+    expect(allBroken.message).toMatch(/2 problems/);
+    expect(allBroken.message).toMatch(/broken\.jsonl:1: not JSON/);
     await expect(discoverTasks(join(root.path, "nothing-*"))).rejects.toThrow(/no tasks found/);
     await expect(discoverTasks(join(root.path, "missing"))).rejects.toThrow(/no such file or directory/);
   });
 });
 
 describe("--shard i/n", () => {
-  const ids = Array.from({ length: 400 }, (_, index) => `suite-${index % 7}/task-${index}/task.yaml`);
+  const ids = Array.from({ length: 400 }, (_, index) => `suite-${index % 7}/task-${index}`);
 
   it("the n shards partition the tasks exactly (every task in one shard), for every n", () => {
     for (const count of [1, 2, 3, 5, 8, 13]) {
@@ -129,7 +156,7 @@ describe("--shard i/n", () => {
 
   it("a task's shard depends on its id alone: adding tasks elsewhere moves none", () => {
     const before = new Map(ids.map((id) => [id, shardOf(id, 5)]));
-    const more = [...ids, ...Array.from({ length: 100 }, (_, index) => `new/task-${index}/task.yaml`)];
+    const more = [...ids, ...Array.from({ length: 100 }, (_, index) => `new/task-${index}`)];
     const selected = selectTasks(
       more.map((id) => ({ id })),
       { shard: { index: 3, count: 5 } },

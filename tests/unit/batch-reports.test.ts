@@ -5,11 +5,13 @@
  * $GITHUB_STEP_SUMMARY, and the totals.
  */
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { XMLParser, XMLValidator } from "fast-xml-parser";
+import { parse as parseJunit2json } from "junit2json";
+import { parseV2 } from "test-results-parser";
 import type { Task } from "../../src/config/load-task.js";
 import { buildBatchReport, mergeBatchReports, nearestRank, type BatchReport } from "../../src/batch/batch-report.js";
 import { shardOf } from "../../src/batch/discover-tasks.js";
@@ -117,6 +119,107 @@ describe("junit.xml", () => {
     const journal = [...finished("x", "succeeded", "verified", { attempt: 1 }), ...finished("x", "failed", "max_steps", { attempt: 2 })];
     const suite = parseJunit(junitXml(buildBatchReport(plan(["x"], 2), journal, "/home", ended)));
     expect(suite.testcase.map((testcase) => testcase.name)).toEqual(["x [attempt 1, try 1]", "x [attempt 2, try 1]"]);
+  });
+});
+
+describe("junit.xml as CI tools read it", () => {
+  const pytestTail = "F.\n=== FAILURES ===\ntest_calc.py:4: AssertionError: assert add(2, 2) == 4\n1 failed, 1 passed in 0.02s\n";
+  const failedVerify = (command: string, exitCode: number | null) => ({
+    timeline: [],
+    timelineOmitted: 0,
+    eventsCut: false,
+    diff: null,
+    verifyOutput: pytestTail,
+    verify: { command, exitCode, timedOut: false, passed: false, outputTail: pytestTail },
+    finalMessage: "I fixed add().",
+  });
+  const report = () =>
+    buildBatchReport(
+      plan(["suite/fix-add", "suite/passes", "suite/typo"]),
+      [
+        ...finished("suite/fix-add", "failed", "verify_failed", { error: "verify failed (exit 1)" }),
+        {
+          type: "attempt.finished",
+          at: new Date((clock += 1000)).toISOString(),
+          task: "suite/typo",
+          attempt: 1,
+          try: 1,
+          run_id: null,
+          status: "error",
+          reason: "task_invalid",
+          error: "/in/suite/typo/task.yaml: 1 problem:\n  - (file): unknown field verfy",
+          steps: null,
+          tokens: null,
+          duration_ms: null,
+          patch: null,
+        },
+        ...finished("suite/passes", "succeeded", "verified"),
+      ],
+      "/home",
+      ended,
+    );
+
+  it("the failure's text holds the verify command, its exit and its output's tail; each task directory is its own classname; no /task.yaml in names", () => {
+    const xml = junitXml(report(), (attempt) => (attempt.status === "failed" ? failedVerify("python3 -m pytest -q", 1) : null));
+    const suite = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: "", isArray: (name) => name === "testcase" }).parse(xml).testsuites
+      .testsuite as {
+      testcase: { classname: string; name: string; failure?: { "#text": string }; error?: { message: string; "#text": string }; "system-out": string }[];
+    };
+    expect(suite.testcase.map((testcase) => [testcase.classname, testcase.name])).toEqual([
+      ["suite/fix-add", "suite/fix-add"],
+      ["suite/passes", "suite/passes"],
+      ["suite/typo", "suite/typo"],
+    ]);
+    const failure = suite.testcase[0]!.failure!["#text"];
+    expect(failure).toContain("$ python3 -m pytest -q\nexit 1\noutput (tail):\nF.\n=== FAILURES ===\ntest_calc.py:4: AssertionError");
+    expect(failure).toMatch(/1 failed, 1 passed in 0\.02s\nrun: \/home\/runs\/run-/);
+    // Not twice: system-out keeps the paths and the agent's last message.
+    expect(suite.testcase[0]!["system-out"]).not.toContain("AssertionError");
+    expect(suite.testcase[0]!["system-out"]).toContain("I fixed add().");
+    expect(suite.testcase[2]!.error!.message).toBe("task_invalid");
+    expect(suite.testcase[2]!.error!["#text"]).toContain("unknown field verfy");
+  });
+
+  it("cut to a small share, the failure's text keeps the command, the exit and the end of the output", () => {
+    const long = {
+      ...failedVerify("pytest -q", 2),
+      verify: { command: "pytest -q", exitCode: 2, timedOut: false, passed: false, outputTail: `${"x".repeat(50_000)}\nLAST LINE: 1 failed` },
+    };
+    const xml = junitXml(report(), (attempt) => (attempt.status === "failed" ? long : null));
+    const failure = /<failure[^>]*>([^<]*)<\/failure>/.exec(xml)![1]!;
+    expect(failure.length).toBeLessThanOrEqual(16 * 1024);
+    expect(failure).toMatch(
+      /^verify failed \(exit 1\)\n\$ pytest -q\nexit 2\noutput \(tail\):\n\[\.\.\. \d+ characters cut \.\.\.\]x+\nLAST LINE: 1 failed\nrun: /,
+    );
+  });
+
+  it("two JUnit consumers' parsers (test-results-parser, junit2json) read the names, statuses and failure text", async () => {
+    const xml = junitXml(report(), (attempt) => (attempt.status === "failed" ? failedVerify("python3 -m pytest -q", 1) : null));
+    const home = mkdtempSync(join(tmpdir(), "agent-runner-junit-"));
+    try {
+      const file = join(home, "junit.xml");
+      writeFileSync(file, xml);
+      const { result, errors } = parseV2({ type: "junit", files: [file] });
+      expect(errors).toEqual([]);
+      const cases = result.suites.flatMap((suite) => suite.cases);
+      expect(cases.map((testcase) => [testcase.name, testcase.status])).toEqual([
+        ["suite/fix-add", "FAIL"],
+        ["suite/passes", "PASS"],
+        ["suite/typo", "FAIL"],
+      ]);
+      expect(cases[0]!.failure).toBe("verify_failed");
+      expect(cases[0]!.stack_trace).toContain("$ python3 -m pytest -q\nexit 1\noutput (tail):");
+      expect(cases[2]!.stack_trace).toContain("unknown field verfy");
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+    const parsed = await parseJunit2json(xml);
+    const testcases = (
+      parsed as { testsuite?: { testcase?: { classname?: string; name?: string; failure?: { inner?: string }[]; error?: { message?: string }[] }[] }[] }
+    ).testsuite![0]!.testcase!;
+    expect(testcases.map((testcase) => testcase.classname)).toEqual(["suite/fix-add", "suite/passes", "suite/typo"]);
+    expect(testcases[0]!.failure![0]!.inner).toContain("test_calc.py:4: AssertionError");
+    expect(testcases[2]!.error![0]!.message).toBe("task_invalid");
   });
 });
 
@@ -435,7 +538,7 @@ describe("report.html", () => {
 describe("junit.xml size", () => {
   it("system-out carries the verify output and the agent's last message", () => {
     const report = buildBatchReport(plan(["a"]), finished("a", "failed", "verify_failed"), "/home", ended);
-    const details = { timeline: [], timelineOmitted: 0, eventsCut: false, diff: null, verifyOutput: "FAIL test_x", finalMessage: "I fixed it." };
+    const details = { timeline: [], timelineOmitted: 0, eventsCut: false, diff: null, verifyOutput: "FAIL test_x", verify: null, finalMessage: "I fixed it." };
     const xml = junitXml(report, () => details);
     expect(xml).toMatch(/<system-out>[^<]*verify output \(tail\):\nFAIL test_x\n\nthe agent's last message:\nI fixed it\.<\/system-out>/);
   });
@@ -445,7 +548,7 @@ describe("junit.xml size", () => {
     const ids = Array.from({ length: 2000 }, (_, index) => `suite/task-${index}/task.yaml`);
     const journal = ids.flatMap((id) => finished(id, "failed", "verify_failed", { error: "e".repeat(20_000) }));
     const report = buildBatchReport(plan(ids), journal, "/home", ended);
-    const verbose = { timeline: [], timelineOmitted: 0, eventsCut: false, diff: null, verifyOutput: "v".repeat(10_000), finalMessage: null };
+    const verbose = { timeline: [], timelineOmitted: 0, eventsCut: false, diff: null, verifyOutput: "v".repeat(10_000), verify: null, finalMessage: null };
     const xml = junitXml(report, () => verbose);
     expect(Buffer.byteLength(xml)).toBeLessThanOrEqual(JUNIT_MAX_BYTES);
     const suite = parseJunit(xml);

@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Task } from "../../src/config/load-task.js";
-import { SandboxError } from "../../src/errors.js";
+import { ConfigError, SandboxError } from "../../src/errors.js";
+import { ImageUnavailableError } from "../../src/batch/prepare-images.js";
 import { exitCodeOfReport, type RunReport } from "../../src/run/run-report.js";
 import type { RunHandle, StartOptions } from "../../src/runner/runner.js";
 import type { BatchReport } from "../../src/batch/batch-report.js";
@@ -101,7 +102,8 @@ afterEach(() => {
   for (const home of homes.splice(0)) rmSync(home, { recursive: true, force: true });
 });
 
-function makeBatch(tasks: string[], options: Partial<BatchOptions> = {}): { home: string; directory: BatchDirectory } {
+/** A batch of `tasks` (ids `<name>/task.yaml`); the names in `invalid` are tasks the loader refused, with that message. */
+function makeBatch(tasks: string[], options: Partial<BatchOptions> = {}, invalid: Record<string, string> = {}): { home: string; directory: BatchDirectory } {
   const home = mkdtempSync(join(tmpdir(), "agent-runner-batch-unit-"));
   homes.push(home);
   const directory = BatchDirectory.of(home, "b1");
@@ -122,7 +124,11 @@ function makeBatch(tasks: string[], options: Partial<BatchOptions> = {}): { home
       summary: null,
       ...options,
     },
-    tasks: tasks.map((name) => ({ id: `${name}/task.yaml`, task_file: `/in/${name}/task.yaml`, task: { name } as Task })),
+    tasks: tasks.map((name) =>
+      invalid[name] === undefined
+        ? { id: `${name}/task.yaml`, task_file: `/in/${name}/task.yaml`, task: { name } as Task }
+        : { id: `${name}/task.yaml`, task_file: `/in/${name}/task.yaml`, task: null, invalid: invalid[name] },
+    ),
     discovered: tasks.length,
   });
   return { home, directory };
@@ -312,7 +318,6 @@ describe("runBatch", () => {
     await waitUntil(() => first.running.size === 1);
     controller.abort();
     await running;
-    const { ConfigError } = await import("../../src/errors.js");
     const again = new FakeRunner(
       home,
       () => ok,
@@ -324,6 +329,68 @@ describe("runBatch", () => {
     expect(task(result, "x").attempts.map((attempt) => [attempt.try, attempt.status, attempt.reason])).toEqual([
       [1, "skipped", "abandoned"],
       [2, "succeeded", "verified"],
+    ]);
+  });
+});
+
+describe("errors known before any run starts are their task's outcome and never stop the batch", () => {
+  const loaderMessage = "/in/typo/task.yaml: 1 problem:\n  - (file): unknown field verfy (did you mean verify?)";
+
+  it("a task file the loader refused is error/task_invalid with the loader's message; the others run; the gate counts it", async () => {
+    const { home, directory } = makeBatch(["a", "b", "typo", "c", "d"], { jobs: 1, retries: 2, max_errors: 0 }, { typo: loaderMessage });
+    const runner = new FakeRunner(home, () => ok);
+    const result = await runBatch(runner, directory, new AbortController().signal);
+    expect(runner.starts).toEqual(["a", "b", "c", "d"]);
+    expect(task(result, "typo")).toMatchObject({ status: "error", reason: "task_invalid", error: loaderMessage });
+    // Never retried: another try fails the same way.
+    expect(task(result, "typo").attempts.map((attempt) => [attempt.run_id, attempt.status, attempt.reason])).toEqual([[null, "error", "task_invalid"]]);
+    expect(result.totals).toMatchObject({ tasks: 5, succeeded: 4, error: 1, skipped: 0, errored_attempts: 1 });
+    // The gate counts it against --max-errors 0.
+    expect(result.gate.passed).toBe(false);
+    expect(result).toMatchObject({ status: "error", exit_code: 3 });
+    const xml = readFileSync(directory.file("junit.xml"), "utf8");
+    expect(xml).toMatch(/<error message="task_invalid" type="task_invalid">[^<]*unknown field verfy/);
+  });
+
+  it("with --max-errors 1 the same batch passes: the refused task is the one error it allows", async () => {
+    const { home, directory } = makeBatch(["a", "typo"], { max_errors: 1 }, { typo: loaderMessage });
+    const result = await runBatch(new FakeRunner(home, () => ok), directory, new AbortController().signal);
+    expect(result).toMatchObject({ status: "passed", exit_code: 0 });
+  });
+
+  it("a task whose image cannot be had ends error/image_unavailable and does not stop the others (--max-errors 0)", async () => {
+    const { home, directory } = makeBatch(["a-absent", "b", "c"], { jobs: 1, retries: 1, max_errors: 0 });
+    const runner = new FakeRunner(home, (name) =>
+      name === "a-absent" ? { throws: new ImageUnavailableError("image example.com/absent:1 not found: pull access denied") } : ok,
+    );
+    const result = await runBatch(runner, directory, new AbortController().signal);
+    expect(task(result, "a-absent")).toMatchObject({ status: "error", reason: "image_unavailable" });
+    expect(task(result, "a-absent").attempts).toHaveLength(1);
+    expect(task(result, "b").status).toBe("succeeded");
+    expect(task(result, "c").status).toBe("succeeded");
+    expect(runner.starts).toEqual(["a-absent", "b", "c"]);
+  });
+
+  it("a start the runner refuses as bad input (ConfigError) is task_invalid, not retried, and stops nothing", async () => {
+    const { home, directory } = makeBatch(["a-bad", "b"], { jobs: 1, retries: 2 });
+    const runner = new FakeRunner(home, (name) =>
+      name === "a-bad" ? { throws: new ConfigError("verify.command: program pytset is not in image example.com/img:1") } : ok,
+    );
+    const result = await runBatch(runner, directory, new AbortController().signal);
+    expect(task(result, "a-bad")).toMatchObject({ status: "error", reason: "task_invalid", error: expect.stringMatching(/verify\.command: program pytset/) });
+    expect(runner.starts).toEqual(["a-bad", "b"]);
+    expect(task(result, "b").status).toBe("succeeded");
+  });
+
+  it("an error of a run still stops the batch after --max-errors, refused tasks aside", async () => {
+    const { home, directory } = makeBatch(["a", "b-typo", "c-down", "d"], { jobs: 1, max_errors: 0 }, { "b-typo": loaderMessage });
+    const runner = new FakeRunner(home, (name) => (name === "c-down" ? rateLimited : ok));
+    const result = await runBatch(runner, directory, new AbortController().signal);
+    expect(result.tasks.map((entry) => [entry.name, entry.status, entry.reason])).toEqual([
+      ["a/task.yaml", "succeeded", "verified"],
+      ["b-typo/task.yaml", "error", "task_invalid"],
+      ["c-down/task.yaml", "error", "rate_limited"],
+      ["d/task.yaml", "skipped", "stopped_after_errors"],
     ]);
   });
 });

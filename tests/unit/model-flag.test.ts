@@ -12,6 +12,12 @@ describe("--model PROVIDER:NAME", () => {
     expect(modelFlag("gpt-4.1")).toEqual({ name: "gpt-4.1" });
     expect(modelFlag("llama3:8b")).toEqual({ name: "llama3:8b" });
     expect(() => modelFlag(":x")).toThrow(/--model: expected NAME or PROVIDER:NAME/);
+    // A provider one typo away is refused with the fix, not sent to openai as a model name (five retries later: an error).
+    expect(() => modelFlag("antropic:claude-sonnet-4-5")).toThrow(
+      /--model antropic:claude-sonnet-4-5: no provider "antropic"; did you mean anthropic:claude-sonnet-4-5\?/,
+    );
+    expect(() => modelFlag("opnai-responses:gpt-5")).toThrow(/did you mean openai-responses:gpt-5\?/);
+    expect(modelFlag("openai:antropic:x")).toEqual({ provider: "openai", name: "antropic:x" });
     expect(() => modelFlag("")).toThrow(/--model: expected NAME or PROVIDER:NAME/);
   });
 
@@ -25,6 +31,14 @@ describe("--model PROVIDER:NAME", () => {
     const named = validateTask({ name: "t", instruction: "x", model: modelFlag("anthropic:claude-x") }, null, process.cwd());
     expect(checkModelSettings(named, { ANTHROPIC_API_KEY: "k", ANTHROPIC_MODEL: "other" }).model).toBe("claude-x");
     expect(() => checkModelSettings(task, { OPENAI_API_KEY: "k" })).toThrow(/ANTHROPIC_API_KEY is not set/);
+  });
+});
+
+describe("model.provider misspelt", () => {
+  it("the task file's problem says which provider was meant", () => {
+    expect(() => validateTask({ name: "t", instruction: "x", model: { provider: "antropic" } }, null, process.cwd())).toThrow(
+      /model\.provider: expected one of "openai", "anthropic", "openai-responses", "scripted", got string "antropic" \(did you mean anthropic\?\)/,
+    );
   });
 });
 

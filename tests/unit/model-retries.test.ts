@@ -178,7 +178,7 @@ describe("OpenAIModelClient retries against the scripted model", () => {
     const { client, server, delays } = await scripted({ turns: [{ content: "never", faults: [{ status, message: "no" }] }] });
     const error = await failure(call(client).promise);
     expect(error.reason).toBe(reason);
-    expect(error.message).toMatch(new RegExp(`answered ${status}: no$`));
+    expect(error.message).toMatch(new RegExp(`answered ${status}: no${status === 404 ? " \\(is model\\.base_url .* does it end in /v1\\?\\)" : ""}$`));
     expect(server.requests).toHaveLength(1);
     expect(delays).toEqual([]);
   });
@@ -276,8 +276,8 @@ describe("OpenAIModelClient retries against hand-made failures", () => {
         response.end("{not json");
       },
       (_request, response) => {
-        response.writeHead(200, { "content-type": "text/html" });
-        response.end("<html>bad gateway</html>");
+        response.writeHead(200, { "content-type": "text/plain" });
+        response.end("upstream hiccup");
       },
       (_request, response) => {
         response.writeHead(200, { "content-type": "application/json" });
@@ -290,6 +290,49 @@ describe("OpenAIModelClient retries against hand-made failures", () => {
     expect((await promise).content).toBe("hello");
     expect(retries.map((retry) => retry.reason)).toEqual(["invalid_response", "invalid_response", "empty_response"]);
     expect(count()).toBe(4);
+  });
+
+  const page = (status: number) => (_request: IncomingMessage, response: ServerResponse) => {
+    response.writeHead(status, { "content-type": "text/html" });
+    response.end(`<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head><body>${"<p>filler</p>".repeat(2000)}</body></html>`);
+  };
+
+  it("an HTML page where the API belongs (200 or 404, streamed or not) is not retried nor dumped: its title and the base URL hint", async () => {
+    for (const status of [200, 404]) {
+      for (const stream of [false, true]) {
+        const { baseURL, count } = await rawServer([page(status)]);
+        const client = new OpenAIModelClient({ baseURL, apiKey: "k", model: "m", stream, sleep: recordingSleep().sleep });
+        const error = await failure(call(client).promise);
+        expect(count(), `${status} stream ${stream}`).toBe(1);
+        expect(error.message).toContain(`answered ${status} with an HTML page ("Welcome to nginx!"), not the API's JSON: is model.base_url`);
+        expect(error.message).toContain("ends in /v1");
+        expect(error.message).not.toContain("filler");
+        expect(error.message.length).toBeLessThan(600);
+      }
+    }
+  });
+
+  it("a gateway's HTML error page (502) is retried, still without the page", async () => {
+    const { baseURL, count } = await rawServer([page(502), ok]);
+    const client = new OpenAIModelClient({ baseURL, apiKey: "k", model: "m", sleep: recordingSleep().sleep });
+    const { promise, retries } = call(client);
+    expect((await promise).content).toBe("hello");
+    expect(count()).toBe(2);
+    expect(retries.map((retry) => retry.reason)).toEqual(["server_error"]);
+  });
+
+  it("a JSON 404 shows its body and asks whether the base URL ends in /v1, without retrying", async () => {
+    const { baseURL, count } = await rawServer([
+      (_request, response) => {
+        response.writeHead(404, { "content-type": "application/json" });
+        response.end(JSON.stringify({ error: { message: "no route POST /chat/completions", type: "not_found" } }));
+      },
+    ]);
+    const client = new OpenAIModelClient({ baseURL: baseURL.replace(/\/v1$/, ""), apiKey: "k", model: "m", sleep: recordingSleep().sleep });
+    const error = await failure(call(client).promise);
+    expect(count()).toBe(1);
+    expect(error.reason).toBe("not_found");
+    expect(error.message).toMatch(/answered 404: no route POST \/chat\/completions \(is model\.base_url .* does it end in \/v1\?\)/);
   });
 
   it("names connection_error when the endpoint refuses connections on every attempt", async () => {

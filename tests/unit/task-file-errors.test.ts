@@ -25,10 +25,21 @@ describe("task.yaml errors a user can act on", () => {
     await using directory = temporaryDirectory();
     const error = rejection(directory.path, "name: fix\ninstruction: do it\nsandbox:\n  image: a: b\n");
     expect(error.problems).toEqual([
-      { path: "", message: "YAML syntax, line 4, column 10: Nested mappings are not allowed in compact mappings\n     4 |   image: a: b\n       |          ^" },
+      {
+        path: "",
+        message:
+          'YAML syntax, line 4, column 10: Nested mappings are not allowed in compact mappings\n     4 |   image: a: b\n       |          ^\n  the value holds ": ", which YAML reads as another key: quote it (image: "...") or write it as a block (image: |, the text on the lines below, indented)',
+      },
     ]);
     // The whole error as the CLI prints it.
     expect(error.message).toContain(`${join(directory.path, "task.yaml")}: 1 problem:\n  - (file): YAML syntax, line 4, column 10: `);
+  });
+
+  it('a value with ": " in it (instruction: Fix add(): it is wrong) gets the fix next to the parser\'s message: quote it or use |', async () => {
+    await using directory = temporaryDirectory();
+    const [problem] = rejection(directory.path, "name: fix\ninstruction: Fix add(): it is wrong\n").problems;
+    expect(problem!.message).toMatch(/^YAML syntax, line 2, column 14: Nested mappings are not allowed in compact mappings\n/);
+    expect(problem!.message).toContain('quote it (instruction: "...") or write it as a block (instruction: |');
   });
 
   it("an unclosed quote, reported past the end, shows the last line with text", async () => {

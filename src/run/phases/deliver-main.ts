@@ -1,6 +1,7 @@
 import type { AgentOutcome } from "../../agent/agent-loop.js";
 import { CancelledError } from "../../errors.js";
 import type { SandboxProvider } from "../../sandbox/sandbox.js";
+import { UNRUNNABLE_EXIT_CODES } from "../../delivery/setup-commands.js";
 import { mergeIntoBranch, mergeIntoUserBranch } from "../../workspace/merge.js";
 import { writeRunBranchDiff, type CommitOutcome, type RunWorktree } from "../../workspace/run-worktree.js";
 import type { RunReport, RunStatus } from "../run-report.js";
@@ -61,6 +62,10 @@ export async function deliverMainAgent(
   } else if (outcome.reason !== "final_answer") {
     // max_steps, refusal, output_limit, a spent budget: the agent did not finish; its partial work is committed, not merged, and `runner resume` continues it.
     setOutcome(report, "failed", outcome.reason);
+  } else if (!verified && unrunnable(report.verify)) {
+    // Bash could not run the command at all: the task's verify command or its image, not the agent's work.
+    setOutcome(report, "error", "verify_unrunnable");
+    report.error = `verify.command ${JSON.stringify(report.verify!.command)} could not run (exit ${report.verify!.exit_code}: ${report.verify!.exit_code === 127 ? "command not found" : "not executable"}); fix verify.command in the task file or the image. Its output:\n${report.verify!.output_tail.slice(-1000)}`;
   } else if (!verified) {
     setOutcome(report, "failed", report.verify?.timed_out ? "verify_timed_out" : "verify_failed");
   } else {
@@ -113,6 +118,11 @@ export async function recordMainCommit(scope: RunScope, worktree: RunWorktree, c
     report.patch = null;
     report.commit.patch_timed_out = true;
   }
+}
+
+/** A verification bash could not run: exit 126 or 127 ({@link UNRUNNABLE_EXIT_CODES}), not timed out. */
+function unrunnable(verify: RunReport["verify"]): boolean {
+  return verify !== null && !verify.timed_out && verify.exit_code !== null && UNRUNNABLE_EXIT_CODES.has(verify.exit_code);
 }
 
 export function setOutcome(report: RunReport, status: RunStatus, reason: string): void {

@@ -17,7 +17,8 @@ import { repositoryTopLevel } from "../../process/repository-top-level.js";
 import { CONTAINER_GIT_DIRECTORY, containerGitMounts, type RunWorktree } from "../../workspace/run-worktree.js";
 import { PermissionGuard, type AskApproval } from "../permission-guard.js";
 import { MAIN_AGENT } from "../report-counter.js";
-import { runSetupCommands, SetupFailedError } from "../../delivery/setup-commands.js";
+import { checkVerifyProgram } from "../../delivery/command-program.js";
+import { runSetupCommands, setupFailure } from "../../delivery/setup-commands.js";
 import { throwIfAborted } from "./deliver-main.js";
 import type { RunScope } from "../run-scope.js";
 import type { RunWorkspace } from "./open-workspace.js";
@@ -120,7 +121,10 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   // sandbox.setup, once, before anything else runs in the sandbox (a resumed run's new container too).
   const setup = await runSetupCommands(sandbox, task.sandbox.setup, { phase: "agent", agentId: MAIN_AGENT, events, signal });
   throwIfAborted(signal);
-  if (setup.failed) throw new SetupFailedError(setup.failed);
+  if (setup.failed) throw setupFailure(setup.results);
+  // A verify command whose program is not there would be found out only after the paid run, and blamed on the agent.
+  if (task.verify) await checkVerifyProgram(sandbox, task.verify.command, task.sandbox.image, signal);
+  throwIfAborted(signal);
 
   // Skills: built-in, the user's directory, and the workspace's skills/ as of the base commit (read in the sandbox).
   const skills = await loadSkills({

@@ -31,6 +31,28 @@ describe("files the worktree does not get", () => {
     expect(notes[0]!.ignored).toEqual(expect.arrayContaining(["build/", "debug.log"]));
   });
 
+  it("ignored caches and installed environments (.pytest_cache/, __pycache__/, node_modules/, .venv/) are not worth a note", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task, repo } = writeScriptedTask(directory.path, {
+      script: { turns: [{ content: "Done." }] },
+      files: { "README.md": "hello\n", ".gitignore": ".pytest_cache/\n__pycache__/\nnode_modules/\n.venv/\n*.pyc\nlocal.cfg\n" },
+    });
+    for (const cache of [".pytest_cache", "src/__pycache__", "node_modules/left-pad", ".venv/bin"]) {
+      mkdirSync(join(repo, cache), { recursive: true });
+      writeFileSync(join(repo, cache, "x"), "cached\n");
+    }
+    writeFileSync(join(repo, "old.pyc"), "bytecode\n");
+    const clean = await fake.runner.start(task);
+    await clean.result;
+    expect(eventData(eventsFile(clean.directory), "workspace.uncommitted")).toEqual([]);
+    // A file the user keeps out of git on purpose is still named.
+    writeFileSync(join(repo, "local.cfg"), "mine\n");
+    const run = await fake.runner.start(task);
+    await run.result;
+    expect(eventData(eventsFile(run.directory), "workspace.uncommitted")).toEqual([expect.objectContaining({ ignored_count: 1, ignored: ["local.cfg"] })]);
+  });
+
   it("says nothing for a clean checkout", async () => {
     await using directory = temporaryDirectory();
     await using fake = await fakeRunner({ exec: fakeShell() });
