@@ -14,6 +14,9 @@
 //
 // Usage: agent-runner-sandboxd -uid N -gid N   (as root; the workspace root
 // comes from $RUNNER_WORKSPACE, default /workspace)
+//
+//	agent-runner-sandboxd grep|glob   (as anyone: the grep and glob tools
+//	without ripgrep, search.go)
 package main
 
 import (
@@ -40,6 +43,9 @@ var (
 )
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "grep" || os.Args[1] == "glob") {
+		os.Exit(searchMain(os.Args[1]))
+	}
 	flag.IntVar(&sandboxUID, "uid", -1, "uid the agent's commands run as (> 0)")
 	flag.IntVar(&sandboxGID, "gid", -1, "gid the agent's commands run as (>= 0)")
 	flag.Parse()
