@@ -258,7 +258,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     onlyMainCheckout(repo);
   });
 
-  it("a worker whose change breaks the tests is not merged: the parent is told why with the output tail, its files are unchanged, the branch is kept", async () => {
+  it("a worker whose change breaks the tests is not merged: the parent is told why with the output, its files are unchanged, the branch is kept", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const { task, repo } = writeScriptedTask(directory.path, {
