@@ -5,6 +5,7 @@ import type { ContextSettings } from "../agent/context-window.js";
 import type { SessionJournal } from "../agent/session-journal.js";
 import { ToolResultStore } from "../agent/tool-result-store.js";
 import { CancelledError, errorMessage } from "../errors.js";
+import { joinExcerpt } from "../events/output-excerpt.js";
 import type { EventSink } from "../events/run-events.js";
 import { emptyUsage, type ChatMessage, type Usage } from "../model/messages.js";
 import type { ModelClient } from "../model/model-client.js";
@@ -450,7 +451,7 @@ async function finishWorker(
       "verify_failed",
       reason,
       `Worker ${agentId}'s work was NOT merged: ${reason}. ` +
-        `Its branch ${worktree.branch} keeps the work; your files are unchanged.\nOutput tail:\n${verify?.output_tail ?? ""}\n${said}`,
+        `Its branch ${worktree.branch} keeps the work; your files are unchanged.\nIts output:\n${verify ? joinExcerpt(verify) : ""}\n${said}`,
     );
   }
   if (merged.status === "conflict") {

@@ -1,6 +1,7 @@
 import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { cloudEventType, readEvent, type RunEvent, type RunEventName } from "../events/event-catalogue.js";
+import { joinExcerpt } from "../events/output-excerpt.js";
 import { RUN_FILES } from "../run/run-store.js";
 
 /** What one entry of a run's timeline is about (the CSS class and the badge of report.html). */
@@ -30,7 +31,7 @@ export interface RunDetails {
   eventsCut: boolean;
   /** The start of patch.diff, cut at a line end; null when the run has none. */
   diff: { text: string; shownBytes: number; totalBytes: number } | null;
-  /** The verify command's output tail of the last verify.finished (what a CI reader wants first). */
+  /** The verify command's output (its head and tail) of the last verify.finished (what a CI reader wants first). */
   verifyOutput: string | null;
   /** The main agent's last verification (its last verify.finished of the main agent): command, exit code (null when it had none), timed out. */
   verify: { command: string; exitCode: number | null; timedOut: boolean; passed: boolean; outputTail: string } | null;
@@ -311,9 +312,10 @@ function timelineOf(text: string): { entries: TimelineEntry[]; verifyOutput: str
         const entry =
           verifyEntry ?? add({ kind: "verify", agent: event.data.agent_id ?? null, title: "verify", detail: event.data.command, outcome: "neutral" });
         entry.title = `verify ${verdict} in ${seconds(event.data.duration_ms)}${event.data.sandbox_lost ? `: sandbox lost (${event.data.sandbox_lost})` : ""}`;
-        entry.detail = clip(`$ ${event.data.command}\n${event.data.output_tail}`);
+        const output = joinExcerpt(event.data);
+        entry.detail = clip(`$ ${event.data.command}\n${output}`);
         entry.outcome = event.data.passed ? "ok" : "bad";
-        verifyOutput = event.data.output_tail;
+        verifyOutput = output;
         // A worker's verify (agent_id other than main) is not the run's verification.
         if ((event.data.agent_id ?? "main") === "main") {
           const { command, exit_code: exitCode, timed_out: timedOut, passed, output_tail: outputTail } = event.data;

@@ -1,6 +1,7 @@
 import { SandboxError, errorMessage } from "../errors.js";
 import { dirname } from "node:path";
 import { filesystemUsage } from "../process/filesystem-usage.js";
+import { excerptOutput } from "../events/output-excerpt.js";
 import type { EventSink } from "../events/run-events.js";
 import { createSandbox, type ExecResult, type SandboxProvider, type SandboxSpec } from "../sandbox/sandbox.js";
 import { applyProtectedPaths } from "../workspace/protected-paths.js";
@@ -14,6 +15,11 @@ export interface VerifyResult {
   exit_code: number | null;
   passed: boolean;
   timed_out: boolean;
+  /** The start of stdout-then-stderr that `output_tail` does not hold, up to 4000 characters ("" when the tail holds it all). */
+  output_head: string;
+  /** Characters left out between `output_head` and `output_tail` (0 when the record holds the whole output). */
+  output_omitted: number;
+  /** The last 4000 characters of stdout then stderr. */
   output_tail: string;
   /** Why the verification sandbox went away while the command ran (the command killed its helper or container); null otherwise. */
   sandbox_lost: string | null;
@@ -35,7 +41,12 @@ export interface ProtectedPaths {
   omitted: number;
 }
 
-const OUTPUT_TAIL_CHARACTERS = 4000;
+/** Characters of the output's start and end kept in report.json (the rest is left out, counted). */
+const REPORT_HEAD_CHARACTERS = 4000;
+const REPORT_TAIL_CHARACTERS = 4000;
+/** The same in the `verify.finished` event, which travels on every event stream. */
+const EVENT_HEAD_CHARACTERS = 1000;
+const EVENT_TAIL_CHARACTERS = 1000;
 
 /**
  * How a verification that ran ended, for people: `exit 1`, `timed out after
@@ -148,11 +159,11 @@ export async function verifyCommit(
       // Throws when Docker itself is unreachable: then the loss is the infrastructure's, and so is the error.
       await sandbox.close();
     }
-    const tail = result
-      ? `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`.slice(-OUTPUT_TAIL_CHARACTERS)
-      : `[agent-runner] the verification sandbox was lost while the command ran (its control process died or stopped answering, e.g. under the out-of-memory killer): ${sandboxLost}`.slice(
-          -OUTPUT_TAIL_CHARACTERS,
-        );
+    const output = result
+      ? `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`
+      : `[agent-runner] the verification sandbox was lost while the command ran (its control process died or stopped answering, e.g. under the out-of-memory killer): ${sandboxLost}`;
+    const recorded = excerptOutput(output, REPORT_HEAD_CHARACTERS, REPORT_TAIL_CHARACTERS);
+    const announced = excerptOutput(output, EVENT_HEAD_CHARACTERS, EVENT_TAIL_CHARACTERS);
     const exitCode = result?.exitCode ?? null;
     const timedOut = result?.timedOut ?? false;
     const passed = exitCode === 0 && !timedOut && !context.signal.aborted;
@@ -165,7 +176,9 @@ export async function verifyCommit(
         passed,
         timed_out: timedOut,
         duration_ms: result?.durationMs ?? Date.now() - started,
-        output_tail: tail.slice(-1000),
+        output_head: announced.head,
+        output_omitted: announced.omitted,
+        output_tail: announced.tail,
         sandbox_lost: sandboxLost,
       },
     });
@@ -174,7 +187,9 @@ export async function verifyCommit(
       exit_code: exitCode,
       passed,
       timed_out: timedOut,
-      output_tail: tail,
+      output_head: recorded.head,
+      output_omitted: recorded.omitted,
+      output_tail: recorded.tail,
       sandbox_lost: sandboxLost,
       protected: protectedPaths,
     };

@@ -257,6 +257,9 @@ export const EVENT_CATALOGUE = {
     passed: z.boolean(),
     timed_out: z.boolean(),
     duration_ms: z.number(),
+    // Added within v1 (older lines hold only the tail), so readers take them as optional.
+    output_head: z.string().optional(),
+    output_omitted: z.number().optional(),
     output_tail: z.string(),
     sandbox_lost: z.string().nullable(),
   }),

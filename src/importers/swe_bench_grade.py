@@ -201,6 +201,29 @@ def grade(results, exit_code, fail_to_pass, pass_to_pass):
     return report
 
 
+NAMES_LISTED = 20
+
+
+def summary_lines(instance_id, exit_code, report):
+    """The grader's last words: the tests that did not pass (the first 20 of each list), then the
+    summary, last, so that a record keeping only the end of the output keeps the verdict and the
+    counts, and the test output above the names is not pushed out by a long list of them."""
+    lines = []
+    for group in ("fail_to_pass", "pass_to_pass"):
+        failure = report[group]["failure"]
+        lines += [f"[swe-bench] {group.upper()} not passed: {case}" for case in failure[:NAMES_LISTED]]
+        if len(failure) > NAMES_LISTED:
+            lines.append(f"[swe-bench] {group.upper()} not passed: {len(failure) - NAMES_LISTED} more")
+    lines.append(f"[swe-bench] {instance_id}: test command exited {exit_code}")
+    for group in ("fail_to_pass", "pass_to_pass"):
+        success, failure = report[group]["success"], report[group]["failure"]
+        lines.append(f"[swe-bench] {group.upper()}: {len(success)}/{len(success) + len(failure)} passed")
+    if report["note"]:
+        lines.append(f"[swe-bench] note: {report['note']}")
+    lines.append(f"[swe-bench] {'resolved' if report['resolved'] else 'not resolved'}")
+    return lines
+
+
 def apply_test_patch(directory):
     patch = os.path.join(directory, "test.patch")
     for command in (["git", "apply", "-v", patch], ["patch", "--batch", "--fuzz=5", "-p1", "-i", patch]):
@@ -236,15 +259,7 @@ def main(directory):
     exit_code = process.wait()
     log = b"".join(chunks).decode("utf-8", "replace")
     report = grade(parser(log), exit_code, spec["fail_to_pass"], spec["pass_to_pass"])
-    print(f"\n[swe-bench] {spec['instance_id']}: test command exited {exit_code}")
-    for group in ("fail_to_pass", "pass_to_pass"):
-        success, failure = report[group]["success"], report[group]["failure"]
-        print(f"[swe-bench] {group.upper()}: {len(success)}/{len(success) + len(failure)} passed")
-        for case in failure[:50]:
-            print(f"[swe-bench]   not passed: {case}")
-    if report["note"]:
-        print(f"[swe-bench] note: {report['note']}")
-    print(f"[swe-bench] {'resolved' if report['resolved'] else 'not resolved'}")
+    print("\n" + "\n".join(summary_lines(spec["instance_id"], exit_code, report)))
     return 0 if report["resolved"] else 1
 
 

@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { Language, Parser, type Node } from "web-tree-sitter";
+import { parseAligningHereDocuments } from "./here-documents.js";
 
 /**
  * One word of a command as bash would pass it to the program: `literal` when
@@ -85,13 +86,14 @@ export class ShellParser {
     return ShellParser.loading;
   }
 
+  /** Here-documents end where bash ends them (see `parseAligningHereDocuments`). */
   parse(text: string): ShellScript {
-    const tree = this.parser.parse(text);
-    if (!tree) return { commands: [], pipelines: [], writeRedirects: [], errors: ["the parser gave up"] };
+    const parsed = parseAligningHereDocuments(this.parser, text);
+    if (!parsed) return { commands: [], pipelines: [], writeRedirects: [], errors: ["the parser gave up"] };
     try {
-      return new ScriptCollector().collect(tree.rootNode);
+      return new ScriptCollector(parsed.restore).collect(parsed.tree.rootNode);
     } finally {
-      tree.delete();
+      parsed.tree.delete();
     }
   }
 }
@@ -101,7 +103,12 @@ class ScriptCollector {
   /** Pipeline position of each command node, by node id. */
   private readonly positions = new Map<number, { pipeline: ShellPipeline; index: number }>();
 
+  constructor(private readonly restore: (text: string) => string) {}
+
+  private source = "";
+
   collect(root: Node): ShellScript {
+    this.source = root.text;
     // Pipelines first: a stage may come before its pipeline node in the tree (`cat <<EOF | sh`).
     for (const pipeline of root.descendantsOfType("pipeline")) this.registerPipeline(pipeline);
     this.visit(root);
@@ -156,10 +163,10 @@ class ScriptCollector {
       });
     const position = this.positions.get(node.id);
     const command: ShellSimpleCommand = {
-      text: node.text,
+      text: this.restore(node.text),
       words,
       assignments,
-      stdin: standardInputOf(node),
+      stdin: standardInputOf(node, this.source),
       pipeline: position ? { id: position.pipeline.id, index: position.index } : null,
     };
     if (position) position.pipeline.stages[position.index] = command;
@@ -173,7 +180,7 @@ class ScriptCollector {
     // `2>&1`, `>&-`: duplicating a descriptor writes no file.
     if (operator === ">&" && /^(\d+|-)$/.test(destination.text)) return;
     if (destination.type === "process_substitution") return;
-    this.script.writeRedirects.push({ operator, target: evaluateWord(destination), text: node.text });
+    this.script.writeRedirects.push({ operator, target: evaluateWord(destination), text: this.restore(node.text) });
   }
 }
 
@@ -186,7 +193,7 @@ function commandOfStage(stage: Node | null): Node | null {
 }
 
 /** A here-document or here-string attached to the command (or to the statement wrapping it). */
-function standardInputOf(command: Node): ShellWord | null {
+function standardInputOf(command: Node, source: string): ShellWord | null {
   const redirects = [...command.childrenForFieldName("redirect")];
   const parent = command.parent;
   if (parent?.type === "redirected_statement" && parent.childForFieldName("body")?.id === command.id) {
@@ -198,16 +205,30 @@ function standardInputOf(command: Node): ShellWord | null {
       if (word) return evaluateWord(word);
     }
     if (redirect.type === "heredoc_redirect") {
-      const start = redirect.namedChildren.find((child) => child.type === "heredoc_start");
-      const body = redirect.namedChildren.find((child) => child.type === "heredoc_body");
+      const start = redirect.namedChildren.find((child) => child?.type === "heredoc_start");
+      const body = redirect.namedChildren.find((child) => child?.type === "heredoc_body");
       if (!body) return { kind: "literal", value: "", unquotedGlob: false };
+      const text = hereDocumentBody(source, body, redirect);
       // A quoted delimiter (<<'EOF', <<"EOF", <<\EOF) makes the body literal.
-      if (start && /['"\\]/.test(start.text)) return { kind: "literal", value: body.text, unquotedGlob: false };
-      if (body.namedChildren.some((child) => DYNAMIC_NODES.has(child.type))) return { kind: "dynamic", text: body.text };
-      return { kind: "literal", value: unescapeDoubleQuoted(body.text), unquotedGlob: false };
+      if (start && /['"\\]/.test(start.text)) return { kind: "literal", value: text, unquotedGlob: false };
+      if (body.namedChildren.some((child) => child && DYNAMIC_NODES.has(child.type))) return { kind: "dynamic", text };
+      return { kind: "literal", value: unescapeDoubleQuoted(text), unquotedGlob: false };
     }
   }
   return null;
+}
+
+/**
+ * The body bash reads: whole lines from the one after the `<<` line to the
+ * end line. tree-sitter-bash starts its body node after the first line's
+ * leading blanks and, for `<<-`, keeps the end line's tabs; bash strips
+ * leading tabs from every line for `<<-` and nothing otherwise.
+ */
+function hereDocumentBody(source: string, body: Node, redirect: Node): string {
+  const end = redirect.namedChildren.find((child) => child?.type === "heredoc_end");
+  const lineStart = (index: number): number => source.lastIndexOf("\n", index - 1) + 1;
+  const text = end ? source.slice(lineStart(body.startIndex), lineStart(end.startIndex)) : body.text;
+  return redirect.children.some((child) => child?.text === "<<-") ? text.replace(/^\t+/gm, "") : text;
 }
 
 /** The value bash gives a word node, or `dynamic` when it depends on expansions. */

@@ -188,7 +188,7 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
       /PASSED tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*FAIL_TO_PASS: 1\/1 passed[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*\[swe-bench\] resolved/,
     );
     expect(verifyOutput("swe/acme__calc-2")).toMatch(
-      /FAIL_TO_PASS: 0\/1 passed[\s\S]*not passed: tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*not resolved/,
+      /FAIL_TO_PASS not passed: tests\/test_calc.py::test_add_hidden_f2p_marker[\s\S]*FAIL_TO_PASS: 0\/1 passed[\s\S]*PASS_TO_PASS: 1\/1 passed[\s\S]*not resolved/,
     );
     // The forged reward files sit in the workspace; the verifier's own directory held its real verdict.
     expect(verifyOutput("harbor/greet-forged")).toMatch(/\[harbor\] reward: 0 /);

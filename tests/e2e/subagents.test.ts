@@ -258,7 +258,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     onlyMainCheckout(repo);
   });
 
-  it("a worker whose change breaks the tests is not merged: the parent is told why with the output tail, its files are unchanged, the branch is kept", async () => {
+  it("a worker whose change breaks the tests is not merged: the parent is told why with the output, its files are unchanged, the branch is kept", async () => {
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
     const { task, repo } = writeScriptedTask(directory.path, {
@@ -272,7 +272,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
             expect: {
               tool_result_matches:
                 "^Worker w1's work was NOT merged: verification `python3 -m pytest -q -p no:cacheprovider` failed \\(exit 1\\)\\. " +
-                "Its branch runner/[0-9a-z-]+-w1 keeps the work; your files are unchanged\\.\\nOutput tail:\\n[\\s\\S]*" +
+                "Its branch runner/[0-9a-z-]+-w1 keeps the work; your files are unchanged\\.\\nIts output:\\n[\\s\\S]*" +
                 "assert -1 == 5[\\s\\S]*1 failed, 1 passed",
             },
             tool_calls: [toolCall("run_shell", { command: "cat calc.py; git status --porcelain --untracked-files=no; echo status-done" })],

@@ -24,12 +24,16 @@ export interface TestImage {
   files?: Record<string, string>;
 }
 
-/** The default image with Node removed: everything the tool suite and the security probes use, but no node/npm/npx. */
+/**
+ * The default image with Node and ripgrep removed: everything else the tool
+ * suite and the security probes use, but no node/npm/npx and no rg, so the
+ * suite's grep and glob are answered by the sandbox helper.
+ */
 export const NO_NODE_IMAGE: TestImage = {
-  name: "sandbox-no-node",
+  name: "sandbox-no-node-no-rg",
   dockerfile: [
     `FROM ${DEFAULT_IMAGE}`,
-    "RUN rm -f /usr/bin/node /usr/bin/nodejs /usr/bin/npm /usr/bin/npx && rm -rf /usr/share/nodejs /usr/lib/nodejs && ! command -v node",
+    "RUN rm -f /usr/bin/node /usr/bin/nodejs /usr/bin/npm /usr/bin/npx /usr/bin/rg && rm -rf /usr/share/nodejs /usr/lib/nodejs && ! command -v node && ! command -v rg",
   ].join("\n"),
 };
 

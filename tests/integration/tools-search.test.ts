@@ -27,6 +27,16 @@ beforeAll(async () => {
     "gr/a.py": "import os\n\ndef foo():\n    return 1\n",
     "gr/b.txt": "nothing here\ndef foo in text\n",
     "gr/sub/c.py": "x = 1\n# def foo later\n",
+    "ig/.gitignore": "build/\n*.log\n!keep.log\n",
+    "ig/.git/HEAD": "ref: refs/heads/main\nmarker\n",
+    "ig/src/app.py": "marker\n",
+    "ig/.config/settings.py": "marker\n",
+    "ig/build/out.py": "marker\n",
+    "ig/debug.log": "marker\n",
+    "ig/keep.log": "marker\n",
+    "ig/src/.gitignore": "generated.py\n",
+    "ig/src/generated.py": "marker\n",
+    "many/rows.txt": "row\n".repeat(400),
   });
   sandbox = await createTestSandbox(workspace.path);
 });
@@ -125,5 +135,28 @@ describe("grep", () => {
   it("a missing path is an Error", async () => {
     const result = await call("grep", { pattern: "x", path: "gr/nope" });
     expect(result.content).toMatch(/^Error: .*gr\/nope/);
+  });
+});
+
+describe("grep and glob walk the tree as ripgrep does (in an image without rg, the sandbox helper answers)", () => {
+  it("inside a git repository: .gitignore files (nested, with !negation) are respected, .git is skipped, hidden files are searched", async () => {
+    const found = await call("grep", { pattern: "marker", path: "ig" });
+    expect(found.isError).toBeFalsy();
+    expect(found.content.split("\n").sort()).toEqual(["ig/.config/settings.py:1:marker", "ig/keep.log:1:marker", "ig/src/app.py:1:marker"]);
+    // glob's pattern is rg's --glob, which overrides .gitignore for the files it matches, not for ignored directories.
+    const files = await call("glob", { pattern: "**/*.py", path: "ig" });
+    expect(files.content.split("\n").sort()).toEqual(["ig/.config/settings.py", "ig/src/app.py", "ig/src/generated.py"]);
+  });
+
+  it("a --glob match overrides .gitignore, as rg's does", async () => {
+    const found = await call("grep", { pattern: "marker", path: "ig", glob: "*.log" });
+    expect(found.content.split("\n").sort()).toEqual(["ig/debug.log:1:marker", "ig/keep.log:1:marker"]);
+  });
+
+  it("stops at 300 rows and says there are more", async () => {
+    const found = await call("grep", { pattern: "row", path: "many" });
+    const rows = found.content.split("\n");
+    expect(rows).toHaveLength(301);
+    expect(rows.at(-1)).toMatch(/more matches/);
   });
 });

@@ -25,7 +25,19 @@ describe("reverifyBatch (runner batch verify)", () => {
         asked.push(runId);
         if (runId === "r4") throw new SandboxError("image gone");
         const verify =
-          runId === "r1" ? { command: "t", exit_code: 0, passed: true, timed_out: false, output_tail: "", sandbox_lost: null, protected: null } : null;
+          runId === "r1"
+            ? {
+                command: "t",
+                exit_code: 0,
+                passed: true,
+                timed_out: false,
+                output_head: "",
+                output_omitted: 0,
+                output_tail: "",
+                sandbox_lost: null,
+                protected: null,
+              }
+            : null;
         return { runId, commit: "c", verify, before: runId === "r1" ? false : null };
       },
       { jobs: 2 },

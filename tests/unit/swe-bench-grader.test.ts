@@ -180,3 +180,27 @@ describe("SWE-bench grader: resolved iff every FAIL_TO_PASS and PASS_TO_PASS tes
     expect(grade({}, 0, [], []).resolved).toBe(false);
   });
 });
+
+describe("SWE-bench grader: the summary comes last", () => {
+  it("the names of tests that did not pass (the first 20 of a list) come before the counts and the verdict", () => {
+    const failure = Array.from({ length: 25 }, (_, index) => `t.py::test_${index}`);
+    const lines = python("print(json.dumps(g.summary_lines(data['id'], 1, data['report'])))", {
+      id: "acme__calc-1",
+      report: {
+        resolved: false,
+        note: "no test result in the output (the tests did not run)",
+        fail_to_pass: { success: [], failure },
+        pass_to_pass: { success: ["t.py::kept"], failure: [] },
+      },
+    }) as string[];
+    expect(lines.slice(0, 20)).toEqual(failure.slice(0, 20).map((name) => `[swe-bench] FAIL_TO_PASS not passed: ${name}`));
+    expect(lines.slice(20)).toEqual([
+      "[swe-bench] FAIL_TO_PASS not passed: 5 more",
+      "[swe-bench] acme__calc-1: test command exited 1",
+      "[swe-bench] FAIL_TO_PASS: 0/25 passed",
+      "[swe-bench] PASS_TO_PASS: 1/1 passed",
+      "[swe-bench] note: no test result in the output (the tests did not run)",
+      "[swe-bench] not resolved",
+    ]);
+  });
+});

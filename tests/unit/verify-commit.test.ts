@@ -110,4 +110,27 @@ describe("verifyCommit: a lost sandbox is the agent's verdict, a broken Docker t
     );
     expect(failing).toMatchObject({ passed: false, exit_code: 1, sandbox_lost: null, output_tail: "1 failed" });
   });
+
+  it("a long output keeps its head (the command, the import error) and its tail (the verdict), and says how much is left out", async () => {
+    const middle = "tests/test_x.py::test_case FAILED\n".repeat(1000);
+    const stdout = `$ python3 -m pytest\nImportError: cannot import name 'parse' from 'calc'\n${middle}1000 failed`;
+    const result = await verifyCommit(
+      verify,
+      worktree,
+      worktree.baseCommit,
+      context(providerOf(async () => new ClosingSandbox(() => ({ exitCode: 1, stdout }), null))),
+    );
+    expect(result.output_head).toMatch(/^\$ python3 -m pytest\nImportError: cannot import name 'parse'/);
+    expect(result.output_head).toHaveLength(4000);
+    expect(result.output_tail).toHaveLength(4000);
+    expect(result.output_tail.endsWith("1000 failed")).toBe(true);
+    expect(result.output_omitted).toBe(stdout.length - 8000);
+    const finished = events.at(-1);
+    expect(finished?.type).toBe("verify.finished");
+    if (finished?.type !== "verify.finished") return;
+    expect(finished.data.output_head).toMatch(/^\$ python3 -m pytest\nImportError/);
+    expect(finished.data.output_head).toHaveLength(1000);
+    expect(finished.data.output_tail.endsWith("1000 failed")).toBe(true);
+    expect(finished.data.output_omitted).toBe(stdout.length - 2000);
+  });
 });

@@ -93,8 +93,10 @@ export function sandboxContainerOptions(spec: SandboxSpec, scratch: string, netw
     // and every Docker exec (docker-sandbox-process.ts), runs as spec.user.
     User: "0:0",
     WorkingDir: workdir,
-    // RUNNER_WORKSPACE: the root the helper confines tool paths to.
-    Env: Object.entries({ ...spec.env, ...proxyEnvironment, RUNNER_WORKSPACE: workdir }).map(([key, value]) => `${key}=${value}`),
+    // RUNNER_WORKSPACE: the root the helper confines tool paths to; RUNNER_SANDBOX_HELPER: where the grep and glob tools find it without rg.
+    Env: Object.entries({ ...spec.env, ...proxyEnvironment, RUNNER_WORKSPACE: workdir, RUNNER_SANDBOX_HELPER: HELPER_CONTAINER_PATH }).map(
+      ([key, value]) => `${key}=${value}`,
+    ),
     Labels: resourceLabels(spec),
     ...ATTACHED_STDIO,
     ...(network ? { NetworkingConfig: { EndpointsConfig: { [network.name]: { IPAMConfig: { IPv4Address: network.sandboxAddress } } } } } : {}),

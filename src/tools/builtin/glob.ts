@@ -1,7 +1,7 @@
 import { posix } from "node:path";
 import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
-import { requireRipgrep } from "./ripgrep.js";
+import { searchCommand } from "./ripgrep.js";
 
 const MAX_MATCHES = 500;
 
@@ -21,9 +21,11 @@ export const globTool = defineTool({
     if (info.type !== "directory") return toolError(`${directory} is not a directory`);
     // Arguments travel in environment variables: nothing the model sends is parsed by the shell.
     const result = await sandbox.exec({
-      command:
-        `${requireRipgrep("glob")}cd -- "$RUNNER_GLOB_DIR" && rg --files --hidden --glob '!.git' --glob "$RUNNER_GLOB_PATTERN" -0 . ` +
-        "| xargs -0 -r stat --format '%Y %n' -- | sort -rn -k1,1 | cut -d' ' -f2- | sed 's|^\\./||'",
+      command: searchCommand(
+        "glob",
+        `cd -- "$RUNNER_GLOB_DIR" && rg --files --hidden --glob '!.git' --glob "$RUNNER_GLOB_PATTERN" -0 . ` +
+          "| xargs -0 -r stat --format '%Y %n' -- | sort -rn -k1,1 | cut -d' ' -f2- | sed 's|^\\./||'",
+      ),
       env: { RUNNER_GLOB_DIR: info.path, RUNNER_GLOB_PATTERN: input.pattern },
       timeoutMs: 60_000,
       maxOutputBytes: 1024 * 1024,

@@ -1,7 +1,7 @@
 import { posix } from "node:path";
 import { z } from "zod";
 import { defineTool, toolError } from "../define-tool.js";
-import { requireRipgrep } from "./ripgrep.js";
+import { searchCommand } from "./ripgrep.js";
 
 const MAX_ROWS = 300;
 
@@ -21,15 +21,17 @@ export const grepTool = defineTool({
     const info = await sandbox.stat(target);
     if (!info) return toolError(`path not found: ${target}`);
     const result = await sandbox.exec({
-      command:
-        `${requireRipgrep("grep")}rg --with-filename --line-number --no-heading --color=never --hidden --glob '!.git' --max-columns=500 --max-columns-preview ` +
-        '${RUNNER_GREP_GLOB:+--glob "$RUNNER_GREP_GLOB"} -e "$RUNNER_GREP_PATTERN" -- "$RUNNER_GREP_PATH" | head -n ' +
-        String(MAX_ROWS + 1) +
-        " | sed 's|^\\./||'",
+      command: searchCommand(
+        "grep",
+        "rg --with-filename --line-number --no-heading --color=never --hidden --glob '!.git' --max-columns=500 --max-columns-preview " +
+          '${RUNNER_GREP_GLOB:+--glob "$RUNNER_GREP_GLOB"} -e "$RUNNER_GREP_PATTERN" -- "$RUNNER_GREP_PATH" | head -n "$RUNNER_GREP_MAX_ROWS"' +
+          " | sed 's|^\\./||'",
+      ),
       env: {
         RUNNER_GREP_PATTERN: input.pattern,
         RUNNER_GREP_PATH: posix.relative(sandbox.workdir, info.path) || ".",
         RUNNER_GREP_GLOB: input.glob ?? "",
+        RUNNER_GREP_MAX_ROWS: String(MAX_ROWS + 1),
       },
       timeoutMs: 60_000,
       maxOutputBytes: 1024 * 1024,

@@ -18,6 +18,8 @@
 //	agent-runner-sandboxd -uid N -gid N -spawn -dir D -- command [args...]
 //	  (as root, from a Docker exec: runs the command as the sandbox user in D;
 //	  see spawnAsSandboxUser)
+//	agent-runner-sandboxd grep|glob   (as anyone: the grep and glob tools
+//	without ripgrep, search.go)
 package main
 
 import (
@@ -44,6 +46,9 @@ var (
 )
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "grep" || os.Args[1] == "glob") {
+		os.Exit(searchMain(os.Args[1]))
+	}
 	flag.IntVar(&sandboxUID, "uid", -1, "uid the agent's commands run as (> 0)")
 	flag.IntVar(&sandboxGID, "gid", -1, "gid the agent's commands run as (>= 0)")
 	spawn := flag.Bool("spawn", false, "run the command after -- as the sandbox user, in place (for a Docker exec)")
