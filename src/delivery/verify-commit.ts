@@ -130,11 +130,23 @@ export async function verifyCommit(
         passed: false,
         timed_out: false,
         duration_ms: Date.now() - started,
-        output_tail: tail.slice(-1000),
+        output_head: "",
+        output_omitted: 0,
+        output_tail: tail,
         sandbox_lost: null,
       },
     });
-    return { command: verify.command, exit_code: null, passed: false, timed_out: false, output_tail: tail, sandbox_lost: null, protected: protectedPaths };
+    return {
+      command: verify.command,
+      exit_code: null,
+      passed: false,
+      timed_out: false,
+      output_head: "",
+      output_omitted: 0,
+      output_tail: tail,
+      sandbox_lost: null,
+      protected: protectedPaths,
+    };
   }
   try {
     const sandbox = await createSandbox(context.provider, await context.specFor("verify", checkout), context.signal);

@@ -92,7 +92,7 @@ export function addBatchRoutes(api: ApiRoutes, context: ServerContext, signal: A
             junit: null,
             summary: null,
           },
-          tasks: selected.map(({ id, task_file, task }) => ({ id, task_file, task })),
+          tasks: selected,
           discovered: discovered.tasks.length,
         };
         const directory = BatchDirectory.of(context.runner.home, plan.batch_id);
