@@ -8,7 +8,7 @@ import { newTraceId } from "../events/cloud-event-log.js";
 import { currentOwner, isOwnerAlive } from "../process/process-owner.js";
 import { readRunEvents } from "../events/event-log-reader.js";
 import { MAIN_AGENT } from "./report-counter.js";
-import { readRunLock, writeRunLock, type RunLock } from "./run-lock.js";
+import { readRunLock, runLockProblem, writeRunLock, type RunLock } from "./run-lock.js";
 import { RunStore } from "./run-store.js";
 
 /** A run `runner resume` can continue, as found on disk by {@link findResumableRun}. */
@@ -64,6 +64,8 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
   if (!lock || !store.has("task")) {
     throw new ConfigError(`run ${runId} has no run.json or task.json (it never started, or an older runner made it); start a new run instead`);
   }
+  const untrusted = runLockProblem(runDirectory, lock);
+  if (untrusted) throw new ConfigError(`run ${runId} cannot be resumed: its run.json was not written by a runner (${untrusted}); start a new run instead`);
   const previous = store.readJson("report") as { status?: string; reason?: string; agents?: SubagentReport[] } | null;
   // A run stopped at a limit goes on with it raised (runner resume --max-steps N, --max-cost USD, --timeout D); other finished runs are done.
   const stoppedAt = previous?.status === "failed" && RESUMABLE_LIMITS.includes(previous.reason ?? "") ? (previous.reason as StoppedAtLimit) : null;

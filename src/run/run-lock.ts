@@ -1,5 +1,6 @@
-import { existsSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, realpathSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { isPathInside } from "../process/path-inside.js";
 import { RunStore } from "./run-store.js";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { errorMessage } from "../errors.js";
@@ -32,6 +33,30 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
 }
 
 /**
+ * Why the runner must not act on a run record, or null. Host git, commits and
+ * removals touch only what the runner made for the run: the recorded worktree
+ * must lie inside the run's own directory (through links: the real path of
+ * what exists) and the branch must be a run branch (`runner/...`). A record
+ * that fails did not come from a runner: with RUNNER_HOME inside a
+ * repository, a merge of agent work can plant `runs/<id>/run.json`, naming a
+ * host directory to commit and delete, or the user's `main`.
+ */
+export function runLockProblem(runDirectory: string, lock: RunLock): string | null {
+  if (typeof lock.branch !== "string" || !lock.branch.startsWith("runner/")) return `its branch ${String(lock.branch)} is not a run branch (runner/...)`;
+  if (typeof lock.worktree !== "string" || !isAbsolute(lock.worktree)) return `its worktree ${String(lock.worktree)} is not an absolute path`;
+  const inside = isPathInside(resolve(lock.worktree), resolve(runDirectory)) && isPathInside(realExistingPath(lock.worktree), realExistingPath(runDirectory));
+  return inside ? null : `its worktree ${lock.worktree} is not inside the run's directory ${runDirectory}`;
+}
+
+/** The real path of the longest existing prefix of `path`, with the rest appended. */
+function realExistingPath(path: string): string {
+  const absolute = resolve(path);
+  if (existsSync(absolute)) return realpathSync(absolute);
+  const parent = dirname(absolute);
+  return parent === absolute ? absolute : join(realExistingPath(parent), basename(absolute));
+}
+
+/**
  * Finds runs under `<home>/runs` that never finished and whose runner is
  * gone (crash, `kill -9`): commits what their worktree holds on the run
  * branch (safe host git, as at the end of a run), removes the worktree
@@ -42,7 +67,8 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
  * its report kept. Call it
  * after the containers of dead runs are gone: a run whose worktrees
  * `sandboxes` cannot confirm idle (a container still mounts one) is left for
- * a later start, untouched. Returns the swept run ids.
+ * a later start, untouched, and so is a run whose record fails
+ * {@link runLockProblem}. Returns the swept run ids.
  */
 export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxProvider, "ensureWorkspaceIdle">): Promise<string[]> {
   const runs = join(runnerHome, "runs");
@@ -52,7 +78,8 @@ export async function sweepDeadRuns(runnerHome: string, sandboxes: Pick<SandboxP
     const directory = join(runs, runId);
     const store = new RunStore(directory);
     const lock = readRunLock(directory);
-    if (!lock) continue;
+    // A record the runner did not write is never acted on (runLockProblem): left as it is.
+    if (!lock || runLockProblem(directory, lock) !== null) continue;
     if (store.has("report")) {
       // A finished run whose disk is still there left a worktree behind (its sandbox was not confirmed gone).
       if (existsSync(runPaths(directory).disk)) dead.push({ runId, directory, lock, finished: true });
