@@ -1,23 +1,21 @@
 import { readFileSync } from "node:fs";
-import { isAbsolute, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { TaskDefaults } from "../config/defaults-file.js";
-import type { Task } from "../config/load-task.js";
-import { modelFlag } from "../config/model-flag.js";
 import { verifyEnding } from "../delivery/verify-commit.js";
 import { ConfigError, RunnerError } from "../errors.js";
 import { shippedPolicyNames } from "../policy/load-policy.js";
-import type { ApprovalAnswer } from "../policy/approval.js";
 import { RunStore } from "../run/run-store.js";
 import { ApprovalInbox, type PendingApproval } from "../runner/approval-inbox.js";
 import { listRuns } from "../runner/run-records.js";
 import type { Runner, RunHandle } from "../runner/runner.js";
-import { loadUntrustedTaskFile, validateUntrustedTask } from "../runner/untrusted-task.js";
 import { changedFiles, mergeAdvice, pagePatch } from "./run-result.js";
 import { RunTable } from "./run-table.js";
 import * as schemas from "./tool-schemas.js";
+import { answerOf, offerElicitation } from "./approval-elicitation.js";
+import { taskOf } from "./run-start-task.js";
 import { describeEvents, describeResult, describeStatus, shortType } from "./tool-texts.js";
 
 export interface RunnerMcpServerOptions {
@@ -358,41 +356,6 @@ function registerTools(
   );
 }
 
-/** The task run_start describes: the task file, or the ad-hoc fields, trust-checked (src/runner/untrusted-task.ts). */
-function taskOf(
-  input: {
-    task_file?: string;
-    instruction?: string;
-    workspace?: string;
-    verify?: string;
-    model?: string;
-    policy?: string;
-    allow_hosts?: string[];
-    max_steps?: number;
-    name?: string;
-  },
-  roots: string[],
-  defaults: ((workspacePath: string) => TaskDefaults) | undefined,
-): Task {
-  const base = roots[0]!;
-  if (input.task_file) {
-    const adHoc = (["instruction", "workspace", "verify", "model", "policy", "allow_hosts", "name"] as const).filter((field) => input[field] !== undefined);
-    if (adHoc.length)
-      throw new ConfigError(`${adHoc.join(", ")}: ad-hoc fields, not with task_file (set them in the task file; only max_steps applies to both)`);
-    const task = loadUntrustedTaskFile(isAbsolute(input.task_file) ? input.task_file : resolve(base, input.task_file), roots, { defaults });
-    return input.max_steps ? { ...task, max_steps: input.max_steps } : task;
-  }
-  if (!input.instruction) throw new ConfigError("instruction: give the task as task_file, or instruction (what to do) with workspace (the repository)");
-  if (!input.workspace) throw new ConfigError(`workspace: an ad-hoc task needs the git repository to work on (an absolute path inside ${roots.join(", ")})`);
-  const raw: Record<string, unknown> = { name: input.name ?? "adhoc", instruction: input.instruction, workspace: input.workspace };
-  if (input.verify) raw.verify = { command: input.verify };
-  if (input.model) raw.model = modelFlag(input.model, "model");
-  if (input.policy) raw.policy = input.policy;
-  if (input.allow_hosts?.length) raw.sandbox = { network: { allow: input.allow_hosts } };
-  if (input.max_steps) raw.max_steps = input.max_steps;
-  return validateUntrustedTask(raw, { roots, baseDirectory: base }, { label: "run_start", defaults });
-}
-
 function startedResult(handle: RunHandle, verb: "started" | "resumed"): CallToolResult {
   const structured = {
     run_id: handle.id,
@@ -417,47 +380,6 @@ function approvalView(approval: PendingApproval) {
     can_allow_always: approval.request.canRemember,
     deadline: new Date(approval.deadline).toISOString(),
   };
-}
-
-function answerOf(decision: "allow" | "allow_always" | "deny", reason: string | undefined): ApprovalAnswer {
-  if (decision === "allow") return { answer: "yes" };
-  if (decision === "allow_always") return { answer: "always" };
-  return { answer: "no", ...(reason ? { reason } : {}) };
-}
-
-/**
- * Offers a new approval question to the client as a form elicitation when it
- * declared the capability. Only an accepted form answers it; decline, cancel,
- * a timeout or an error leave it waiting for run_approve (claude-code #41292:
- * some hosts decline elicitations without showing them).
- */
-function offerElicitation(server: McpServer, approvals: ApprovalInbox, approval: PendingApproval): void {
-  if (!server.isConnected() || !server.server.getClientCapabilities()?.elicitation) return;
-  const { request } = approval;
-  server.server
-    .elicitInput({
-      mode: "form",
-      message: `agent-runner run ${request.runId} asks: ${request.question}\n(${request.rule}: ${request.reason})`,
-      requestedSchema: {
-        type: "object",
-        properties: {
-          decision: {
-            type: "string",
-            title: "Decision",
-            enum: request.canRemember ? ["allow", "allow_always", "deny"] : ["allow", "deny"],
-          },
-          reason: { type: "string", title: "Reason (for deny)" },
-        },
-        required: ["decision"],
-      },
-    })
-    .then((result) => {
-      const decision = result.content?.decision;
-      if (result.action !== "accept" || (decision !== "allow" && decision !== "allow_always" && decision !== "deny")) return;
-      const reason = typeof result.content?.reason === "string" && result.content.reason ? result.content.reason : undefined;
-      approvals.answer(approval.id, answerOf(decision, reason));
-    })
-    .catch(() => undefined);
 }
 
 /** Runs a tool's body: a RunnerError (bad input, a run that cannot be resumed, Docker unusable) becomes an isError result with its message. */
