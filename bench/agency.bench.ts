@@ -128,7 +128,9 @@ async function benchPublish(): Promise<void> {
     { name: "bus publish vs floor", samples: perThousand(samples.bus!, eventCount), baseline: "raw one write" },
   ];
   printTable(`durable publish of ${eventCount} events, ms per 1 000 events`, rows);
-  console.log(`bus: ${rate(rows[2]!.samples)} (goal >= 20,000); raw write+fdatasync each: ${rate(rows[0]!.samples)}; raw one write: ${rate(rows[1]!.samples)}\n`);
+  console.log(
+    `bus: ${rate(rows[2]!.samples)} (goal >= 20,000); raw write+fdatasync each: ${rate(rows[0]!.samples)}; raw one write: ${rate(rows[1]!.samples)}\n`,
+  );
 }
 
 async function benchLatency(): Promise<void> {
