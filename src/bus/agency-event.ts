@@ -50,14 +50,18 @@ function dataBytes(data: unknown): number {
  * Checks `event` before it is stored: the envelope's attributes, then the
  * size of `data` ({@link MAX_EVENT_DATA_BYTES}, counted as UTF-8 bytes of its
  * JSON). Throws EventRejectedError whose message names the field and the fix;
- * both backends call it, so they refuse the same events.
+ * both backends call it, so they refuse the same events. A caller that has
+ * serialised the whole event passes its size in bytes: data that is part of
+ * a whole under the cap is under it too, and is not serialised again.
  */
-export function checkAgencyEvent(event: AgencyEvent): void {
+export function checkAgencyEvent(event: AgencyEvent, serialisedBytes?: number): void {
   const parsed = agencyEventSchema.safeParse(event);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(event)"}: ${issue.message}`);
     throw new EventRejectedError(`malformed event ${JSON.stringify((event as { id?: unknown } | null)?.id ?? null)}: ${problems.join("; ")}`, "invalid");
   }
+  const dataIsJson = typeof event.data !== "function" && typeof event.data !== "symbol";
+  if (dataIsJson && serialisedBytes !== undefined && serialisedBytes <= MAX_EVENT_DATA_BYTES) return;
   const bytes = dataBytes(event.data);
   if (bytes > MAX_EVENT_DATA_BYTES) {
     throw new EventRejectedError(

@@ -25,7 +25,7 @@ export const BUS_FILES = {
 /** Bytes of log a reader parses at a time. */
 const READ_CHUNK_BYTES = 1024 * 1024;
 
-/** JetStream's durable-name rule (no whitespace, `.`, `*`, `>`), narrowed to what is also a safe file-name part. */
+/** JetStream's durable-name rule (no whitespace, `.`, `*`, `>`), narrowed to letters, digits, `-` and `_`: a name means the same on both backends. */
 const CONSUMER_NAME = /^[A-Za-z0-9_-]{1,128}$/;
 
 const readCursorLine = (line: Buffer): CursorRecord | null => {
@@ -81,7 +81,7 @@ function abortWaiter(signal: AbortSignal | undefined): { promise: Promise<void>;
  */
 export class FileEventBus implements EventBus {
   private readonly logPath: string;
-  /** offsets[n] = byte offset of sequence n's line; one more entry than events assigned is not kept: `assignedBytes` ends the last. */
+  /** offsets[n]: where sequence n's line starts, for every sequence given out (flushed or in flight); `assignedBytes` is where the next starts. */
   private readonly offsets: number[] = [];
   private assignedBytes: number;
   /** Events flushed to disk: readers see sequences below this. */
@@ -122,8 +122,9 @@ export class FileEventBus implements EventBus {
   /**
    * Opens (creating) the bus in `directory`: takes the lock, recovers the log
    * and the cursors (dropping a torn last line of each), compacts the
-   * cursors file. Throws when another live process has the bus open or a
-   * file is damaged before its last line (the message names the file and line).
+   * cursors file, publishes what waits in the inbox. Throws LockHeldError
+   * when a live process (this one included) has the bus open, and an Error
+   * naming file and line when a file is damaged before its last line.
    */
   static async open(directory: string): Promise<FileEventBus> {
     await mkdir(directory, { recursive: true, mode: 0o700 });
@@ -187,19 +188,21 @@ export class FileEventBus implements EventBus {
 
   async publish(event: AgencyEvent): Promise<number> {
     this.assertOpen();
-    checkAgencyEvent(event);
+    const line = logLine(event);
+    const lineBytes = line === null ? undefined : Buffer.byteLength(line);
+    checkAgencyEvent(event, lineBytes);
     const known = this.sequenceById.get(event.id);
     if (known !== undefined) {
       await this.waitCommitted(known);
       return known;
     }
-    const line = logLine(event);
+    // checkAgencyEvent refuses what JSON cannot hold, so the line is there.
     const sequence = this.offsets.length;
     this.offsets.push(this.assignedBytes);
-    this.assignedBytes += Buffer.byteLength(line);
+    this.assignedBytes += lineBytes!;
     this.sequenceById.set(event.id, sequence);
     try {
-      await this.log.append(line, true);
+      await this.log.append(line!, true);
     } catch (error) {
       this.failure ??= error as Error;
       this.notify();
@@ -302,9 +305,9 @@ export class FileEventBus implements EventBus {
     cursor.ack(sequence);
   }
 
-  ackFloor(name: string): Promise<number> {
+  async ackFloor(name: string): Promise<number> {
     checkConsumerName(name);
-    return Promise.resolve(this.cursors.get(name)?.ackFloor ?? 0);
+    return this.cursors.get(name)?.ackFloor ?? 0;
   }
 
   nextSequence(): Promise<number> {

@@ -12,12 +12,16 @@ export const isStoredEvent = (value: unknown): value is AgencyEvent =>
 /** How every log line starts: `publish` writes these two attributes first, so an open reads ids without parsing whole events. */
 const LINE_START = '{"specversion":"1.0","id":';
 
-/** An event as its log line: one JSON object, specversion and id first. */
-export function logLine(event: AgencyEvent): string {
-  const json = JSON.stringify(event);
-  if (json.startsWith(LINE_START)) return `${json}\n`;
-  const { specversion, id, ...rest } = event;
-  return `${JSON.stringify({ specversion, id, ...rest })}\n`;
+/** An event as its log line (one JSON object, specversion and id first, and a newline), or null for what JSON cannot hold. */
+export function logLine(event: AgencyEvent): string | null {
+  try {
+    const json = JSON.stringify(event);
+    if (json.startsWith(LINE_START)) return `${json}\n`;
+    const { specversion, id, ...rest } = event;
+    return `${JSON.stringify({ specversion, id, ...rest })}\n`;
+  } catch {
+    return null;
+  }
 }
 
 const LINE_START_BYTES = Buffer.from(LINE_START);
@@ -33,7 +37,7 @@ const CLOSING_BRACE = 0x7d;
  */
 export function readLogLineId(line: Buffer, last: boolean): string | null {
   const idStart = LINE_START_BYTES.length;
-  if (!last && line[idStart] === QUOTE && line[line.length - 1] === CLOSING_BRACE && line.subarray(0, idStart).equals(LINE_START_BYTES)) {
+  if (!last && line[idStart] === QUOTE && line[line.length - 1] === CLOSING_BRACE && LINE_START_BYTES.compare(line, 0, idStart) === 0) {
     let quote = line.indexOf(QUOTE, idStart + 1);
     while (quote !== -1 && isEscaped(line, quote)) quote = line.indexOf(QUOTE, quote + 1);
     if (quote !== -1) return JSON.parse(line.toString("utf8", idStart, quote + 1)) as string;

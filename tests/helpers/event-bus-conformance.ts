@@ -204,10 +204,12 @@ export function describeEventBusConformance(name: string, createFixture: () => P
       await after.return?.();
     });
 
-    it("refuses an ack of a sequence that is not stored", async () => {
+    it("refuses an ack of a sequence that is not stored, and a consumer name the other backend could not hold", async () => {
       await bus.publish(testEvent("only"));
       await expect(bus.ack("acker", 1)).rejects.toThrow(/sequence/);
       await expect(bus.ack("acker", -1)).rejects.toThrow(/sequence/);
+      await expect(bus.ackFloor("a.b")).rejects.toThrow(/consumer name/);
+      await expect(bus.consume("with space")[Symbol.asyncIterator]().next()).rejects.toThrow(/consumer name/);
     });
 
     it("stores a duplicate id once and returns the first sequence, also for publishes in flight together", async () => {

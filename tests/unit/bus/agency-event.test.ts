@@ -33,5 +33,7 @@ describe("createAgencyEvent", () => {
   it("refuses data JSON cannot hold", () => {
     const event = createAgencyEvent({ type: "t", source: SOURCE, correlationid: "a1", data: { big: 1n } });
     expect(() => checkAgencyEvent(event)).toThrow(/not JSON/);
+    const functionData = createAgencyEvent({ type: "t", source: SOURCE, correlationid: "a1", data: () => 1 });
+    expect(() => checkAgencyEvent(functionData, 200)).toThrow(/not JSON/);
   });
 });
