@@ -72,6 +72,7 @@ async function main(argv: string[]): Promise<number> {
         "  runner show <run-id>                       a run's report and transcript",
         "  runner resume <run-id>                     continue an interrupted run",
         "  runner policy check worker                 what a policy allows",
+        "  runner agency run agency.yaml              a team of agents reacting to events (docs/agency.md)",
         "",
         EXIT_CODES,
       ].join("\n"),

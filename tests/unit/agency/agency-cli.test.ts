@@ -47,9 +47,6 @@ describe("runner agency show, events, publish", () => {
         .map((line) => JSON.parse(line)),
     ).toEqual(log.slice(2).map((line) => JSON.parse(line)));
 
-    const tooBig = cli(fake.home, "publish", agency.id, "task.more", "--data", JSON.stringify("x".repeat(16 * 1024)));
-    expect(tooBig.status).toBe(2);
-    expect(tooBig.stderr).toContain("dataref");
     const published = cli(fake.home, "publish", agency.id, "task.more", "--subject", "t2", "--data", '{"n":2}', "--id", "outside-1");
     expect(published.status, published.stderr).toBe(0);
     expect(published.stdout).toContain(`published task.more (outside-1) at sequence ${log.length}`);
@@ -57,7 +54,6 @@ describe("runner agency show, events, publish", () => {
     const resumed = await fake.runner.resumeAgency(agency.id);
     const after = await resumed.result;
     expect(after.invocations.map((invocation) => invocation.event_id)).toEqual([report.invocations[0]!.event_id, "outside-1"]);
-    expect(cli(fake.home, "show", "no-such-agency").status).toBe(2);
   });
 });
 

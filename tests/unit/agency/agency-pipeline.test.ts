@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
 import { fakeShell } from "../../helpers/fake-runner.js";
 import { toolCall } from "../../helpers/runner-cli.js";
+import { exitCodeOfAgency } from "../../../src/agency/agency-directory.js";
 import { eventTypes, fakeAgencyRunner, writeAgency } from "../../helpers/agency-fixture.js";
 
 describe("an agency of two agents", () => {
@@ -62,5 +63,47 @@ describe("an agency of two agents", () => {
     // Linked both ways: the run knows its agency.
     const link = JSON.parse(readFileSync(join(fake.home, "runs", report.invocations[0]!.run_id, "agency.json"), "utf8"));
     expect(link).toMatchObject({ agency_id: agency.id, agent: "coder" });
+  });
+});
+
+describe("an agency cancelled mid-invocation", () => {
+  it("ends cancelled (exit 130) with the invocation unfinished; a resume resumes its run and reaches the goal", async () => {
+    await using directory = temporaryDirectory();
+    let arrived: () => void = () => undefined;
+    const waiting = new Promise<void>((resolve) => (arrived = resolve));
+    const shell = fakeShell();
+    await using fake = await fakeAgencyRunner({
+      exec: async (call) => {
+        if (call.request.command !== "hold") return shell(call);
+        arrived();
+        return new Promise((_resolve, reject) => call.signal.addEventListener("abort", () => reject(call.signal.reason), { once: true }));
+      },
+    });
+    const { agencyFile } = writeAgency(directory.path, {
+      agents: {
+        coder: {
+          triggers: ["task.ready"],
+          capabilities: ["read_file", "run_shell"],
+          emits: ["review.approved"],
+          turns: [
+            { tool_calls: [toolCall("run_shell", { command: "hold" })] },
+            { tool_calls: [toolCall("emit_event", { type: "review.approved" })] },
+            { content: "done" },
+          ],
+        },
+      },
+    });
+    const agency = await fake.runner.agency(agencyFile);
+    await waiting;
+    await agency.cancel();
+    const cancelled = await agency.result;
+    expect(cancelled).toMatchObject({ status: "cancelled", reason: "cancelled" });
+    expect(exitCodeOfAgency(cancelled.status)).toBe(130);
+    expect(cancelled.invocations).toEqual([expect.objectContaining({ agent: "coder", status: "running" })]);
+
+    const resumed = await fake.runner.resumeAgency(agency.id);
+    const report = await resumed.result;
+    expect(report).toMatchObject({ status: "succeeded", reason: "goal_reached" });
+    expect(report.invocations).toEqual([expect.objectContaining({ agent: "coder", status: "succeeded", run_id: cancelled.invocations[0]!.run_id })]);
   });
 });
