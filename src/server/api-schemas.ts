@@ -26,7 +26,7 @@ export const ApprovalParams = z.object({ id: runId, approval_id: z.string().min(
 export const BatchIdParams = z.object({ id: z.string().regex(/^[\w.-]+$/, "a batch id as POST /v1/batches gives it") });
 
 /** `status` of a run record: report.json's, or `running` (its runner lives) / `unfinished` (it died; `…/resume` continues it). */
-export const RunStatusSchema = z.enum(["running", "unfinished", "succeeded", "failed", "error", "cancelled"]);
+const RunStatusSchema = z.enum(["running", "unfinished", "succeeded", "failed", "error", "cancelled"]);
 
 export const StartRunRequest = z
   .object({

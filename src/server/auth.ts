@@ -4,7 +4,7 @@ import { getCookie, setCookie } from "hono/cookie";
 import { HttpProblem, sendProblem } from "./problem.js";
 
 /** The page's cookie: httpOnly, SameSite=Strict, set once from `?token=`. */
-export const TOKEN_COOKIE = "runner_token";
+const TOKEN_COOKIE = "runner_token";
 
 /**
  * The token check of `runner serve` (issue 23): every request but

@@ -51,7 +51,7 @@ export function publishRun(context: ServerContext, id: string): void {
 }
 
 /** `dev.agent-runner.run.started.v1` → `run.started`. */
-export function eventName(type: string): string {
+function eventName(type: string): string {
   return type.replace(/^dev\.agent-runner\./, "").replace(/\.v\d+$/, "");
 }
 

@@ -187,5 +187,5 @@ describe("runner serve: the page", () => {
     } finally {
       await listening.close();
     }
-  }, 240_000);
+  }, 480_000);
 });

@@ -164,9 +164,12 @@ export function show(main) {
     scheduled = false;
     const batch = queued;
     queued = [];
+    if (batch.length) received = Math.max(received, batch.at(-1)[1] + 1);
     const stick = following();
     const fragment = document.createDocumentFragment();
-    for (const [envelope, sequence] of batch) {
+    // Following live, entries the window would drop at once are not built at all (a burst, a long replay).
+    const skip = stick ? Math.max(0, batch.length - WINDOW) : 0;
+    for (const [envelope, sequence] of batch.slice(skip)) {
       received = Math.max(received, sequence + 1);
       const element = entryFor(envelope, sequence);
       if (!element) continue;
