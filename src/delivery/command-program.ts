@@ -108,7 +108,7 @@ const MISSING_MARKER = "agent-runner: no such program";
  * null when it exists or nothing could be told (no program named, the
  * check itself could not run: the verdict is left to the command itself).
  */
-export async function missingProgram(sandbox: Sandbox, command: string, signal: AbortSignal): Promise<string | null> {
+async function missingProgram(sandbox: Sandbox, command: string, signal: AbortSignal): Promise<string | null> {
   const program = await firstProgram(command);
   if (program === null) return null;
   try {

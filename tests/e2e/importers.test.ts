@@ -198,8 +198,8 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
       report.tasks.map((task) => [task.name, task.status, task.reason]),
       result.stderr,
     ).toEqual([
-      ["harbor/greet-forged", "failed", "verify_failed"],
       ["harbor/greet", "succeeded", "verified"],
+      ["harbor/greet-forged", "failed", "verify_failed"],
       ["swe/acme__calc-1", "succeeded", "verified"],
       ["swe/acme__calc-2", "failed", "verify_failed"],
       ["tb1/hello-file", "succeeded", "verified"],
