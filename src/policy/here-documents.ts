@@ -26,7 +26,8 @@ export interface AlignedParse {
  *
  * Not handled (the script stays "not parsed completely", as before): two
  * here-documents started on one line (`cat <<A <<B`), which tree-sitter-bash
- * cannot parse whatever their delimiters.
+ * cannot parse whatever their delimiters, and the cases `firstMisaligned`
+ * leaves alone because bash's end is not the plain rule there.
  */
 export function parseAligningHereDocuments(parser: Parser, text: string): AlignedParse | null {
   const renames: { from: string; to: string }[] = [];
@@ -61,6 +62,16 @@ interface Misaligned {
   endRow: number | null;
 }
 
+/**
+ * The first here-document tree-sitter ends elsewhere than bash, if it can be
+ * rewritten safely; null when all are aligned or the first misaligned one
+ * cannot be (then nothing after it is rewritten either: the parse after it is
+ * already off, and its errors make the command "not parsed completely").
+ * Not rewritten, because bash's own end is not the plain rule there: a
+ * here-document inside `$( … )`, backticks or `<( … )` (bash 5 also ends it
+ * at a line like `EOF)`), one sharing its line with another, and one whose
+ * delimiter word goes on past what tree-sitter took for it (`EOF\r`).
+ */
 function firstMisaligned(root: Node, text: string): Misaligned | null {
   const lines = text.split("\n");
   const starts = root.descendantsOfType("heredoc_start").sort((left, right) => left.startIndex - right.startIndex);
@@ -81,9 +92,19 @@ function firstMisaligned(root: Node, text: string): Misaligned | null {
       }
     }
     if (end && endRow !== null && end.startPosition.row === endRow) continue;
+    const wordEnds = start.endIndex >= text.length || /[ \t\n;&|<>()]/.test(text[start.endIndex]!);
+    const sharesItsLine = starts.some((other) => other && other.id !== start.id && other.startPosition.row === start.startPosition.row);
+    if (!wordEnds || sharesItsLine || insideSubstitution(start)) return null;
     return { startText: start.text, startIndex: start.startIndex, delimiter, endRow };
   }
   return null;
+}
+
+function insideSubstitution(node: Node): boolean {
+  for (let parent = node.parent; parent; parent = parent.parent) {
+    if (parent.type === "command_substitution" || parent.type === "process_substitution") return true;
+  }
+  return false;
 }
 
 /** The word bash compares lines with: the delimiter as written, quotes and backslashes removed. */

@@ -1,4 +1,7 @@
 import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ShellParser } from "../../src/policy/shell-syntax.js";
 
@@ -35,6 +38,31 @@ describe("here-documents end where bash ends them", () => {
     // The here-document inside $(...) loses its last newline to the substitution.
     if (stdin?.kind === "literal") expect(output.startsWith(stdin.value.replace(/\n$/, ""))).toBe(true);
     expect(output.endsWith("after\n")).toBe(true);
+  });
+
+  // Where bash's end is not the plain rule, nothing is rewritten: a command bash runs is never taken for a body.
+  it.each([
+    ["the delimiter followed by ) inside $( )", "echo $(cat <<EOF\nEOF)\ntouch ran\nEOF\n)"],
+    ["the delimiter followed by ) inside backticks", "x=`cat <<EOF\nEOF`\ntouch ran\nEOF\n`"],
+    ["a delimiter word ending in a carriage return", "cat <<EOF\r\nEOF\r\ntouch ran\nEOF"],
+    ["two here-documents on one line", "cat <<A; cat <<B\nA\nB\ntouch ran\nB"],
+    ["a here-document after one that ends early", "cat <<EOF\nEOFX\nEOF\ncat <<X\n  X\nX\ntouch ran"],
+    ["the delimiter line after a line starting with it", "cat <<EOF\nEOF = 1\nEOF\ntouch ran"],
+  ])("%s: a command bash runs is seen", (_label, script) => {
+    const directory = mkdtempSync(join(tmpdir(), "here-documents-"));
+    try {
+      try {
+        execFileSync("bash", ["-c", script], { cwd: directory, stdio: "ignore" });
+      } catch {
+        // A script bash ends with an error may still have run the command.
+      }
+      const parsed = parser.parse(script);
+      const seen = parsed.commands.some((command) => command.words[0]?.kind === "literal" && command.words[0].value === "touch");
+      expect(existsSync(join(directory, "ran"))).toBe(true);
+      expect(seen, JSON.stringify(parsed.commands.map((command) => command.text))).toBe(true);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 
   it("a body the input ends (bash warns and runs it) is parsed completely", () => {
