@@ -11,7 +11,7 @@ import { temporaryDirectory } from "../helpers/git-repository.js";
 import { runCli, startCli, waitFor } from "../helpers/runner-cli.js";
 
 describe("runner serve (the CLI)", () => {
-  it("prints the URL with its token; the token opens the API and the page; SIGINT stops it with exit 0", async () => {
+  it("prints the URL with its token; the token opens the API; SIGINT stops it with exit 0", async () => {
     await using home = temporaryDirectory();
     const server = startCli(["serve", "--port", "0", "--tasks-root", home.path], { RUNNER_HOME: home.path });
     try {
