@@ -16,6 +16,8 @@ import { isPathInside } from "../process/path-inside.js";
 export interface TrustRoots {
   roots: readonly string[];
   baseDirectory: string;
+  /** The server option that names the roots, for the message of a path outside them (default `--workspace-root`, `runner mcp`'s; `runner serve` has `--tasks-root`). */
+  rootsOption?: string;
 }
 
 /**
@@ -81,7 +83,8 @@ export function untrustedTaskProblems(raw: unknown, trust: TrustRoots): TaskProb
     const value = path.length === 1 && path[0] === "workspace" ? (valueAt(raw, path) ?? ".") : valueAt(raw, path);
     if (typeof value !== "string" || value === "") continue;
     const absolute = isAbsolute(value) ? value : resolve(trust.baseDirectory, value);
-    if (!roots.some((root) => isPathInside(realpathOrSelf(absolute), root))) problems.push({ path: path.join("."), message: outsideRoots(absolute, roots) });
+    if (!roots.some((root) => isPathInside(realpathOrSelf(absolute), root)))
+      problems.push({ path: path.join("."), message: outsideRoots(absolute, roots, trust.rootsOption) });
   }
   return problems;
 }
@@ -106,18 +109,22 @@ export function validateUntrustedTask(raw: unknown, trust: TrustRoots, options: 
  * paths against its own directory), as a task object would. Throws
  * {@link TaskValidationError} naming the file and every problem.
  */
-export function loadUntrustedTaskFile(file: string, roots: readonly string[], options: { defaults?: (workspacePath: string) => TaskDefaults } = {}): Task {
+export function loadUntrustedTaskFile(
+  file: string,
+  roots: readonly string[],
+  options: { defaults?: (workspacePath: string) => TaskDefaults; rootsOption?: string } = {},
+): Task {
   const absolute = resolve(file);
   const real = realRoots(roots);
   if (!real.some((root) => isPathInside(realpathOrSelf(absolute), root)))
-    throw new TaskValidationError(absolute, [{ path: "", message: outsideRoots(absolute, real) }]);
+    throw new TaskValidationError(absolute, [{ path: "", message: outsideRoots(absolute, real, options.rootsOption) }]);
   if (!existsSync(absolute) || !statSync(absolute).isFile()) return loadTaskFile(absolute); // its own message: not found, not a file
   // Read once: the fields checked are the fields run (loadTaskFile, reading it again, only words a YAML error).
   const document = parseDocument(readFileSync(absolute, "utf8"), { prettyErrors: true });
   const built = document.errors.length ? null : yamlDocumentValue(document);
   if (!built || "problem" in built) return loadTaskFile(absolute);
   const raw = built.value;
-  const problems = untrustedTaskProblems(raw, { roots, baseDirectory: dirname(absolute) });
+  const problems = untrustedTaskProblems(raw, { roots, baseDirectory: dirname(absolute), rootsOption: options.rootsOption });
   if (problems.length) throw new TaskValidationError(absolute, problems);
   return validateTask(withDefaults(raw, dirname(absolute), options.defaults), absolute, dirname(absolute));
 }
@@ -129,10 +136,10 @@ function withDefaults(raw: unknown, baseDirectory: string, defaults: ((workspace
   return applyDefaults(record, defaults(resolve(baseDirectory, typeof record.workspace === "string" && record.workspace ? record.workspace : ".")));
 }
 
-function outsideRoots(path: string, roots: string[]): string {
+function outsideRoots(path: string, roots: string[], option = "--workspace-root"): string {
   return roots.length === 0
-    ? `${path} is outside every allowed workspace root (none given); start the server with --workspace-root DIR for the directories its callers may use`
-    : `${path} is outside the allowed workspace roots (${roots.join(", ")}); use a path inside one, or start the server with --workspace-root for its directory`;
+    ? `${path} is outside every allowed root (none given); start the server with ${option} DIR for the directories its callers may use`
+    : `${path} is outside the allowed roots (${roots.join(", ")}); use a path inside one, or start the server with ${option} for its directory`;
 }
 
 function valueAt(raw: object, path: readonly string[]): unknown {

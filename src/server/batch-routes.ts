@@ -69,7 +69,7 @@ export function addBatchRoutes(api: ApiRoutes, context: ServerContext, signal: A
             throw new HttpProblem(403, "Task list not allowed", "path: JSONL task lists are not accepted through the API; give a directory of task files");
           }
           try {
-            loadUntrustedTaskFile(task.task_file, context.roots);
+            loadUntrustedTaskFile(task.task_file, context.roots, { rootsOption: "--tasks-root" });
           } catch (error) {
             if (error instanceof ConfigError)
               throw new HttpProblem(403, "Task not allowed", error.message, { errors: [{ field: "body.path", message: `${task.id}: refused` }] });

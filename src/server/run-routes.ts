@@ -347,11 +347,11 @@ function taskFromFile(context: ServerContext, file: string): Task {
       { errors: [{ field: "body.task_file", message: "outside every --tasks-root" }] },
     );
   }
-  return checkedTask("body.task_file", () => loadUntrustedTaskFile(absolute, context.roots));
+  return checkedTask("body.task_file", () => loadUntrustedTaskFile(absolute, context.roots, { rootsOption: "--tasks-root" }));
 }
 
 function taskFromObject(context: ServerContext, task: Record<string, unknown>): Task {
-  const trust = { roots: context.roots, baseDirectory: context.roots[0] ?? process.cwd() };
+  const trust = { roots: context.roots, baseDirectory: context.roots[0] ?? process.cwd(), rootsOption: "--tasks-root" };
   const refused = untrustedTaskProblems(task, trust);
   if (refused.length) {
     throw new HttpProblem(403, "Task not allowed", refused.map((entry) => `task.${entry.path}: ${entry.message}`).join("; "), {

@@ -213,9 +213,9 @@ describe("runner mcp's tools over the Runner (SDK client, in-memory transport, D
     expect(await error("run_status", { run_id: "nope" })).toMatch(/run_id: no run nope .*runs_list/);
     expect(await error("run_start", { instruction: "x", workspace: join(root.path, "repo"), policy: "./mine.yaml" })).toMatch(/policy/);
     expect(await error("run_start", { instruction: "x" })).toMatch(/^Error: workspace: .*repository/);
-    expect(await error("run_start", { instruction: "x", workspace: outside.path })).toMatch(/workspace: .*outside the allowed workspace roots/);
+    expect(await error("run_start", { instruction: "x", workspace: outside.path })).toMatch(/workspace: .*outside the allowed roots/);
     writeFileSync(join(outside.path, "task.yaml"), "name: t\ninstruction: x\n");
-    expect(await error("run_start", { task_file: join(outside.path, "task.yaml") })).toMatch(/outside the allowed workspace roots/);
+    expect(await error("run_start", { task_file: join(outside.path, "task.yaml") })).toMatch(/outside the allowed roots/);
     writeFileSync(join(root.path, "hooked.yaml"), "name: t\ninstruction: x\nworkspace: repo\nhooks:\n  pre_tool_use: [{ command: /bin/true }]\n");
     expect(await error("run_start", { task_file: "hooked.yaml" })).toMatch(/hooks: not allowed here: hooks run commands on the host/);
     expect(await error("run_start", { task_file: "hooked.yaml", instruction: "y" })).toMatch(/instruction: ad-hoc fields, not with task_file/);

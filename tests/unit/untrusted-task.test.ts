@@ -75,7 +75,7 @@ describe("the trust check of an untrusted caller's task", () => {
       trust,
     );
     expect(problems.map((problem) => problem.path)).toEqual(["workspace", "model.script", "sandbox.build.dockerfile"]);
-    expect(problems[0]!.message).toMatch(/outside the allowed workspace roots.*--workspace-root/);
+    expect(problems[0]!.message).toMatch(/outside the allowed roots.*--workspace-root/);
     // No workspace: the base directory, which is inside.
     expect(untrustedTaskProblems({ name: "t" }, trust)).toEqual([]);
     // No roots at all: every path is outside, and the message says how to give one.
@@ -96,7 +96,7 @@ describe("the trust check of an untrusted caller's task", () => {
     await using outside = temporaryDirectory();
     mkdirSync(join(root.path, "repo"));
     writeFileSync(join(outside.path, "task.yaml"), "name: t\ninstruction: x\n");
-    expect(problemsOf(() => loadUntrustedTaskFile(join(outside.path, "task.yaml"), [root.path]))[0]!.message).toMatch(/outside the allowed workspace roots/);
+    expect(problemsOf(() => loadUntrustedTaskFile(join(outside.path, "task.yaml"), [root.path]))[0]!.message).toMatch(/outside the allowed roots/);
     writeFileSync(join(root.path, "hooked.yaml"), "name: t\ninstruction: x\nworkspace: repo\nhooks:\n  pre_tool_use: [{ command: ./check.sh }]\n");
     expect(problemsOf(() => loadUntrustedTaskFile(join(root.path, "hooked.yaml"), [root.path])).map((problem) => problem.path)).toEqual(["hooks"]);
     writeFileSync(join(root.path, "good.yaml"), "name: t\ninstruction: x\nworkspace: repo\npolicy: reviewer\n");

@@ -299,8 +299,8 @@ describe("runner serve: the HTTP API", () => {
     await expect.poll(async () => (await json(await server.request(`/v1/batches/${batch.id}`))).status, { timeout: 60_000, interval: 200 }).toBe("passed");
     const report = (await json(await server.request(`/v1/batches/${batch.id}`))).report;
     expect(report.tasks.map((task: { name: string; status: string }) => [task.name, task.status])).toEqual([
-      ["alpha/task.yaml", "succeeded"],
-      ["beta/task.yaml", "succeeded"],
+      ["alpha", "succeeded"],
+      ["beta", "succeeded"],
     ]);
     expect((await json(await server.request("/v1/batches"))).batches.map((entry: { id: string }) => entry.id)).toEqual([batch.id]);
     const html = await server.request(`/v1/batches/${batch.id}/report.html`);
