@@ -86,8 +86,6 @@ export class FileEventBus implements EventBus {
   private assignedBytes: number;
   /** Events flushed to disk: readers see sequences below this. */
   private committed: number;
-  private readonly sequenceById = new Map<string, number>();
-  private readonly cursors: Map<string, ConsumerCursor>;
   private readonly activeConsumers = new Set<string>();
   private readonly readsInFlight = new Set<Promise<AgencyEvent[]>>();
   private changed = new Signal();
@@ -101,8 +99,8 @@ export class FileEventBus implements EventBus {
     readonly droppedTailBytes: number,
     logOffsets: number[],
     logBytes: number,
-    ids: string[],
-    cursors: Map<string, ConsumerCursor>,
+    private readonly sequenceById: Map<string, number>,
+    private readonly cursors: Map<string, ConsumerCursor>,
     private readonly log: GroupCommitFile,
     private readonly consumersFile: GroupCommitFile,
     /** One handle every reader reads from at explicit offsets, so a reader left suspended holds no file. */
@@ -113,10 +111,6 @@ export class FileEventBus implements EventBus {
     this.offsets = logOffsets;
     this.assignedBytes = logBytes;
     this.committed = logOffsets.length;
-    ids.forEach((id, sequence) => {
-      if (!this.sequenceById.has(id)) this.sequenceById.set(id, sequence);
-    });
-    this.cursors = cursors;
   }
 
   /**
@@ -132,10 +126,11 @@ export class FileEventBus implements EventBus {
     const opened: { close(): Promise<void> }[] = [];
     try {
       const offsets: number[] = [];
-      const ids: string[] = [];
+      const sequenceById = new Map<string, number>();
       const logRecovery = await recoverJsonLines(join(directory, BUS_FILES.log), readLogLineId, (id, offset) => {
+        // A second line with a known id (only a hand-edited log has one) keeps the first's sequence, as a publish would.
+        if (!sequenceById.has(id)) sequenceById.set(id, offsets.length);
         offsets.push(offset);
-        ids.push(id);
       });
       const cursors = new Map<string, ConsumerCursor>();
       const consumersPath = join(directory, BUS_FILES.consumers);
@@ -147,7 +142,7 @@ export class FileEventBus implements EventBus {
       opened.push(consumersFile);
       const reader = await open(join(directory, BUS_FILES.log), "r");
       opened.push(reader);
-      const bus = new FileEventBus(directory, logRecovery.droppedBytes, offsets, logRecovery.bytes, ids, cursors, log, consumersFile, reader, unlock);
+      const bus = new FileEventBus(directory, logRecovery.droppedBytes, offsets, logRecovery.bytes, sequenceById, cursors, log, consumersFile, reader, unlock);
       bus.inbox = await InboxDrain.start(directory, (event) => bus.publish(event));
       return bus;
     } catch (error) {
