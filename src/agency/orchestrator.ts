@@ -4,7 +4,7 @@ import { E_CANCELED, Semaphore } from "async-mutex";
 import type { AgencyEvent, Delivery, EventBus } from "../bus/event-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { RunReport } from "../run/run-report.js";
-import type { Runner, RunHandle } from "../runner/runner.js";
+import type { Runner } from "../runner/runner.js";
 import { branchHead } from "../workspace/run-worktree.js";
 import { agencyEvent, invocationId, triggerMatches, type Publisher } from "./agency-event.js";
 import type { AgencyDirectory, AgencyRecord, AgencyReport, AgencyStatus, InvocationRecord } from "./agency-directory.js";
@@ -243,51 +243,52 @@ export class Orchestrator {
       eventIdFor: (toolCallId) => `${id}-${toolCallId}`,
     });
     const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}) };
-    let handle: RunHandle;
     if (known) {
       try {
-        handle = await runner.resume(known.run_id, { signal: this.runs.signal, embedding });
+        return await (
+          await runner.resume(known.run_id, { signal: this.runs.signal, embedding })
+        ).result;
       } catch (error) {
         // The run ended before the process died, but its end was not recorded: take its report.
         const ended = error instanceof ConfigError ? endedReport(runner.home, known.run_id) : null;
         if (ended) return ended;
-        throw error;
+        // A run that cannot be resumed (killed before its agent started, its branch gone) is started anew below.
+        if (!(error instanceof ConfigError)) throw error;
       }
-    } else {
-      const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name).length;
-      const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier);
-      handle = await runner.start(task, { signal: this.runs.signal, embedding: { ...embedding, baseBranch: record.branch } });
-      // Recorded before the agent's first model call (the run has only made its directory): a crash from here resumes this run.
-      directory.appendInvocation({
-        kind: "started",
-        invocation_id: id,
-        agent: agent.name,
-        event_id: event.id,
-        event_type: event.type,
-        sequence: delivery.sequence,
-        run_id: handle.id,
-        time: new Date().toISOString(),
-      });
-      this.invocations.set(id, {
-        invocation_id: id,
-        agent: agent.name,
-        event_id: event.id,
-        event_type: event.type,
-        sequence: delivery.sequence,
-        run_id: handle.id,
-        status: "running",
-        reason: null,
-        cost_usd: null,
-        duration_ms: null,
-        commit: null,
-        merged: null,
-      });
-      // The run's side of the link: which agency, agent and event it served.
-      writeFileSync(
-        join(handle.directory, "agency.json"),
-        `${JSON.stringify({ agency_id: record.agency_id, agent: agent.name, invocation_id: id, event_id: event.id, event_type: event.type }, null, 2)}\n`,
-      );
     }
+    const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name && invocation.invocation_id !== id).length;
+    const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier);
+    const handle = await runner.start(task, { signal: this.runs.signal, embedding: { ...embedding, baseBranch: record.branch } });
+    // Recorded before the agent's first model call (the run has only made its directory): a crash from here resumes this run.
+    directory.appendInvocation({
+      kind: "started",
+      invocation_id: id,
+      agent: agent.name,
+      event_id: event.id,
+      event_type: event.type,
+      sequence: delivery.sequence,
+      run_id: handle.id,
+      time: new Date().toISOString(),
+    });
+    this.invocations.set(id, {
+      invocation_id: id,
+      agent: agent.name,
+      event_id: event.id,
+      event_type: event.type,
+      sequence: delivery.sequence,
+      run_id: handle.id,
+      status: "running",
+      reason: null,
+      cost_usd: null,
+      duration_ms: null,
+      commit: null,
+      merged: null,
+    });
+    // The run's side of the link: which agency, agent and event it served.
+    writeFileSync(
+      join(handle.directory, "agency.json"),
+      `${JSON.stringify({ agency_id: record.agency_id, agent: agent.name, invocation_id: id, event_id: event.id, event_type: event.type }, null, 2)}\n`,
+    );
     return handle.result;
   }
 
