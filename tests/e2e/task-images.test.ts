@@ -146,6 +146,32 @@ describe("task images, workdir and setup (real CLI, real Docker)", () => {
     expect(eventsOfType(events, "model_call.started")).toHaveLength(0);
   });
 
+  it("a verify or setup program that is not in the image is bad input (exit 2, task_invalid) before any model call", async () => {
+    await requireDocker();
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task } = writeScriptedTask(directory.path, {
+      script: turns({ call: toolCall("run_shell", { command: "true" }) }),
+      task: { sandbox: { setup: ["python3 --version"] }, verify: { command: "cd /tmp && pytset -q", timeout_sec: 60 } },
+    });
+    const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
+    expect(result.code, result.stdout + result.stderr).toBe(2);
+    const runDirectory = onlyRunDirectory(home.path)!;
+    const report = readJson<{ status: string; reason: string; error: string }>(join(runDirectory, "report.json"));
+    expect(report).toMatchObject({ status: "error", reason: "task_invalid" });
+    expect(report.error).toMatch(/^verify\.command: its program "pytset" is not in the task's sandbox/);
+    expect(eventsOfType(readEvents(runDirectory), "model_call.started")).toHaveLength(0);
+
+    await using second = temporaryDirectory();
+    const setupTypo = writeScriptedTask(second.path, {
+      script: turns({ call: toolCall("run_shell", { command: "true" }) }),
+      task: { sandbox: { setup: ["pip-instal -r requirements.txt"] } },
+    });
+    const setup = await runCli(["exec", setupTypo.task], { RUNNER_HOME: home.path });
+    expect(setup.code, setup.stdout + setup.stderr).toBe(2);
+    expect(setup.stdout + setup.stderr).toContain('sandbox.setup[0]: "pip-instal -r requirements.txt" exited 127 (command not found)');
+  });
+
   it("pre-flight: an image that is absent and cannot be pulled, or a failing build, stops before any branch or run exists", async () => {
     await requireDocker();
     await using directory = temporaryDirectory();
