@@ -31,7 +31,10 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .option("--junit <file>", "also write the JUnit XML there")
     .option("--summary <file>", "also write the markdown summary there (e.g. $GITHUB_STEP_SUMMARY)")
     .option("--json", "print the final report line as JSON: {batch_id, status, report}")
-    .addHelpText("after", "\nExit codes: 0 the gate passes, 1 it does not, 2 bad input, 3 infrastructure stop, 130 interrupted.")
+    .addHelpText(
+      "after",
+      "\nExit codes: 0 the gate passes, 1 it does not, 2 bad input, 3 more errors than --max-errors (a broken task file or a missing image is its task's error and the others still run), 130 interrupted.",
+    )
     .action(async (input: string, flags: RunFlags) => {
       exit(await (await import("./batch-actions.js")).batchRun(input, flags, signal));
     });
