@@ -44,7 +44,7 @@ export function serveCommand(signal: AbortSignal, exit: (code: number) => void):
         "  runner serve --tasks-root ~/tasks                  prints http://127.0.0.1:7420/?token=… ; open it once in a browser",
         "  runner serve --host 0.0.0.0 --token-file /etc/runner/token --tasks-root /srv/tasks   behind a TLS proxy",
         "",
-        "Every request but GET /v1/health needs the token: Authorization: Bearer <token>, or the page's cookie.",
+        "Every request but GET /v1/health carries the token, in an Authorization: Bearer header or the page's cookie.",
       ].join("\n"),
     )
     .action(async (flags: ServeFlags) => exit(await serve(flags, signal)));

@@ -398,10 +398,13 @@ function ok(text: string, structured: Record<string, unknown>): CallToolResult {
 
 /** A progress notification to the caller, when it asked for them (a progressToken); best effort. */
 async function progress(extra: Extra, done: number, total: number | undefined, message: string): Promise<void> {
-  const token = extra._meta?.progressToken;
-  if (token === undefined) return;
+  const requested = extra._meta;
+  if (requested?.progressToken === undefined) return;
   await extra
-    .sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: done, ...(total ? { total } : {}), message } })
+    .sendNotification({
+      method: "notifications/progress",
+      params: { progressToken: requested.progressToken, progress: done, ...(total ? { total } : {}), message },
+    })
     .catch(() => undefined);
 }
 

@@ -235,6 +235,15 @@ const DELIBERATE_CREDENTIALS = new Set([
   "tests/unit/redaction.test.ts",
   "tests/unit/redaction-corpus.test.ts",
   "tests/integration/network-attacks.test.ts",
+  // The servers' tests and bench authenticate with tokens of their own.
+  "tests/helpers/server-client.ts",
+  "tests/unit/mcp-http.test.ts",
+  "tests/unit/server/http-api-docs.test.ts",
+  "tests/e2e/mcp-server.test.ts",
+  "tests/e2e/serve-cli.test.ts",
+  "bench/serve.bench.ts",
+  // Recorded commands of a public agent run, kept as they were (a password printed in a probe script).
+  "tests/fixtures/shell-corpus/agent-commands.json",
 ]);
 
 function repositoryFiles(): string[] {
