@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { E_CANCELED, Semaphore } from "async-mutex";
@@ -240,7 +241,9 @@ export class Orchestrator {
       context: record.definition.context,
       build: (fields) => this.event({ kind: "agent", name: agent.name }, { ...fields, cause: event }),
       emit: (emitted) => directory.addToOutbox(id, emitted),
-      eventIdFor: (toolCallId) => `${id}-${toolCallId}`,
+      // The model picks tool call ids: hashed under a prefix of their own, an agent's event id never equals the
+      // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
+      eventIdFor: (toolCallId) => `${id}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
     });
     const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}) };
     if (known) {

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { yamlDocumentValue } from "../describe-issue.js";
@@ -32,8 +32,14 @@ export interface TrustRoots {
  *   shipped policy's name, never a file (a policy decides what needs asking);
  * - `model.base_url`: the runner would send the host's API key there;
  * - `sandbox.pass_env`, `sandbox.secret_env`: host environment variables into the sandbox;
+ * - `sandbox.network.allow_cidrs`: lets allowed names resolve into private and
+ *   link-local ranges (a cloud's metadata address);
+ * - `on_success`: a merge into the user's checkout, which later runs read as
+ *   configuration (the HTTP API's own merge, a person's choice, stays);
  * - `workspace`, `model.script`, `sandbox.build.context`,
- *   `sandbox.build.dockerfile`: paths outside the roots.
+ *   `sandbox.build.dockerfile` (also the default `<context>/Dockerfile`), and
+ *   the git directories a linked worktree's `.git` file names: paths outside
+ *   the roots.
  *
  * Everything else (instruction, verify, image, setup, network allow-list,
  * limits) acts inside the sandbox and is the caller's to choose.
@@ -48,6 +54,14 @@ const REFUSED_FIELDS: readonly { path: string[]; why: string }[] = [
   { path: ["model", "base_url"], why: "the runner would send the host's model API key to it; set OPENAI_BASE_URL where the server starts instead" },
   { path: ["sandbox", "pass_env"], why: "it passes the host's environment variables into the sandbox; a caller of the API cannot choose them" },
   { path: ["sandbox", "secret_env"], why: "it passes the host's environment variables into the sandbox; a caller of the API cannot choose them" },
+  {
+    path: ["sandbox", "network", "allow_cidrs"],
+    why: "it lets allowed names resolve to private and link-local addresses (a cloud's metadata service); set it in a task file you run with `runner exec`",
+  },
+  {
+    path: ["on_success"],
+    why: "a merge changes your checkout, which later runs read as configuration; merge a verified run yourself (runner serve: POST /v1/runs/{id}/merge; or git merge its branch)",
+  },
 ];
 
 const POLICY_FIELDS: readonly string[][] = [["policy"], ["subagents", "explore_policy"], ["subagents", "worker_policy"]];
@@ -79,14 +93,52 @@ export function untrustedTaskProblems(raw: unknown, trust: TrustRoots): TaskProb
     }
   }
   const roots = realRoots(trust.roots);
+  const inside = (absolute: string) => roots.some((root) => isPathInside(realpathOrSelf(absolute), root));
+  const absoluteOf = (value: string) => (isAbsolute(value) ? value : resolve(trust.baseDirectory, value));
   for (const path of PATH_FIELDS) {
     const value = path.length === 1 && path[0] === "workspace" ? (valueAt(raw, path) ?? ".") : valueAt(raw, path);
     if (typeof value !== "string" || value === "") continue;
-    const absolute = isAbsolute(value) ? value : resolve(trust.baseDirectory, value);
-    if (!roots.some((root) => isPathInside(realpathOrSelf(absolute), root)))
-      problems.push({ path: path.join("."), message: outsideRoots(absolute, roots, trust.rootsOption) });
+    const absolute = absoluteOf(value);
+    if (!inside(absolute)) problems.push({ path: path.join("."), message: outsideRoots(absolute, roots, trust.rootsOption) });
+  }
+  // The Dockerfile a build reads when none is named: `<context>/Dockerfile`, which may be a link out of the roots.
+  const context = valueAt(raw, ["sandbox", "build", "context"]);
+  if (typeof context === "string" && context !== "" && valueAt(raw, ["sandbox", "build", "dockerfile"]) === undefined) {
+    const dockerfile = join(absoluteOf(context), "Dockerfile");
+    if (!inside(dockerfile)) problems.push({ path: "sandbox.build", message: `its Dockerfile: ${outsideRoots(dockerfile, roots, trust.rootsOption)}` });
+  }
+  // A linked worktree (or a repository whose .git is a link or a gitdir file) keeps its git directory elsewhere: the
+  // run mounts that into the sandbox and writes branches there, so it must lie inside the roots too.
+  const workspace = valueAt(raw, ["workspace"]) ?? ".";
+  if (typeof workspace === "string" && workspace !== "") {
+    for (const gitDirectory of gitDirectoriesOf(absoluteOf(workspace))) {
+      if (!inside(gitDirectory)) problems.push({ path: "workspace", message: `its git directory: ${outsideRoots(gitDirectory, roots, trust.rootsOption)}` });
+    }
   }
   return problems;
+}
+
+/**
+ * The git directories a repository at `workspace` uses when they are not its own `.git` directory: the target of a
+ * `.git` link, the `gitdir:` of a `.git` file (a linked worktree, a submodule) and that directory's `commondir`.
+ * Read as plain files, never through git (no config of the repository is interpreted).
+ */
+function gitDirectoriesOf(workspace: string): string[] {
+  const dotGit = join(workspace, ".git");
+  let stats;
+  try {
+    stats = lstatSync(dotGit);
+  } catch {
+    return [];
+  }
+  if (stats.isSymbolicLink()) return [dotGit];
+  if (!stats.isFile()) return [];
+  const gitDirectory = /^gitdir:\s*(.+?)\s*$/m.exec(readFileSync(dotGit, "utf8"))?.[1];
+  if (!gitDirectory) return [];
+  const absolute = resolve(workspace, gitDirectory);
+  const commonFile = join(absolute, "commondir");
+  const common = existsSync(commonFile) ? resolve(absolute, readFileSync(commonFile, "utf8").trim()) : null;
+  return common ? [absolute, common] : [absolute];
 }
 
 /**
@@ -136,7 +188,9 @@ function withDefaults(raw: unknown, baseDirectory: string, defaults: ((workspace
   return applyDefaults(record, defaults(resolve(baseDirectory, typeof record.workspace === "string" && record.workspace ? record.workspace : ".")));
 }
 
-function outsideRoots(path: string, roots: string[], option = "--workspace-root"): string {
+function outsideRoots(given: string, roots: string[], option = "--workspace-root"): string {
+  const real = realpathOrSelf(given);
+  const path = real === given ? given : `${given} (a link to ${real})`;
   return roots.length === 0
     ? `${path} is outside every allowed root (none given); start the server with ${option} DIR for the directories its callers may use`
     : `${path} is outside the allowed roots (${roots.join(", ")}); use a path inside one, or start the server with ${option} for its directory`;

@@ -1,9 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { TaskValidationError } from "../../src/config/load-task.js";
 import { loadUntrustedTaskFile, untrustedTaskProblems, validateUntrustedTask } from "../../src/runner/untrusted-task.js";
-import { temporaryDirectory } from "../helpers/git-repository.js";
+import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 
 function problemsOf(run: () => unknown): { path: string; message: string }[] {
   try {
@@ -103,5 +104,35 @@ describe("the trust check of an untrusted caller's task", () => {
     expect(loadUntrustedTaskFile(join(root.path, "good.yaml"), [root.path])).toMatchObject({ workspacePath: join(root.path, "repo"), policy: "reviewer" });
     writeFileSync(join(root.path, "broken.yaml"), "name: [\n");
     expect(problemsOf(() => loadUntrustedTaskFile(join(root.path, "broken.yaml"), [root.path]))[0]!.message).toMatch(/\S/);
+  });
+});
+
+describe("untrusted tasks: the security review's findings (round 3)", () => {
+  it("refuses a build whose default Dockerfile is a link out of the roots, on_success, allow_cidrs, and a worktree whose git directory is outside", async () => {
+    await using root = temporaryDirectory("untrusted-review-root-");
+    await using outside = temporaryDirectory("untrusted-review-outside-");
+    writeFileSync(join(outside.path, "host-credentials"), "AWS_SECRET_ACCESS_KEY=x\n");
+    mkdirSync(join(root.path, "ctx"));
+    symlinkSync(join(outside.path, "host-credentials"), join(root.path, "ctx", "Dockerfile"));
+    const trust = { roots: [root.path], baseDirectory: root.path };
+    const paths = (raw: unknown) => untrustedTaskProblems(raw, trust).map((problem) => `${problem.path}: ${problem.message}`);
+    expect(paths({ instruction: "x", sandbox: { build: { context: "./ctx" } } })).toEqual([
+      expect.stringMatching(/^sandbox\.build: its Dockerfile: .*ctx\/Dockerfile \(a link to .*host-credentials\) is outside/),
+    ]);
+    expect(paths({ instruction: "x", on_success: "merge" })).toEqual([expect.stringMatching(/^on_success: not allowed here: a merge changes your checkout/)]);
+    expect(paths({ instruction: "x", sandbox: { network: { allow: ["a.example.com"], allow_cidrs: ["169.254.0.0/16"] } } })).toEqual([
+      expect.stringMatching(/^sandbox\.network\.allow_cidrs: not allowed here/),
+    ]);
+    // A linked worktree inside the roots of a repository outside them.
+    const repository = createGitRepository({ "a.txt": "a\n" });
+    try {
+      execFileSync("git", ["-C", repository.root, "worktree", "add", "-q", join(root.path, "wt")]);
+      expect(paths({ instruction: "x", workspace: "./wt" })).toEqual([
+        expect.stringMatching(/^workspace: its git directory: .* is outside/),
+        expect.stringMatching(/^workspace: its git directory: .* is outside/),
+      ]);
+    } finally {
+      await repository[Symbol.asyncDispose]();
+    }
   });
 });
