@@ -1,5 +1,5 @@
 /**
- * agent-runner as a library (package entry, README "Library"): the Runner
+ * agent-runner as a library (package entry, docs/library.md "Library"): the Runner
  * and its handles, and the types a caller needs to read what they return.
  */
 export { createRunner, type AgencyHandle, type AgencyOptions, type AgencyRunner, type OutsideEvent } from "./agency/agency.js";

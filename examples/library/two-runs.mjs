@@ -1,4 +1,4 @@
-// Two tasks at once in one process through the library (README "Library"):
+// Two tasks at once in one process through the library (docs/library.md "Library"):
 // each has its own secret (sandbox.secret_env), prints it from inside its
 // sandbox, and neither secret may appear in clear in any record of either run.
 // Run it after `make setup`:  node examples/library/two-runs.mjs

@@ -15,7 +15,7 @@ export interface Outcome {
 /**
  * Run reasons of status `error` that the agent's own doing causes, so they are
  * `failed` and never earn a retry: the conversation outgrew the model's
- * context window after clearing and compaction (README "Context management"),
+ * context window after clearing and compaction (docs/runs.md "Context management"),
  * which another attempt of the same agent reproduces.
  */
 const AGENT_CAUSED_ERROR_REASONS = new Set(["context_window_exceeded"]);

@@ -151,7 +151,7 @@ function streamedText(view: ProgressView | null): { onModelText?: (text: ModelTe
 }
 
 /**
- * The last line of `--json` (README "Command line"): not an event (no
+ * The last line of `--json` (docs/command-line.md "Command line"): not an event (no
  * `specversion`, not in events.jsonl), so the lines before it are
  * events.jsonl's exactly and a reader stops at `type: "runner.result"`.
  * `report` is the absolute path of report.json. (No exit code: the

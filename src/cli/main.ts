@@ -64,7 +64,7 @@ async function main(argv: string[]): Promise<number> {
       [
         "",
         "Examples:",
-        '  runner exec task.yaml                      run a task file (README "task.yaml")',
+        '  runner exec task.yaml                      run a task file (docs/task-yaml.md "task.yaml")',
         '  runner exec --instruction "Make the tests pass" -C ~/src/project --verify "npm test"',
         "                                             an ad-hoc task on a repository (OPENAI_API_KEY, OPENAI_MODEL)",
         "  runner init                                a commented task.yaml (and script.yaml) for this repository",
@@ -222,7 +222,7 @@ async function main(argv: string[]): Promise<number> {
   program.addCommand(importCommand((code) => (exitCode = code)));
   program.addCommand(serveCommand(controller.signal, (code) => (exitCode = code)));
 
-  const policy = program.command("policy").description('validate and explain permission policies (README "Policies")');
+  const policy = program.command("policy").description('validate and explain permission policies (docs/policies.md "Policies")');
   policy
     .command("check")
     .description("validate a policy and print what it allows; exit 2 with every problem when it is invalid")
@@ -232,7 +232,7 @@ async function main(argv: string[]): Promise<number> {
       exitCode = policyCheckCommand(file);
     });
 
-  const config = program.command("config").description('the defaults runs start from: $RUNNER_HOME/config.yaml, ./.runner.yaml (README "Defaults file")');
+  const config = program.command("config").description('the defaults runs start from: $RUNNER_HOME/config.yaml, ./.runner.yaml (docs/command-line.md "Defaults file")');
   config
     .command("show", { isDefault: true })
     .description("print each default, its value and the file and line it came from")

@@ -14,7 +14,7 @@ const HOME_DEFAULTS_FILE = "config.yaml";
 const DIRECTORY_DEFAULTS_FILE = ".runner.yaml";
 
 /**
- * A defaults file (README "Defaults file"): the task fields a user sets for
+ * A defaults file (docs/command-line.md "Defaults file"): the task fields a user sets for
  * every run, under the task file's names. Validated with the task schema's
  * own field schemas; what is merged is the file's values as written, so the
  * task schema applies its rules once, to the merged task.
@@ -93,7 +93,7 @@ export function loadDefaults(options: { home: string; cwd: string; workspace: st
     const inHome = from !== null && places.some((path) => isPathInside(path, home));
     if (inside || inHome) {
       defaults.notes.push(
-        `${file} not read: it is inside ${inside ? `the task's repository ${repository}` : `RUNNER_HOME ${home}`}, which the agent's work can reach; run from outside it (README "Defaults file")`,
+        `${file} not read: it is inside ${inside ? `the task's repository ${repository}` : `RUNNER_HOME ${home}`}, which the agent's work can reach; run from outside it (docs/command-line.md "Defaults file")`,
       );
       continue;
     }

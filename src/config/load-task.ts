@@ -48,7 +48,7 @@ export class TaskValidationError extends ConfigError {
  * listing every problem (YAML syntax, schema, and cross-field checks such as
  * a missing workspace or script) with its field path. `defaults`, given the
  * task's absolute workspace path, returns the defaults that go under the
- * file's fields (src/config/defaults-file.ts; README "Defaults file").
+ * file's fields (src/config/defaults-file.ts; docs/command-line.md "Defaults file").
  */
 export function loadTaskFile(file: string, options: { defaults?: (workspacePath: string) => TaskDefaults } = {}): Task {
   const absolute = resolve(file);

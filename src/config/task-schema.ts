@@ -173,7 +173,7 @@ export const limitsSchema = z.strictObject({
   /**
    * Bytes the task may occupy on disk: its worktrees and every sandbox's writable directories
    * (/tmp, /var/tmp, /run/lock; the image is read-only, so `pip install` lands in $HOME=/tmp/.local),
-   * allocated blocks counted (README "Security model").
+   * allocated blocks counted (docs/security.md "Security model").
    * The minimum leaves room for a small checkout next to the filesystem's own metadata.
    */
   disk: sizeOfAtLeast("64m").default(DEFAULT_DISK_BYTES),
@@ -182,7 +182,7 @@ export const limitsSchema = z.strictObject({
 const sandboxSchema = z.strictObject({
   image: imageReference.default(DEFAULT_SANDBOX_IMAGE),
   /**
-   * An image the runner builds before the run (README "Task images"): `context` and
+   * An image the runner builds before the run (docs/images.md "Task images"): `context` and
    * `dockerfile` are relative to the task file (default `<context>/Dockerfile`), `args`
    * are build arguments. Tagged by a hash of its inputs and reused while they are unchanged.
    * Not together with `image`.
@@ -258,7 +258,7 @@ const verifySchema = z.strictObject({
    * Python's safe path in the verification (`PYTHONSAFEPATH=1`, Python 3.11+): neither the current directory nor
    * a script's directory is put on `sys.path`, so nothing at the checkout's top level (a `*.dist-info` declaring a
    * pytest plugin, a `pytest.py`, a `sitecustomize.py`) is imported before the tests run. `false` turns it off for a
-   * command that needs a script's directory on `sys.path` (README "Protected paths").
+   * command that needs a script's directory on `sys.path` (docs/runs.md "Protected paths").
    */
   python_safe_path: z.boolean().default(true),
 });
@@ -273,7 +273,7 @@ const commitSize = z.union([z.string(), z.number()]).transform((value, context) 
   return bytes;
 });
 
-/** Bounds of the host-side commit of the agent's work (README "What a run produces"). */
+/** Bounds of the host-side commit of the agent's work (docs/runs.md "What a run produces"). */
 const commitSchema = z.strictObject({
   /** Larger files are left out of the commit and reported (apparent size: sparse files count in full). */
   max_file_size: commitSize.default(100 * 1024 ** 2),
@@ -352,11 +352,11 @@ export const taskSchema = z.strictObject({
     .default({ max_steps: 30, timeout_sec: 1800, explore_policy: "explore" }),
   /** MCP servers whose tools the main agent gets (`mcp__<server>__<tool>`); stdio ones run inside the sandbox unless `trusted`. */
   mcp_servers: mcpServersSchema,
-  /** Host-side hooks around tool calls (the user's own code; see README "Hooks"). */
+  /** Host-side hooks around tool calls (the user's own code; see docs/policies.md "Hooks"). */
   hooks: hooksSchema,
   /**
    * Put the repository's AGENTS.md files (CLAUDE.md or GEMINI.md where a directory has none), as of the
-   * base commit, into every agent's system prompt (README "Project instructions"); false turns it off.
+   * base commit, into every agent's system prompt (docs/skills.md "Project instructions"); false turns it off.
    */
   instructions_files: z.boolean().default(true),
   /** `merge`: after a verified success, fast-forward your checked-out branch to the run branch (when it has not moved and is clean). */

@@ -32,7 +32,7 @@ const costUsd = z.number().nullable().optional();
 /** Where an MCP server runs: a process in the sandbox, a process on the host (`trusted`), or a streamable HTTP endpoint. */
 const mcpTransport = z.enum(["sandbox", "host", "http"]);
 
-/** Why a path was left out of the host commit (README "The host commit"). */
+/** Why a path was left out of the host commit (docs/runs.md "The host commit"). */
 const leftOutPath = z.strictObject({
   path: z.string(),
   reason: z.enum(["dotgit_name", "gitmodules_symlink", "invalid_path", "nested_repository", "unreadable", "file_too_large", "over_total_size"]),

@@ -1,7 +1,7 @@
 import type { ShellWord } from "./shell-syntax.js";
 
 /**
- * A compiled command pattern (README "Policies", command patterns):
+ * A compiled command pattern (docs/policies.md "Policies", command patterns):
  *
  * - words are separated by spaces; quotes and backslashes work as in the
  *   shell and make what they cover plain text;

@@ -44,7 +44,7 @@ const commandRuleSchema = z.strictObject({
     .string()
     .regex(/^[a-z0-9][a-z0-9-]*$/, "expected lowercase letters, digits and dashes, like git-push")
     .optional(),
-  /** One command pattern or several (see README "Policies": command patterns). */
+  /** One command pattern or several (see docs/policies.md "Policies": command patterns). */
   match: z.union([commandPattern, z.array(commandPattern).min(1, "expected at least one pattern")]),
   risk: riskSchema,
   /** Told to the model (and the person asked) when the rule decides. */

@@ -46,7 +46,7 @@ export type HostProgramCheck = { executable: string; problems: [] } | { executab
  * (Python also `-m <module>`), so that the code they run is a file the
  * runner checked. Matched by the command's name and by its real file's name
  * (`/bin/sh` is `dash`). A copy of an interpreter under another name is not
- * recognised: that is the task author's to avoid (README "Hooks").
+ * recognised: that is the task author's to avoid (docs/policies.md "Hooks").
  */
 const INTERPRETER =
   /^(?:sh|bash|dash|zsh|ksh|ksh93|mksh|ash|yash|fish|csh|tcsh|busybox|python[0-9.]*|pypy[0-9.]*|node|nodejs|deno|bun|perl[0-9.]*|ruby[0-9.]*|php[0-9.]*|lua[0-9.]*|luajit|tclsh[0-9.]*|wish[0-9.]*|expect|Rscript|pwsh|osascript|awk|gawk|mawk|nawk|sed)$/;

@@ -150,7 +150,7 @@ async function sweepClaimed(
           saved = `its worktree could not be committed within the commit time limit and is kept at ${lock.worktree}`;
           keepWorktree = true;
         } else {
-          saved = `its work is committed on ${lock.branch} (${committed.head.slice(0, 12)})${committed.leftOutCount ? `, except ${committed.leftOutCount} paths left out (see README "The host commit")` : ""}`;
+          saved = `its work is committed on ${lock.branch} (${committed.head.slice(0, 12)})${committed.leftOutCount ? `, except ${committed.leftOutCount} paths left out (see docs/runs.md "The host commit")` : ""}`;
         }
       }
     } catch (error) {

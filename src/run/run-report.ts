@@ -66,7 +66,7 @@ export interface RunReport {
   /** Egress proxy decisions per `host:port` (empty without an allow-list). */
   network: Record<string, { allowed: number; denied: number }>;
   /**
-   * `sandbox.limits.disk` and how it was held (README "Security model"): `filesystem`
+   * `sandbox.limits.disk` and how it was held (docs/security.md "Security model"): `filesystem`
    * (writes past it were refused) or `monitor` (`detail` says why; over the limit the
    * run stopped, reason `disk_limit_exceeded`); `used_bytes` when the limit was reached.
    * Null when the run ended before its disk was made.
@@ -74,7 +74,7 @@ export interface RunReport {
   disk: { limit_bytes: number; enforcement: "filesystem" | "monitor"; detail: string | null; limit_reached: boolean; used_bytes: number | null } | null;
   /**
    * The project instruction files (AGENTS.md, CLAUDE.md, GEMINI.md) of the base commit put in the agents'
-   * system prompt, in prompt order (README "Project instructions"); null when `instructions_files: false`
+   * system prompt, in prompt order (docs/skills.md "Project instructions"); null when `instructions_files: false`
    * or the run ended before its sandbox was up.
    */
   instructions_files: InstructionFileRecord[] | null;

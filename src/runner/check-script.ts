@@ -56,7 +56,7 @@ const CUT_NAME_SUFFIX = 9;
  * Checks the tool calls of a loaded script against the tools a run can
  * offer, before anything of the run exists, so a typo fails the task
  * (ConfigError, exit 2) instead of running and "succeeding" on a model that
- * only ever saw `Error: unknown tool`. What is checked (README "Scripted model"):
+ * only ever saw `Error: unknown tool`. What is checked (docs/scripted-model.md "Scripted model"):
  * - a call's `name` must be a tool the runner defines ({@link runnerToolInputs}) or a host tool of the run's embedding (`hostTools`),
  *   or `mcp__<server>__<tool>` for a server of the task's `mcp_servers`
  *   (`mcpServers`, its names as in task.yaml). The tool part of an MCP name is

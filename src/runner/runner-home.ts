@@ -29,7 +29,7 @@ export function runnerHome(environment: NodeJS.ProcessEnv = process.env): string
 
 /**
  * `$RUNNER_DISK_ENFORCEMENT`: `monitor` makes every run measure its disk limit
- * instead of giving it a filesystem of its own (README "Security model");
+ * instead of giving it a filesystem of its own (docs/security.md "Security model");
  * unset or `auto`: a filesystem when the runner can make one. Throws ConfigError otherwise.
  */
 export function diskEnforcementChoice(environment: NodeJS.ProcessEnv = process.env): DiskEnforcementChoice {

@@ -151,7 +151,7 @@ export interface RunHandle {
 }
 
 /**
- * The run core as a library (README "Library"): start tasks, follow their
+ * The run core as a library (docs/library.md "Library"): start tasks, follow their
  * events, cancel and resume them, from one process, concurrently. Each run
  * has its own event stream, redaction (its secrets never reach another
  * run's records or the shared log in clear) and clean-up.

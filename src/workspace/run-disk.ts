@@ -10,7 +10,7 @@ import { registerRunDisk, unregisterRunDisk } from "./run-disk-registry.js";
 const run = promisify(execFile);
 
 /**
- * How `sandbox.limits.disk` is held (README "Security model"):
+ * How `sandbox.limits.disk` is held (docs/security.md "Security model"):
  * - `filesystem`: the run's disk is a filesystem of its own, exactly the limit
  *   in size; the kernel refuses a write past it (ENOSPC), whoever makes it.
  * - `monitor`: the run's disk is a plain directory; each sandbox measures what

@@ -19,7 +19,7 @@ export class StagedContentMismatchError extends Error {
 
 /**
  * Defence in depth behind the rule that host git reads a worktree only when
- * no process of the agent's can run (README "Security model"): after `git
+ * no process of the agent's can run (docs/security.md "Security model"): after `git
  * add`, every entry staged with new content is read again from the worktree
  * with no-follow semantics and compared with what git staged. Each directory
  * on its path must be a real directory (lstat, not a symlink), a file is

@@ -41,7 +41,7 @@ describe("runner --version and --help", () => {
   });
 });
 
-/** Heavy packages a command that touches no sandbox or model must not load (README "Command line"). */
+/** Heavy packages a command that touches no sandbox or model must not load (docs/command-line.md "Command line"). */
 const HEAVY = ["dockerode", "openai", "@modelcontextprotocol/sdk", "web-tree-sitter", "tree-sitter-bash", "pino", "cloudevents", "tar-fs"];
 
 /** Runs the CLI with a module-resolution hook; returns the packages under node_modules it loaded. */

@@ -1,5 +1,5 @@
 /**
- * The run core as a library (README "Library"): `createRunner` / `start` /
+ * The run core as a library (docs/library.md "Library"): `createRunner` / `start` /
  * `RunHandle`, with real Docker, real git and the scripted model over HTTP.
  * The example examples/library/two-runs.mjs runs two tasks concurrently in
  * one process, through the package's own export, with different secrets.

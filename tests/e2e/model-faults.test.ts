@@ -1,6 +1,6 @@
 /**
  * Model API robustness end to end: the built CLI against the scripted model
- * server playing HTTP faults (README "Scripted model: faults and compaction"),
+ * server playing HTTP faults (docs/scripted-model.md "Scripted model: faults and compaction"),
  * through the real openai client, with a real sandbox. Retries are made fast
  * with a low `model.max_retries` and small `retry_after` values.
  */

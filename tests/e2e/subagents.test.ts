@@ -801,7 +801,7 @@ function plantTraps(markers: string): string {
     "set -e",
     `M=${markers}`,
     // The policy refuses literal writes under .git; a path computed at run time gets past it
-    // (README "Policies": the sandbox and host-side git are the boundary), as a hostile agent's would.
+    // (docs/policies.md "Policies": the sandbox and host-side git are the boundary), as a hostile agent's would.
     "G=$(printf %s .git)",
     // In a container /workspace/.git is the runner's read-only file: the worker cannot swap it for a git
     // directory of its own (in a host directory it can: the control does), so its traps go elsewhere.

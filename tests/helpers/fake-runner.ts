@@ -1,5 +1,5 @@
 /**
- * The Docker-free run tier (README "Testing"): a Runner whose sandboxes are
+ * The Docker-free run tier (docs/development.md "Testing"): a Runner whose sandboxes are
  * the run's real host directories (HostDirectorySandboxProvider), the
  * scripted model over loopback HTTP, real git. Commands are answered by the
  * test's handler; nothing the agent wrote runs on the host.

@@ -1,6 +1,6 @@
 /**
  * No capability is left in the bounding set of the agent's processes (issue
- * 20 item 12; README "Security model"): the helper drops SETUID, SETGID and
+ * 20 item 12; docs/security.md "Security model"): the helper drops SETUID, SETGID and
  * SETPCAP (the container's only ones) from the bounding set its commands
  * inherit, for tool commands and for processes spawned with piped stdio (an
  * MCP server in the sandbox), while keeping SETUID and SETGID permitted for

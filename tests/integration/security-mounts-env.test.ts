@@ -195,7 +195,7 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     }
     for (const hostPath of [run.runnerHome, realpathSync(run.runnerHome), `/runs/${run.runId}`, `${homedir()}/`]) expect(mountInfo).not.toContain(hostPath);
     // What cannot be masked: a bind mount's root is its source's path within the source's filesystem, so the
-    // read-only git metadata mounts name the repository's git directory (README "Security model"). Exactly those.
+    // read-only git metadata mounts name the repository's git directory (docs/security.md "Security model"). Exactly those.
     const naming = parseMountInfo(mountInfo).filter((mount) => `${mount.root} ${mount.mountPoint}`.includes(realpathSync(repository.root)));
     const gitDirectory = realpathSync(join(repository.root, ".git"));
     expect(naming.map((mount) => `${mount.root} -> ${mount.mountPoint}`).sort()).toEqual(

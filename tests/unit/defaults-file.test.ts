@@ -1,4 +1,4 @@
-// The defaults files (README "Defaults file"): $RUNNER_HOME/config.yaml, then
+// The defaults files (docs/command-line.md "Defaults file"): $RUNNER_HOME/config.yaml, then
 // ./.runner.yaml read only from outside the task's repository; the layering
 // built-in < config.yaml < .runner.yaml < task.yaml < flags; errors with lines.
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
@@ -86,7 +86,7 @@ describe("defaults files", () => {
       expect(defaults.values, cwd).toEqual({});
       expect(defaults.files, cwd).toEqual([]);
       expect(defaults.notes, cwd).toEqual([
-        expect.stringMatching(/\.runner\.yaml not read: it is inside (the task's repository|RUNNER_HOME) .*README "Defaults file"/),
+        expect.stringMatching(/\.runner\.yaml not read: it is inside (the task's repository|RUNNER_HOME) .*docs/command-line.md "Defaults file"/),
       ]);
     }
     // From outside, the same kind of file is read.
@@ -113,8 +113,8 @@ describe("defaults files", () => {
     expect((error as Error).message).toBe(
       [
         `${file}: 5 problems:`,
-        `  - line 3: model: unknown field nmae (did you mean name?) (check the spelling; see README "Defaults file")`,
-        `  - line 4: (file): unknown field max_step (did you mean max_steps?) (check the spelling; see README "Defaults file")`,
+        `  - line 3: model: unknown field nmae (did you mean name?) (check the spelling; see docs/command-line.md "Defaults file")`,
+        `  - line 4: (file): unknown field max_step (did you mean max_steps?) (check the spelling; see docs/command-line.md "Defaults file")`,
         `  - line 6: limits.memory: expected a size of at least 16m such as "512m" or "2g", got 2`,
         `  - line 7: timeout: expected a duration such as "90s", "10m" or "1.5h", got "soon"`,
         `  - line 8: policy: file ${join(home, "missing-policy.yaml")} does not exist (a path is relative to this file)`,

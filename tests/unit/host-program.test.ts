@@ -1,7 +1,7 @@
 /**
  * Host programs (hooks, trusted MCP servers) are argv, never shell text, and
  * may not run from, or name, a tree the agent's work can change (issue 20
- * item 1; README "Hooks", "Trust"). Real files, links and PATH lookups.
+ * item 1; docs/policies.md "Hooks", "Trust"). Real files, links and PATH lookups.
  */
 import { mkdirSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

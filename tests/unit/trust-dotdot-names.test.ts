@@ -1,5 +1,5 @@
 /**
- * Trust (README "Trust: what the runner loads as configuration"): a directory of
+ * Trust (docs/security.md "Trust: what the runner loads as configuration"): a directory of
  * the repository whose name starts with ".." (git commits it; the agent can write
  * it) is inside the repository, so nothing in it becomes configuration.
  */

@@ -217,7 +217,7 @@ export function containerEnvironment(sandbox: Pick<Task["sandbox"], "env" | "pas
     GIT_CONFIG_VALUE_0: "*",
     PIP_DISABLE_PIP_VERSION_CHECK: "1",
     // Bytecode is cached in the container's own scratch space, never in the worktree: each container starts
-    // with an empty cache, so a verification never runs a .pyc the agent's container wrote (README "Task images").
+    // with an empty cache, so a verification never runs a .pyc the agent's container wrote (docs/images.md "Task images").
     PYTHONPYCACHEPREFIX: PYTHON_BYTECODE_CACHE,
   };
   Object.assign(environment, sandbox.env);

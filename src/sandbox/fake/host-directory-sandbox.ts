@@ -76,7 +76,7 @@ export interface RecordedCommand {
 }
 
 /**
- * A {@link SandboxProvider} for the Docker-free run tier (README "Testing"):
+ * A {@link SandboxProvider} for the Docker-free run tier (docs/development.md "Testing"):
  * each sandbox works on its spec's real host directory, so host git (commit,
  * verification checkout, merges) sees exactly the files the agent's tools
  * wrote, yet it never runs a command on the host: `exec` is answered by the

@@ -186,7 +186,7 @@ class MalformedHello extends Error {}
  *
  * Hand-written: the proxy runs the sandbox image's Node with the standard
  * library only (no npm package can enter its container unbundled, see
- * README "Network allow-list"), and Node's tls module reads a ClientHello
+ * docs/network.md "Network allow-list"), and Node's tls module reads a ClientHello
  * only by answering it as a TLS server (SNICallback), which tells nothing of
  * encrypted_client_hello and would make OpenSSL's leniency the rule.
  */
