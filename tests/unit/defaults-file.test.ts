@@ -86,7 +86,7 @@ describe("defaults files", () => {
       expect(defaults.values, cwd).toEqual({});
       expect(defaults.files, cwd).toEqual([]);
       expect(defaults.notes, cwd).toEqual([
-        expect.stringMatching(/\.runner\.yaml not read: it is inside (the task's repository|RUNNER_HOME) .*docs/command-line.md "Defaults file"/),
+        expect.stringMatching(/\.runner\.yaml not read: it is inside (the task's repository|RUNNER_HOME) .*docs\/command-line\.md "Defaults file"/),
       ]);
     }
     // From outside, the same kind of file is read.
