@@ -232,7 +232,9 @@ async function main(argv: string[]): Promise<number> {
       exitCode = policyCheckCommand(file);
     });
 
-  const config = program.command("config").description('the defaults runs start from: $RUNNER_HOME/config.yaml, ./.runner.yaml (docs/command-line.md "Defaults file")');
+  const config = program
+    .command("config")
+    .description('the defaults runs start from: $RUNNER_HOME/config.yaml, ./.runner.yaml (docs/command-line.md "Defaults file")');
   config
     .command("show", { isDefault: true })
     .description("print each default, its value and the file and line it came from")

@@ -131,7 +131,9 @@ export class ProgressView implements EventSink {
         return `sandbox ${event.data.sandbox_id} ready in ${event.data.ready_ms} ms (uid ${event.data.uid})`;
       case "disk.prepared":
         return event.data.enforcement === "monitor"
-          ? c.yellow(`disk limit ${mebibytes(event.data.limit_bytes)} is only measured, every few seconds: ${event.data.detail} (docs/security.md "Security model")`)
+          ? c.yellow(
+              `disk limit ${mebibytes(event.data.limit_bytes)} is only measured, every few seconds: ${event.data.detail} (docs/security.md "Security model")`,
+            )
           : null;
       case "disk.limit_reached": {
         const { used_inodes: files, limit_inodes: allowed } = event.data;

@@ -69,7 +69,8 @@ describe("task.yaml errors a user can act on", () => {
       { path: "subagents", message: 'unknown field max_stepz (did you mean max_steps?) (check the spelling; see docs/task-yaml.md "task.yaml")' },
       {
         path: "",
-        message: 'unknown fields max_step, completely_unrelated_thing (max_step: did you mean max_steps?) (check the spelling; see docs/task-yaml.md "task.yaml")',
+        message:
+          'unknown fields max_step, completely_unrelated_thing (max_step: did you mean max_steps?) (check the spelling; see docs/task-yaml.md "task.yaml")',
       },
     ]);
   });
