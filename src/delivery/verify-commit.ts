@@ -171,8 +171,9 @@ export async function verifyCommit(
       // Throws when Docker itself is unreachable: then the loss is the infrastructure's, and so is the error.
       await sandbox.close();
     }
+    const ran = result ? `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}` : "";
     const output = result
-      ? `${result.stdout}${result.stderr ? `\n${result.stderr}` : ""}`
+      ? `${ran}${safePathHint(verify, result.exitCode, ran)}`
       : `[agent-runner] the verification sandbox was lost while the command ran (its control process died or stopped answering, e.g. under the out-of-memory killer): ${sandboxLost}`;
     const recorded = excerptOutput(output, REPORT_HEAD_CHARACTERS, REPORT_TAIL_CHARACTERS);
     const announced = excerptOutput(output, EVENT_HEAD_CHARACTERS, EVENT_TAIL_CHARACTERS);
@@ -232,6 +233,20 @@ export async function verifyCommit(
  * are loaded, so tests still import the code under test (README "Protected
  * paths").
  */
+/**
+ * A line after a failed verification's output when Python could not import a module while PYTHONSAFEPATH was on:
+ * `python3 -c 'import calc'` and a script importing its siblings stop working under it, and the reason is not
+ * in Python's own message.
+ */
+function safePathHint(verify: { python_safe_path?: boolean }, exitCode: number | null, output: string): string {
+  if (exitCode === 0 || verify.python_safe_path === false || !/\b(?:ModuleNotFoundError|ImportError)\b/.test(output)) return "";
+  return (
+    "\n[agent-runner] verification runs Python with PYTHONSAFEPATH=1 (the checkout's top level is not on sys.path at startup, " +
+    "so a planted plugin or sitecustomize is not imported): `python3 -c 'import x'` and scripts importing their siblings need " +
+    "verify.python_safe_path: false, or `python3 -m pytest` with pythonpath set in its configuration (docs/security.md)."
+  );
+}
+
 function verificationEnvironment(verify: { python_safe_path?: boolean }): Record<string, string> {
   return verify.python_safe_path === false ? {} : { PYTHONSAFEPATH: "1" };
 }

@@ -194,7 +194,11 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const { task, repo } = writeScriptedTask(directory.path, {
       files: CALC,
       // The run's own verification checks that w1's version is what the parent's branch ends with.
-      task: { name: "conflicting-workers", verify: { command: "python3 -c 'import calc; assert calc.scale(1) == 3'", timeout_sec: 60 } },
+      // `python3 -c` imports from the working directory only without Python's safe path (verify.python_safe_path).
+      task: {
+        name: "conflicting-workers",
+        verify: { command: "python3 -c 'import calc; assert calc.scale(1) == 3'", timeout_sec: 60, python_safe_path: false },
+      },
       script: {
         turns: [
           { tool_calls: [agentA, agentB] },
