@@ -1,11 +1,12 @@
-import { cpSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, posix, relative } from "node:path";
 import { errorMessage } from "../errors.js";
 import { workdirProblem } from "../sandbox/workdir.js";
 import { rawSafeGit } from "../workspace/safe-git.js";
 import { hereDocument, MAX_VERIFY_COMMAND_BYTES, taskName, writeTaskFile, type ImportLine } from "./task-writer.js";
 import { shellWord } from "../process/shell-word.js";
-import type { UntrustedTaskDirectory } from "./untrusted-task-directory.js";
+import { isPathInside } from "../process/path-inside.js";
+import { copyWithoutFollowing, makeDirectoriesNoFollow, OutsideTaskDirectoryError, type UntrustedTaskDirectory } from "./untrusted-task-directory.js";
 
 /**
  * Where the verify command puts the benchmark's test files and where their
@@ -150,29 +151,36 @@ export async function writeContainerTask(task: ContainerTask, out: string): Prom
   const directory = join(out, task.id);
   if (existsSync(directory)) return refuse(`${directory} exists (remove it to import again)`);
   const excluded = new Set([".git", ...task.excludeFromContext].map((name) => join(task.buildContext, name)));
-  // The context is copied as it is, links included: none may lead out of the task's directory.
-  files.checkLinksBelow(task.buildContext, excluded);
+  const name = (path: string) => files.name(path);
   try {
+    // No link is followed: the context's links are copied as links, and only those that stay inside it.
     const environment = join(directory, "environment");
-    cpSync(task.buildContext, environment, { recursive: true, verbatimSymlinks: true, filter: (source) => !excluded.has(source) });
+    mkdirSync(directory, { recursive: true });
+    copyWithoutFollowing(task.buildContext, environment, name, excluded);
+    const context = realpathSync.native(environment);
     const dockerfileInContext = relative(task.buildContext, task.dockerfile);
     const repository = join(directory, "repo");
-    mkdirSync(repository, { recursive: true });
+    mkdirSync(repository);
     for (const copy of dockerfile.copies) {
       const destination = copy.destination.startsWith("/") ? posix.normalize(copy.destination) : posix.join(workdir, copy.destination);
       const inside = posix.relative(workdir, destination);
       if (inside.startsWith("..") || posix.isAbsolute(inside)) continue;
       for (const source of copy.sources) {
-        const from = join(environment, source);
-        if (!existsSync(from) || relative(environment, from).startsWith("..")) continue;
+        const from = join(context, source);
+        if (!isPathInside(from, context) || !existsSync(from)) continue;
+        // Read at its real path, which must be inside the copied context (links there are resolved as they are now, in the output).
+        const real = realpathSync.native(from);
+        if (!isPathInside(real, context)) {
+          throw new OutsideTaskDirectoryError(
+            `COPY ${source} leads out of the build context (to ${real}): refused, a benchmark task is untrusted input and only its own files are read`,
+          );
+        }
         // Docker's rules: a directory's contents land in the destination; a file lands in it when it is a directory.
-        const intoDirectory = statSync(from).isDirectory() || copy.destination.endsWith("/") || copy.sources.length > 1 || inside === "";
-        const target = statSync(from).isDirectory()
-          ? join(repository, inside)
-          : intoDirectory
-            ? join(repository, inside, posix.basename(source))
-            : join(repository, inside);
-        cpSync(from, target, { recursive: true });
+        const isDirectory = statSync(real).isDirectory();
+        const intoDirectory = isDirectory || copy.destination.endsWith("/") || copy.sources.length > 1 || inside === "";
+        const target = isDirectory ? join(repository, inside) : intoDirectory ? join(repository, inside, posix.basename(source)) : join(repository, inside);
+        if (target !== repository) makeDirectoriesNoFollow(repository, dirname(target));
+        copyWithoutFollowing(real, target, (path) => name(join(task.buildContext, relative(context, path))));
       }
     }
     await rawSafeGit({ baseDirectory: repository }, ["init", "-q"]);

@@ -1,13 +1,118 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync } from "node:fs";
-import { join, relative } from "node:path";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { isPathInside } from "../process/path-inside.js";
 
 /** A file of a benchmark task that the importer will not read: it leads out of the task's directory. */
 export class OutsideTaskDirectoryError extends Error {}
 
 /**
+ * Where the symlink `link` leads by its text alone, resolved against the
+ * link's directory without touching the file system (`..` undoes the name
+ * before it, whatever that name is), and whether it stays inside `tree`
+ * (never when the text is absolute). Links in an untrusted tree must pass this
+ * whether or not they resolve now: a dangling link can resolve later, once
+ * it is copied elsewhere or something is created next to it.
+ */
+function lexicalTarget(link: string, tree: string): { target: string; inside: boolean } {
+  const text = readlinkSync(link);
+  if (isAbsolute(text)) return { target: text, inside: false };
+  const target = resolve(dirname(link), text);
+  return { target, inside: isPathInside(target, tree) };
+}
+
+/**
+ * Copies `source` (a real path: a directory or a regular file) to
+ * `destination` without following any link: a regular file is read with
+ * `O_NOFOLLOW` and written with `O_NOFOLLOW` (an existing link at the
+ * destination fails instead of being written through); a directory's links
+ * are copied as links, verbatim, only when their text's lexical resolution
+ * stays inside `source` (else {@link OutsideTaskDirectoryError}, naming the
+ * link by `name`); other entries (devices, sockets, FIFOs) are skipped.
+ * `destination`'s own directories must not be links (see
+ * {@link makeDirectoriesNoFollow}). `skip` leaves out those source paths.
+ */
+export function copyWithoutFollowing(source: string, destination: string, name: (path: string) => string, skip: ReadonlySet<string> = new Set()): void {
+  const copyFile = (from: string, to: string) => {
+    const input = openSync(from, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      if (!fstatSync(input).isFile()) return;
+      const output = openSync(to, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, fstatSync(input).mode & 0o777);
+      try {
+        writeFileSync(output, readFileSync(input));
+      } finally {
+        closeSync(output);
+      }
+    } finally {
+      closeSync(input);
+    }
+  };
+  const stat = lstatSync(source);
+  if (stat.isFile()) return copyFile(source, destination);
+  if (!stat.isDirectory()) throw new OutsideTaskDirectoryError(`${name(source)} is not a regular file or directory: refused`);
+  const walk = (from: string, to: string) => {
+    makeDirectoriesNoFollow(dirname(to), to);
+    for (const entry of readdirSync(from, { withFileTypes: true })) {
+      const path = join(from, entry.name);
+      if (skip.has(path)) continue;
+      const target = join(to, entry.name);
+      if (entry.isDirectory()) walk(path, target);
+      else if (entry.isFile()) copyFile(path, target);
+      else if (entry.isSymbolicLink()) {
+        const lexical = lexicalTarget(path, source);
+        if (!lexical.inside) {
+          throw new OutsideTaskDirectoryError(
+            `${name(path)} leads out of the copied directory ${name(source)} (to ${lexical.target}): refused, a link is copied only when it stays inside what is copied`,
+          );
+        }
+        rmSync(target, { force: true });
+        symlinkSync(readlinkSync(path), target);
+      }
+    }
+  };
+  walk(source, destination);
+}
+
+/**
+ * Makes `path` and the directories between `base` (which must exist) and it,
+ * refusing any that exists as something other than a directory (a link
+ * copied there earlier is never gone through).
+ */
+export function makeDirectoriesNoFollow(base: string, path: string): void {
+  let current = base;
+  for (const part of relative(base, path).split(sep).filter(Boolean)) {
+    current = join(current, part);
+    let stat;
+    try {
+      stat = lstatSync(current);
+    } catch {
+      mkdirSync(current);
+      continue;
+    }
+    if (!stat.isDirectory()) throw new OutsideTaskDirectoryError(`${current} is not a directory (a link?): refused, nothing is written through a link`);
+  }
+}
+
+/**
  * A benchmark task's directory as the importers read it: untrusted input (a
- * download), so nothing is read from outside it. A symlink is followed only
+ * download), so nothing is read from outside it. Every symlink in it is
+ * checked when this is constructed: one whose text is absolute, or whose lexical
+ * resolution (against its own directory) leaves the directory, refuses the
+ * task, dangling or not, and so does one that resolves to a real path
+ * outside. A symlink is followed only
  * when its real path stays inside the directory; a file is then opened at
  * that real path with `O_NOFOLLOW` (a link swapped in meanwhile fails the
  * open instead of being followed). Anything else throws
@@ -19,7 +124,28 @@ export class UntrustedTaskDirectory {
   readonly root: string;
 
   constructor(directory: string) {
-    this.root = realpathSync(directory);
+    this.root = realpathSync.native(directory);
+    this.checkEveryLink(this.root);
+  }
+
+  /** Every link below `directory` (none followed): absolute, lexically out, or resolving out throws. */
+  private checkEveryLink(directory: string): void {
+    const entries = readdirSync(directory, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      const path = join(directory, entry.name);
+      if (entry.isDirectory()) this.checkEveryLink(path);
+      else if (entry.isSymbolicLink()) {
+        const lexical = lexicalTarget(path, this.root);
+        if (!lexical.inside) throw this.outside(path, lexical.target);
+        this.realPath(path);
+      }
+    }
+  }
+
+  private outside(path: string, target: string): OutsideTaskDirectoryError {
+    return new OutsideTaskDirectoryError(
+      `${this.name(path)} leads out of the task directory (to ${target}): refused, a benchmark task is untrusted input and only its own files are read`,
+    );
   }
 
   /** Whether `path` (absolute, under the directory) exists as a file or directory inside it; a link leading out throws. */
@@ -73,16 +199,6 @@ export class UntrustedTaskDirectory {
     return files.sort();
   }
 
-  /** Checks every link below `directory` (a build context about to be copied): throws for the first that leads out. */
-  checkLinksBelow(directory: string, skip: ReadonlySet<string> = new Set()): void {
-    for (const entry of readdirSync(directory, { withFileTypes: true })) {
-      const path = join(directory, entry.name);
-      if (skip.has(path)) continue;
-      if (entry.isSymbolicLink()) this.realPath(path);
-      else if (entry.isDirectory()) this.checkLinksBelow(path, skip);
-    }
-  }
-
   /** `path` relative to the directory, as messages name it. */
   name(path: string): string {
     return relative(this.root, path) || ".";
@@ -92,17 +208,13 @@ export class UntrustedTaskDirectory {
   private realPath(path: string): string | null {
     let real: string;
     try {
-      real = realpathSync(path);
+      real = realpathSync.native(path);
     } catch (error) {
-      // A dangling link reads nothing: it is as missing as no file.
+      // A dangling link reads nothing: it is as missing as no file (its text was checked to stay inside when the directory was opened).
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw error;
     }
-    if (!isPathInside(real, this.root)) {
-      throw new OutsideTaskDirectoryError(
-        `${this.name(path)} leads out of the task directory (to ${real}): refused, a benchmark task is untrusted input and only its own files are read`,
-      );
-    }
+    if (!isPathInside(real, this.root)) throw this.outside(path, real);
     return real;
   }
 }

@@ -6,7 +6,7 @@
  * cannot pick a clone outside --repos with `..`.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { importHarbor, importTerminalBench1 } from "../../src/importers/benchmark-dirs.js";
@@ -107,6 +107,92 @@ describe("importers read only the task's own files", () => {
     expect(lines.config).toMatch(/^config: cannot convert: task\.yaml leads out of the task directory/);
     expect(lines.script).toMatch(/^script: cannot convert: run-tests\.sh leads out of the task directory/);
     expect(everything(join(temporary.path, "out"))).not.toContain(HOST_SECRET);
+  });
+
+  it("Harbor: a link in environment/ that dangles in the task but leads out once the output's repo/ exists is refused, and nothing is copied", async () => {
+    await using temporary = temporaryDirectory();
+    writeFileSync(join(temporary.path, "secret.txt"), `${HOST_SECRET}\n`);
+    const task = join(temporary.path, "bench", "evil");
+    harborTask(task);
+    writeFileSync(
+      join(task, "environment", "Dockerfile"),
+      "FROM agent-runner/sandbox:bookworm\nWORKDIR /app\nCOPY a/secret.txt /app/\nCOPY r/etc/passwd /app/\n",
+    );
+    // Both dangle in the task directory (no environment/repo); in <out>/evil/environment they would pass through <out>/evil/repo.
+    symlinkSync("../repo/../../..", join(task, "environment", "a"));
+    symlinkSync("../repo/../../../../../../../../../../..", join(task, "environment", "r"));
+    const out = join(temporary.path, "out");
+    const lines = byId(await importHarbor(join(temporary.path, "bench"), out));
+    expect(lines.evil).toMatch(/^evil: cannot convert: environment\/a leads out of the task directory \(to .*\): refused/);
+    expect(existsSync(join(out, "evil"))).toBe(false);
+    expect(everything(out)).not.toContain(HOST_SECRET);
+    expect(everything(out)).not.toContain("root:");
+  });
+
+  it("Harbor: a link out that dangles, an absolute link and a link leaving the copied tree are refused; a link inside is copied as a link", async () => {
+    await using temporary = temporaryDirectory();
+    const root = join(temporary.path, "tasks");
+    const planted: Record<string, [string, string]> = {
+      // Dangling: the target's name does not exist, yet the link's text leads out.
+      dangling: ["../../../nothing-here", "environment/app/x"],
+      absolute: ["/nonexistent-absolute-target", "environment/app/y"],
+      // Inside the task directory, but out of the build context (the tree that is copied).
+      "out-of-context": ["../../tests/test.sh", "environment/app/z"],
+    };
+    for (const [name, [target, link]] of Object.entries(planted)) {
+      harborTask(join(root, name));
+      symlinkSync(target, join(root, name, link));
+    }
+    harborTask(join(root, "inside"));
+    symlinkSync("README.md", join(root, "inside", "environment", "app", "readme-link"));
+    const out = join(temporary.path, "out");
+    const lines = byId(await importHarbor(root, out));
+    expect(lines.dangling).toMatch(/^dangling: cannot convert: environment\/app\/x leads out of the task directory/);
+    expect(lines.absolute).toMatch(/^absolute: cannot convert: environment\/app\/y leads out of the task directory/);
+    expect(lines["out-of-context"]).toMatch(/^out-of-context: cannot convert: environment\/app\/z leads out of the copied directory/);
+    expect(lines.inside).toMatch(/^inside: converted/);
+    expect(readlinkSync(join(out, "inside", "environment", "app", "readme-link"))).toBe("README.md");
+    expect(readlinkSync(join(out, "inside", "repo", "readme-link"))).toBe("README.md");
+    for (const name of Object.keys(planted)) expect(existsSync(join(out, name))).toBe(false);
+  });
+
+  it("Harbor: a COPY source whose links stay inside as written but resolve out of the copied context is refused", async () => {
+    await using temporary = temporaryDirectory();
+    writeFileSync(join(temporary.path, "secret.txt"), `${HOST_SECRET}\n`);
+    const task = join(temporary.path, "bench", "evil");
+    harborTask(task);
+    writeFileSync(join(task, "environment", "Dockerfile"), "FROM agent-runner/sandbox:bookworm\nWORKDIR /app\nCOPY x/y/e /app/\n");
+    mkdirSync(join(task, "environment", "x", "y"), { recursive: true });
+    // d is environment/ itself; e's text stays inside lexically (environment/secret.txt) and dangles in the
+    // task (no <bench>/evil/repo), but in <out>/evil/environment it goes through <out>/evil/repo to the host file.
+    symlinkSync("../..", join(task, "environment", "x", "y", "d"));
+    symlinkSync("d/../repo/../../../secret.txt", join(task, "environment", "x", "y", "e"));
+    const out = join(temporary.path, "out");
+    const lines = byId(await importHarbor(join(temporary.path, "bench"), out));
+    expect(lines.evil).toMatch(/^evil: cannot convert: COPY x\/y\/e leads out of the build context \(to .*secret\.txt\): refused/);
+    expect(existsSync(join(out, "evil"))).toBe(false);
+    expect(everything(out)).not.toContain(HOST_SECRET);
+  });
+
+  it("Terminal-Bench 1: a link in the task directory that dangles but leads out once copied is refused, and nothing is copied", async () => {
+    await using temporary = temporaryDirectory();
+    writeFileSync(join(temporary.path, "secret.txt"), `${HOST_SECRET}\n`);
+    const task = join(temporary.path, "bench", "evil");
+    writeFiles(task, {
+      "task.yaml": "instruction: Create hello.txt.\n",
+      Dockerfile: "FROM agent-runner/sandbox:bookworm\nWORKDIR /app\nCOPY a/secret.txt /app/\nCOPY r/etc/passwd /app/\n",
+      "run-tests.sh": "#!/bin/bash\npytest -rA $TEST_DIR\n",
+      "tests/test_outputs.py": "def test_hello():\n    pass\n",
+    });
+    // The build context is the task directory, copied to <out>/evil/environment: `repo/..` there is <out>/evil.
+    symlinkSync("repo/../../..", join(task, "a"));
+    symlinkSync("repo/../../../../../../../../../../..", join(task, "r"));
+    const out = join(temporary.path, "out");
+    const lines = byId(await importTerminalBench1(join(temporary.path, "bench"), out));
+    expect(lines.evil).toMatch(/^evil: cannot convert: a leads out of the task directory \(to .*\): refused/);
+    expect(existsSync(join(out, "evil"))).toBe(false);
+    expect(everything(out)).not.toContain(HOST_SECRET);
+    expect(everything(out)).not.toContain("root:");
   });
 
   it("SWE-bench: `repo: ../x` is bad input, and no clone outside --repos is taken", async () => {
