@@ -9,12 +9,12 @@ export interface FieldProblem {
 
 /**
  * Turns a zod issue into a {@link FieldProblem}: unknown fields name the
- * README section to check (`readmeSection`) and, given the `schema` the
+ * documentation to check (`reference`, e.g. `docs/task-yaml.md`) and, given the `schema` the
  * issue came from, the nearest known field of that mapping ("did you
  * mean"); type and enum errors say what was expected and what was found,
  * unions say which shapes would do.
  */
-export function describeIssue(issue: z.core.$ZodIssue, readmeSection: string, schema?: z.core.$ZodType): FieldProblem {
+export function describeIssue(issue: z.core.$ZodIssue, reference: string, schema?: z.core.$ZodType): FieldProblem {
   const path = issue.path.map(String).join(".");
   if (issue.code === "unrecognized_keys") {
     const known = schema ? fieldsAt(schema, issue.path) : [];
@@ -32,7 +32,7 @@ export function describeIssue(issue: z.core.$ZodIssue, readmeSection: string, sc
           : "";
     return {
       path,
-      message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}${hint} (check the spelling; see README "${readmeSection}")`,
+      message: `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}${hint} (check the spelling; see ${reference})`,
     };
   }
   if (issue.code === "invalid_type") {

@@ -170,7 +170,7 @@ function parseWith<Schema extends z.ZodType>(schema: Schema, raw: unknown, file:
   const parsed = schema.safeParse(raw, { reportInput: true });
   if (parsed.success) return parsed.data;
   for (const issue of parsed.error.issues) {
-    const problem = describeIssue(issue, "Agency", schema);
+    const problem = describeIssue(issue, "docs/agency.md", schema);
     problems.push({ file, field: [prefix, problem.path].filter(Boolean).join("."), message: problem.message });
   }
   return null;

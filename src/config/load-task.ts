@@ -80,7 +80,7 @@ export function validateTask(raw: unknown, file: string | null, baseDirectory: s
     throw new TaskValidationError(label, [{ path: "", message: "expected a mapping of task fields (name, instruction, workspace, ...)" }]);
   }
   const parsed = taskSchema.safeParse(raw, { reportInput: true });
-  const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map((issue) => describeIssue(issue, "task.yaml", taskSchema));
+  const problems: TaskProblem[] = parsed.success ? [] : parsed.error.issues.map((issue) => describeIssue(issue, "docs/task-yaml.md", taskSchema));
   if (!parsed.success) throw new TaskValidationError(label, problems);
   const task = parsed.data;
   const workspacePath = isAbsolute(task.workspace) ? task.workspace : resolve(baseDirectory, task.workspace);

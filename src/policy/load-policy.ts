@@ -95,7 +95,7 @@ export function validatePolicy(raw: unknown, label: string): Policy {
   if (!parsed.success)
     throw new PolicyValidationError(
       label,
-      parsed.error.issues.map((issue) => describeIssue(issue, "Policies", policySchema)),
+      parsed.error.issues.map((issue) => describeIssue(issue, "docs/policies.md", policySchema)),
     );
   return parsed.data;
 }
