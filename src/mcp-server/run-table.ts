@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { Task } from "../config/load-task.js";
+import { recordedRunRefusal } from "../runner/untrusted-task.js";
 import { ConfigError } from "../errors.js";
 import type { RunReport } from "../run/run-report.js";
 import { RunStore } from "../run/run-store.js";
@@ -59,7 +60,18 @@ export class RunTable {
   constructor(
     readonly runner: Runner,
     readonly approvals: ApprovalInbox,
+    /** The server's `--workspace-root` directories: a run is visible only if a caller could have started it (see {@link visible}). */
+    private readonly roots: readonly string[],
   ) {}
+
+  /**
+   * Whether the server's callers may see and act on run `runId`: one this process started or resumed, or one whose
+   * recorded task they could have started themselves ({@link recordedRunRefusal}). The user's own runs elsewhere
+   * in RUNNER_HOME are not theirs to read, resume or merge.
+   */
+  visible(runId: string): boolean {
+    return this.own.has(runId) || recordedRunRefusal(this.directory(runId), { roots: this.roots }) === null;
+  }
 
   /** Starts `task` (validated and trust-checked by the caller); resolves once the run exists. */
   async start(task: Task): Promise<RunHandle> {
@@ -77,12 +89,16 @@ export class RunTable {
   /** The run id `idOrPrefix` names (a unique prefix will do). Throws ConfigError naming `run_id` when none or several match. */
   resolve(idOrPrefix: string): string {
     if (this.own.has(idOrPrefix)) return idOrPrefix;
+    let id: string;
     try {
-      return findRunId(this.runner.home, idOrPrefix);
+      id = findRunId(this.runner.home, idOrPrefix);
     } catch (error) {
       if (error instanceof ConfigError) throw new ConfigError(`run_id: ${error.message.replace("`runner runs`", "runs_list")}`);
       throw error;
     }
+    const refusal = recordedRunRefusal(this.directory(id), { roots: this.roots });
+    if (refusal && !this.own.has(id)) throw new ConfigError(`run_id: run ${id} is not one this server's callers may use: ${refusal} (--workspace-root)`);
+    return id;
   }
 
   /** The run's directory. */

@@ -72,7 +72,7 @@ export class RunnerMcpService {
         for (const session of this.sessions) offerElicitation(session, this.approvals, change.approval);
       },
     });
-    this.runs = new RunTable(options.runner, this.approvals);
+    this.runs = new RunTable(options.runner, this.approvals, this.roots);
   }
 
   /** A new MCP server with the tools, for one client session; it leaves the service when it closes. */
@@ -345,6 +345,7 @@ function registerTools(
     (input) =>
       guarded(async () => {
         const listed = listRuns(options.runner.home)
+          .filter((run) => runs.visible(run.id))
           // The records' status (cheap: no events read), but "running" for a run this server is resuming.
           .map((run) => ({ ...run, status: runs.runningHere(run.id) ? "running" : run.status }))
           .filter((run) => (input.status ? run.status === input.status : true) && (input.task ? run.task.includes(input.task) : true))

@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parseDocument } from "yaml";
 import { yamlDocumentValue } from "../describe-issue.js";
@@ -119,9 +119,11 @@ export function untrustedTaskProblems(raw: unknown, trust: TrustRoots): TaskProb
 }
 
 /**
- * The git directories a repository at `workspace` uses when they are not its own `.git` directory: the target of a
- * `.git` link, the `gitdir:` of a `.git` file (a linked worktree, a submodule) and that directory's `commondir`.
- * Read as plain files, never through git (no config of the repository is interpreted).
+ * Every place outside its own `.git` that a repository at `workspace` reads or writes git data through: the target
+ * of a `.git` link; the `gitdir:` of a `.git` file (a linked worktree, a submodule); in each git directory, its
+ * `commondir`, the paths `objects/info/alternates` lists, and the target of every symlink inside it. Read as plain
+ * files, never through git (no configuration of the repository is interpreted). A git directory of more than
+ * {@link MAX_GIT_ENTRIES} entries is returned as itself with a note, so the caller refuses it rather than guess.
  */
 function gitDirectoriesOf(workspace: string): string[] {
   const dotGit = join(workspace, ".git");
@@ -132,13 +134,55 @@ function gitDirectoriesOf(workspace: string): string[] {
     return [];
   }
   if (stats.isSymbolicLink()) return [dotGit];
-  if (!stats.isFile()) return [];
-  const gitDirectory = /^gitdir:\s*(.+?)\s*$/m.exec(readFileSync(dotGit, "utf8"))?.[1];
-  if (!gitDirectory) return [];
-  const absolute = resolve(workspace, gitDirectory);
-  const commonFile = join(absolute, "commondir");
-  const common = existsSync(commonFile) ? resolve(absolute, readFileSync(commonFile, "utf8").trim()) : null;
-  return common ? [absolute, common] : [absolute];
+  const found: string[] = [];
+  let gitDirectory = dotGit;
+  if (stats.isFile()) {
+    const named = /^gitdir:\s*(.+?)\s*$/m.exec(readFileSync(dotGit, "utf8"))?.[1];
+    if (!named) return [];
+    gitDirectory = resolve(workspace, named);
+    found.push(gitDirectory);
+  } else if (!stats.isDirectory()) {
+    return [];
+  }
+  const commonFile = join(gitDirectory, "commondir");
+  const common = existsSync(commonFile) ? resolve(gitDirectory, readFileSync(commonFile, "utf8").trim()) : null;
+  if (common) found.push(common);
+  for (const directory of common ? [gitDirectory, common] : [gitDirectory]) {
+    const alternates = join(directory, "objects", "info", "alternates");
+    if (existsSync(alternates)) {
+      for (const line of readFileSync(alternates, "utf8").split("\n")) {
+        if (line.trim() && !line.startsWith("#")) found.push(resolve(join(directory, "objects"), line.trim()));
+      }
+    }
+    found.push(...linksBelow(directory));
+  }
+  return found;
+}
+
+const MAX_GIT_ENTRIES = 200_000;
+
+/** The symlinks below `directory` (not followed), as the paths they name; over {@link MAX_GIT_ENTRIES} entries, the directory itself marked. */
+function linksBelow(directory: string): string[] {
+  const links: string[] = [];
+  const pending = [directory];
+  let entries = 0;
+  while (pending.length) {
+    const current = pending.pop()!;
+    let names: string[];
+    try {
+      names = readdirSync(current);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (++entries > MAX_GIT_ENTRIES) return [`${directory} (more than ${MAX_GIT_ENTRIES} entries to check for links)`];
+      const path = join(current, name);
+      const stats = lstatSync(path, { throwIfNoEntry: false });
+      if (stats?.isSymbolicLink()) links.push(path);
+      else if (stats?.isDirectory()) pending.push(path);
+    }
+  }
+  return links;
 }
 
 /**
@@ -221,4 +265,48 @@ function realpathOrSelf(path: string): string {
     const parent = dirname(path);
     return parent === path ? path : join(realpathOrSelf(parent), path.slice(parent.length + (parent.endsWith("/") ? 0 : 1)));
   }
+}
+
+/**
+ * Why an untrusted caller (`runner mcp`, `runner serve`) may not see or act on the run recorded in `runDirectory`
+ * (its events, result, patch, resume, merge, cancel); null when it may. A caller may act on a run only if it could
+ * have started that run itself: the recorded task (task.json) has its workspace and the workspace's git directories
+ * inside the roots, no hooks, MCP servers, merge on success, base URL, host variables or policy file. So the user's
+ * own `runner exec` runs elsewhere stay out of reach (their records, their checkouts, their hooks on resume).
+ * `allowMerge`: a recorded merge on success is no reason (the HTTP API lets its callers merge).
+ */
+export function recordedRunRefusal(runDirectory: string, trust: { roots: readonly string[]; allowMerge?: boolean }): string | null {
+  let task: Record<string, unknown>;
+  try {
+    task = JSON.parse(readFileSync(join(runDirectory, "task.json"), "utf8")) as Record<string, unknown>;
+  } catch {
+    return "its task record (task.json) cannot be read";
+  }
+  const roots = realRoots(trust.roots);
+  const inside = (path: string) => roots.some((root) => isPathInside(realpathOrSelf(path), root));
+  const workspace = typeof task.workspacePath === "string" ? task.workspacePath : null;
+  if (!workspace) return "its task record names no workspace";
+  if (!inside(workspace)) return `its workspace ${workspace} is outside the allowed roots`;
+  for (const gitDirectory of gitDirectoriesOf(workspace)) if (!inside(gitDirectory)) return `its git directory ${gitDirectory} is outside the allowed roots`;
+  if (hasEntries(task.hooks)) return "its task has hooks";
+  if (hasEntries(task.mcp_servers)) return "its task has MCP servers";
+  // `runner serve`'s callers may merge verified runs (its merge route, a start's `merge`); `runner mcp`'s may not.
+  if (task.on_success === "merge" && !trust.allowMerge) return "its task merges into your checkout on success";
+  const model = task.model as Record<string, unknown> | undefined;
+  if (model?.base_url) return "its task sets model.base_url";
+  const sandbox = task.sandbox as Record<string, unknown> | undefined;
+  if (hasEntries(sandbox?.pass_env) || hasEntries(sandbox?.secret_env)) return "its task passes host environment variables";
+  const subagents = task.subagents as Record<string, unknown> | undefined;
+  for (const policy of [task.policy, subagents?.explore_policy, subagents?.worker_policy]) {
+    if (typeof policy === "string" && !shippedPolicyNames().includes(policy)) return "its task has a policy file";
+  }
+  return null;
+}
+
+/** A non-empty array, or an object with a non-empty value (hooks: `{ pre_tool_use: [] }` is empty). */
+function hasEntries(value: unknown): boolean {
+  if (Array.isArray(value)) return value.length > 0;
+  if (typeof value === "object" && value !== null)
+    return Object.values(value).some((entry) => (typeof entry === "object" && entry !== null ? hasEntries(entry) : Boolean(entry)));
+  return false;
 }

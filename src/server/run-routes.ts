@@ -4,7 +4,6 @@ import type { Context } from "hono";
 import type { Task } from "../config/load-task.js";
 import { TaskValidationError } from "../config/load-task.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
-import { listRuns } from "../runner/run-records.js";
 import { loadUntrustedTaskFile, untrustedTaskProblems, validateUntrustedTask } from "../runner/untrusted-task.js";
 import { isPathInside } from "../process/path-inside.js";
 import {
@@ -30,7 +29,7 @@ import type { ApiRoutes } from "./api-routes.js";
 import { runEventStream } from "./event-streams.js";
 import { HttpProblem, problemOfError } from "./problem.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
-import { adopt, approvalBody, findRunRecord, runEvents, runRecord, type ServerContext } from "./server-context.js";
+import { adopt, approvalBody, findRunRecord, runEvents, runRecord, visibleRuns, type ServerContext } from "./server-context.js";
 
 const problem = (description: string) => ({ description, schema: ProblemSchema });
 
@@ -90,7 +89,7 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       responses: { 200: { description: "a page of runs and the cursor of the next", schema: RunListSchema }, 400: problem("a query parameter is wrong") },
     },
     (c, { query }) => {
-      const all = listRuns(context.runner.home)
+      const all = visibleRuns(context)
         .filter((run) => query.cursor === undefined || run.id < query.cursor)
         .map((run) => runRecord(context, run))
         .filter((run) => query.status === undefined || run.status === query.status);

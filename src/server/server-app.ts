@@ -1,8 +1,8 @@
-import { readFileSync } from "node:fs";
-import { Hono } from "hono";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Hono, type MiddlewareHandler } from "hono";
 import { ApprovalInbox } from "../runner/approval-inbox.js";
 import type { Runner } from "../runner/runner.js";
-import { listRuns } from "../runner/run-records.js";
 import { ApiRoutes } from "./api-routes.js";
 import { HealthSchema } from "./api-schemas.js";
 import { requireToken } from "./auth.js";
@@ -12,7 +12,7 @@ import { IdempotencyKeys } from "./idempotency.js";
 import { addPageRoutes } from "./page-routes.js";
 import { HttpProblem, problemOfError, sendProblem } from "./problem.js";
 import { addRunRoutes } from "./run-routes.js";
-import { approvalBody, publishRun, runRecord, type ServerContext } from "./server-context.js";
+import { approvalBody, publishRun, runRecord, runRefusal, visibleRuns, type ServerContext } from "./server-context.js";
 
 export interface ServerAppOptions {
   runner: Runner;
@@ -73,6 +73,17 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     if (!c.res.headers.has("cache-control")) c.header("cache-control", "no-store");
   });
   app.use("*", requireToken(options.token));
+  // A run's routes serve only runs a caller could have started: not the user's own runs elsewhere in RUNNER_HOME.
+  const visibleRun: MiddlewareHandler = async (c, next) => {
+    const id = c.req.param("id");
+    if (id && /^[\w.-]+$/.test(id) && existsSync(join(context.runner.home, "runs", id))) {
+      const refusal = runRefusal(context, id);
+      if (refusal) throw new HttpProblem(403, "Run not available", `run ${id} is not one this server's callers may use: ${refusal} (--tasks-root)`);
+    }
+    await next();
+  };
+  app.use("/v1/runs/:id", visibleRun);
+  app.use("/v1/runs/:id/*", visibleRun);
 
   const api = new ApiRoutes(app);
   api.add(
@@ -97,7 +108,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     },
     (c) =>
       board.respond(c, () => ({
-        runs: listRuns(context.runner.home)
+        runs: visibleRuns(context)
           .slice(0, 200)
           .map((run) => runRecord(context, run)),
         approvals: context.inbox.pending().map(approvalBody),

@@ -5,6 +5,7 @@ import { readEnvelopes } from "../events/event-log-reader.js";
 import type { PendingApproval } from "../runner/approval-inbox.js";
 import type { ApprovalInbox } from "../runner/approval-inbox.js";
 import { listRuns, type RunSummary } from "../runner/run-records.js";
+import { recordedRunRefusal } from "../runner/untrusted-task.js";
 import type { Runner, RunHandle } from "../runner/runner.js";
 import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
 import { RunRecordSchema } from "./api-schemas.js";
@@ -44,9 +45,23 @@ export function adopt(context: ServerContext, handle: RunHandle): void {
     });
 }
 
+/**
+ * Why the server's callers may not use run `id` (null: they may): a run it is running, or one whose recorded task
+ * a caller could have started ({@link recordedRunRefusal}); the user's own runs elsewhere stay out of reach.
+ */
+export function runRefusal(context: ServerContext, id: string): string | null {
+  if (context.handles.has(id)) return null;
+  return recordedRunRefusal(join(context.runner.home, "runs", id), { roots: context.roots, allowMerge: true });
+}
+
+/** The runs of RUNNER_HOME the server's callers may use, newest first. */
+export function visibleRuns(context: ServerContext): RunSummary[] {
+  return listRuns(context.runner.home).filter((run) => runRefusal(context, run.id) === null);
+}
+
 /** Sends the board the run's fresh record. */
 export function publishRun(context: ServerContext, id: string): void {
-  const summary = listRuns(context.runner.home).find((run) => run.id === id);
+  const summary = visibleRuns(context).find((run) => run.id === id);
   if (summary) context.board.publish({ event: "run", data: runRecord(context, summary) });
 }
 
@@ -57,7 +72,7 @@ function eventName(type: string): string {
 
 /** The run's record (see RunRecordSchema). Throws a 404 problem for an unknown run. */
 export function findRunRecord(context: ServerContext, id: string): RunRecordBody {
-  const summary = listRuns(context.runner.home).find((run) => run.id === id);
+  const summary = visibleRuns(context).find((run) => run.id === id);
   if (!summary) throw new HttpProblem(404, "No such run", `no run ${id} in ${context.runner.home}/runs; GET /v1/runs lists them`);
   return runRecord(context, summary);
 }

@@ -327,3 +327,23 @@ describe("runner mcp's tools over the Runner (SDK client, in-memory transport, D
     expect(await mcp.ok("run_status", { run_id: runId })).toMatchObject({ status: "succeeded" });
   });
 });
+
+describe("runner mcp: runs a caller could not have started are out of reach", () => {
+  it("refuses events, result and resume of a run whose workspace is outside the roots, and leaves it out of runs_list", async () => {
+    await using fake = await fakeRunner();
+    await using root = temporaryDirectory("mcp-visible-root-");
+    await using outside = temporaryDirectory("mcp-visible-private-");
+    const id = "20260101-000000-priv";
+    mkdirSync(join(fake.runner.home, "runs", id), { recursive: true });
+    writeFileSync(join(fake.runner.home, "runs", id, "task.json"), JSON.stringify({ name: "private", workspacePath: outside.path, policy: "worker" }));
+    writeFileSync(join(fake.runner.home, "runs", id, "events.jsonl"), "");
+    await using session = await connect(fake.runner, [root.path]);
+    for (const tool of ["run_events", "run_result", "run_status", "run_resume"]) {
+      const result = await session.call(tool, { run_id: id });
+      expect(result.isError, tool).toBe(true);
+      expect(JSON.stringify(result.content)).toMatch(/not one this server's callers may use: its workspace .* is outside the allowed roots/);
+    }
+    const listed = (await session.ok("runs_list", {})) as { runs: { run_id: string }[] };
+    expect(listed.runs.map((run) => run.run_id)).not.toContain(id);
+  });
+});

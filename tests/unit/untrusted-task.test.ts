@@ -3,7 +3,7 @@ import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { TaskValidationError } from "../../src/config/load-task.js";
-import { loadUntrustedTaskFile, untrustedTaskProblems, validateUntrustedTask } from "../../src/runner/untrusted-task.js";
+import { loadUntrustedTaskFile, recordedRunRefusal, untrustedTaskProblems, validateUntrustedTask } from "../../src/runner/untrusted-task.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 
 function problemsOf(run: () => unknown): { path: string; message: string }[] {
@@ -133,6 +133,56 @@ describe("untrusted tasks: the security review's findings (round 3)", () => {
       ]);
     } finally {
       await repository[Symbol.asyncDispose]();
+    }
+  });
+});
+
+describe("recordedRunRefusal: an untrusted caller uses only runs it could have started (security review round 3, second pass)", () => {
+  it("refuses runs whose workspace or git directory lies outside the roots, or whose task has hooks or merges; allows the rest", async () => {
+    await using root = temporaryDirectory("recorded-run-root-");
+    await using outside = temporaryDirectory("recorded-run-outside-");
+    await using runs = temporaryDirectory("recorded-run-runs-");
+    const run = (name: string, task: Record<string, unknown>) => {
+      mkdirSync(join(runs.path, name));
+      writeFileSync(
+        join(runs.path, name, "task.json"),
+        JSON.stringify({ hooks: { pre_tool_use: [], post_tool_use: [] }, mcp_servers: {}, policy: "worker", ...task }),
+      );
+      return join(runs.path, name);
+    };
+    mkdirSync(join(root.path, "repo"));
+    const trust = { roots: [root.path] };
+    expect(recordedRunRefusal(run("fine", { workspacePath: join(root.path, "repo"), on_success: "none" }), trust)).toBeNull();
+    expect(recordedRunRefusal(run("elsewhere", { workspacePath: outside.path }), trust)).toMatch(/workspace .* is outside the allowed roots/);
+    expect(recordedRunRefusal(run("hooked", { workspacePath: join(root.path, "repo"), hooks: { pre_tool_use: [{ command: "/x" }] } }), trust)).toMatch(/hooks/);
+    const merging = run("merging", { workspacePath: join(root.path, "repo"), on_success: "merge" });
+    expect(recordedRunRefusal(merging, trust)).toMatch(/merges/);
+    expect(recordedRunRefusal(merging, { ...trust, allowMerge: true })).toBeNull();
+    expect(recordedRunRefusal(run("policy-file", { workspacePath: join(root.path, "repo"), policy: "/etc/p.yaml" }), trust)).toMatch(/policy file/);
+    expect(recordedRunRefusal(join(runs.path, "missing"), trust)).toMatch(/task\.json/);
+  });
+
+  it("refuses a workspace whose real .git directory borrows an outside repository (commondir, or objects and refs as links)", async () => {
+    await using root = temporaryDirectory("git-borrow-root-");
+    const secret = createGitRepository({ "secret.txt": "TOPSECRET\n" });
+    try {
+      const commondir = join(root.path, "w", ".git");
+      mkdirSync(commondir, { recursive: true });
+      writeFileSync(join(commondir, "HEAD"), "ref: refs/heads/main\n");
+      writeFileSync(join(commondir, "commondir"), `${join(secret.root, ".git")}\n`);
+      const linked = join(root.path, "w2", ".git");
+      mkdirSync(linked, { recursive: true });
+      writeFileSync(join(linked, "HEAD"), "ref: refs/heads/main\n");
+      symlinkSync(join(secret.root, ".git", "objects"), join(linked, "objects"));
+      symlinkSync(join(secret.root, ".git", "refs"), join(linked, "refs"));
+      const trust = { roots: [root.path], baseDirectory: root.path };
+      for (const workspace of ["./w", "./w2"]) {
+        const messages = untrustedTaskProblems({ instruction: "x", workspace }, trust).map((problem) => problem.message);
+        expect(messages.length, workspace).toBeGreaterThan(0);
+        for (const message of messages) expect(message).toMatch(/^its git directory: .* is outside/);
+      }
+    } finally {
+      await secret[Symbol.asyncDispose]();
     }
   });
 });

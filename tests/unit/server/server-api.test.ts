@@ -7,7 +7,7 @@
  * Runner is the Docker-free tier (HostDirectorySandboxProvider, the scripted
  * model over loopback, real git).
  */
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
@@ -309,5 +309,26 @@ describe("runner serve: the HTTP API", () => {
     const outside = await server.request("/v1/batches", { method: "POST", json: { path: "/" } });
     expect(outside.status).toBe(403);
     expect((await json(outside)).errors[0].field).toBe("body.path");
+  });
+});
+
+describe("runner serve: runs a caller could not have started are out of reach", () => {
+  it("answers 403 for a run whose workspace is outside the tasks roots, and leaves it out of the list", async () => {
+    await using directory = temporaryDirectory("agent-runner-serve-visible-");
+    await using outside = temporaryDirectory("agent-runner-serve-private-");
+    await using server = await fakeServer(directory.path);
+    const id = "20260101-000000-priv";
+    mkdirSync(join(server.runner.home, "runs", id), { recursive: true });
+    writeFileSync(join(server.runner.home, "runs", id, "task.json"), JSON.stringify({ name: "private", workspacePath: outside.path, policy: "worker" }));
+    writeFileSync(join(server.runner.home, "runs", id, "events.jsonl"), "");
+    for (const path of [`/v1/runs/${id}`, `/v1/runs/${id}/events`, `/v1/runs/${id}/patch`, `/v1/runs/${id}/report`]) {
+      const response = await server.request(path);
+      expect(response.status, path).toBe(403);
+      expect(await response.text()).toMatch(/not one this server's callers may use: its workspace .* is outside the allowed roots/);
+    }
+    expect((await server.request(`/v1/runs/${id}/resume`, { method: "POST", json: {} })).status).toBe(403);
+    expect((await server.request(`/v1/runs/${id}/merge`, { method: "POST", json: {} })).status).toBe(403);
+    const list = (await (await server.request("/v1/runs")).json()) as { runs: { id: string }[] };
+    expect(list.runs.map((run) => run.id)).not.toContain(id);
   });
 });
