@@ -26,6 +26,7 @@ export const BUS_FILES = {
 const READ_CHUNK_BYTES = 1024 * 1024;
 
 /** JetStream's durable-name rule (no whitespace, `.`, `*`, `>`), narrowed to letters, digits, `-` and `_`: a name means the same on both backends. */
+/** Consumer names both backends can hold: JetStream durable names (no `.`, `*`, `>` or white space). */
 const CONSUMER_NAME = /^[A-Za-z0-9_-]{1,128}$/;
 
 const readCursorLine = (line: Buffer): CursorRecord | null => {
@@ -354,7 +355,7 @@ export class FileEventBus implements EventBus {
   }
 }
 
-function checkConsumerName(name: string): void {
+export function checkConsumerName(name: string): void {
   if (typeof name !== "string" || !CONSUMER_NAME.test(name)) {
     throw new RangeError(`consumer name ${JSON.stringify(name)}: use 1 to 128 letters, digits, '-' or '_' (JetStream's durable-name rule)`);
   }

@@ -1,6 +1,7 @@
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { connect, nanos, type NatsConnection } from "@nats-io/transport-node";
 import { checkAgencyEvent } from "./agency-event.js";
+import { checkConsumerName } from "./file-event-bus.js";
 import type { AgencyEvent, Delivery, EventBus, StoredEvent } from "./event-bus.js";
 
 /** How {@link NatsEventBus.open} reaches JetStream and lays out the agency's stream. */
@@ -130,7 +131,9 @@ export class NatsEventBus implements EventBus {
     const messages = await this.unlessClosed(async () => {
       const last = options.follow === false ? await this.nextSequence() : Infinity;
       if (from >= last) return null;
-      const consumer = await this.client.consumers.get(this.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 });
+      const consumer = await whileTransient(this.options, "JetStream did not start a reader", () =>
+        this.client.consumers.get(this.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 }),
+      );
       return { last, iterator: await consumer.consume() };
     });
     if (!messages) return;
@@ -151,6 +154,7 @@ export class NatsEventBus implements EventBus {
   }
 
   async *consume(name: string, options: { signal?: AbortSignal } = {}): AsyncIterable<Delivery> {
+    checkConsumerName(name);
     if (this.pending.has(name)) throw new Error(`consumer ${name} is already being consumed by this bus; one consume per name at a time`);
     const pending = new Map<number, JsMsg>();
     this.pending.set(name, pending);
@@ -203,6 +207,7 @@ export class NatsEventBus implements EventBus {
   }
 
   async ack(name: string, sequence: number): Promise<void> {
+    checkConsumerName(name);
     if (!Number.isInteger(sequence) || sequence < 0 || sequence >= (await this.nextSequence())) {
       throw new Error(`consumer ${name}: sequence ${sequence} is not stored (the log holds 0 to ${(await this.nextSequence()) - 1})`);
     }
@@ -225,12 +230,13 @@ export class NatsEventBus implements EventBus {
   }
 
   async ackFloor(name: string): Promise<number> {
+    checkConsumerName(name);
     const info = await this.manager.consumers.info(this.stream, durableName(name)).catch(() => null);
     return info ? info.ack_floor.stream_seq : 0;
   }
 
   async nextSequence(): Promise<number> {
-    return (await this.manager.streams.info(this.stream)).state.last_seq;
+    return (await whileTransient(this.options, "JetStream did not describe the stream", () => this.manager.streams.info(this.stream))).state.last_seq;
   }
 
   /** Deletes the agency's stream and its consumers (every event is gone). */
