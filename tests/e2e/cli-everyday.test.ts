@@ -149,7 +149,23 @@ describe("runner completion", () => {
       cwd.path,
       home.path,
     );
-    expect(top).toEqual(["batch", "completion", "config", "exec", "image", "import", "init", "logs", "mcp", "policy", "resume", "runs", "show"]);
+    expect(top).toEqual([
+      "agency",
+      "batch",
+      "completion",
+      "config",
+      "exec",
+      "image",
+      "import",
+      "init",
+      "logs",
+      "mcp",
+      "policy",
+      "resume",
+      "runs",
+      "serve",
+      "show",
+    ]);
     expect(ex).toEqual(["exec"]);
     expect(execOptions).toEqual(["--max-cost", "--max-steps", "--merge", "--model"]);
     expect(workspace).toEqual(["repo"]);

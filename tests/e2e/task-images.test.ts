@@ -211,7 +211,12 @@ describe("task images, workdir and setup (real CLI, real Docker)", () => {
       script: turns({ call: toolCall("run_shell", { command: plant }), expect: "answer 2" }),
       files: { "mod.py": "def answer():\n    return 1\n" },
       task: {
-        verify: { command: "python3 -c 'import mod, sys; print(\"verdict from\", mod.answer()); sys.exit(0 if mod.answer() == 2 else 1)'", timeout_sec: 60 },
+        // `python3 -c` imports from the working directory only without Python's safe path.
+        verify: {
+          command: "python3 -c 'import mod, sys; print(\"verdict from\", mod.answer()); sys.exit(0 if mod.answer() == 2 else 1)'",
+          timeout_sec: 60,
+          python_safe_path: false,
+        },
       },
     });
     const result = await runCli(["exec", task], { RUNNER_HOME: home.path });
