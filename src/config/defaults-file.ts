@@ -175,7 +175,10 @@ function readDefaultsFile(file: string): { values: DefaultsValues; lines: Map<st
   const parsed = defaultsSchema.safeParse(raw, { reportInput: true });
   const problems = parsed.success
     ? []
-    : parsed.error.issues.map((issue) => ({ ...describeIssue(issue, 'docs/command-line.md "Defaults file"', defaultsSchema), line: lineOf(document, lineCounter, issue) }));
+    : parsed.error.issues.map((issue) => ({
+        ...describeIssue(issue, 'docs/command-line.md "Defaults file"', defaultsSchema),
+        line: lineOf(document, lineCounter, issue),
+      }));
   const values = raw as DefaultsValues;
   if (values.timeout !== undefined && problems.every((problem) => !problem.path.startsWith("timeout"))) {
     const duration = typeof values.timeout === "number" ? `${values.timeout}s` : values.timeout;

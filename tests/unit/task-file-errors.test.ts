@@ -62,15 +62,14 @@ describe("task.yaml errors a user can act on", () => {
       "name: fix\ninstruction: x\nmax_step: 3\nsandbox:\n  imgae: x\n  limits: { memroy: 1g }\nverify: { comand: make test }\nsubagents: { max_stepz: 3 }\ncompletely_unrelated_thing: 1\n",
     ).problems;
     expect(problems).toEqual([
-      { path: "sandbox.limits", message: 'unknown field memroy (did you mean memory?) (check the spelling; see docs/task-yaml.md)' },
-      { path: "sandbox", message: 'unknown field imgae (did you mean image?) (check the spelling; see docs/task-yaml.md)' },
+      { path: "sandbox.limits", message: "unknown field memroy (did you mean memory?) (check the spelling; see docs/task-yaml.md)" },
+      { path: "sandbox", message: "unknown field imgae (did you mean image?) (check the spelling; see docs/task-yaml.md)" },
       { path: "verify.command", message: "required: expected string" },
-      { path: "verify", message: 'unknown field comand (did you mean command?) (check the spelling; see docs/task-yaml.md)' },
-      { path: "subagents", message: 'unknown field max_stepz (did you mean max_steps?) (check the spelling; see docs/task-yaml.md)' },
+      { path: "verify", message: "unknown field comand (did you mean command?) (check the spelling; see docs/task-yaml.md)" },
+      { path: "subagents", message: "unknown field max_stepz (did you mean max_steps?) (check the spelling; see docs/task-yaml.md)" },
       {
         path: "",
-        message:
-          'unknown fields max_step, completely_unrelated_thing (max_step: did you mean max_steps?) (check the spelling; see docs/task-yaml.md)',
+        message: "unknown fields max_step, completely_unrelated_thing (max_step: did you mean max_steps?) (check the spelling; see docs/task-yaml.md)",
       },
     ]);
   });
