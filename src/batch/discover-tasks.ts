@@ -61,9 +61,9 @@ export interface DiscoveredTasks {
  * no known kind, no task in it, ids that repeat, or no valid task at all
  * (then listing every task's problem).
  */
-export async function discoverTasks(input: string, cwd = process.cwd()): Promise<DiscoveredTasks> {
+export async function discoverTasks(input: string, cwd = process.cwd(), options: DiscoverOptions = {}): Promise<DiscoveredTasks> {
   const path = resolve(cwd, input);
-  const found = existsSync(path) ? discoverAt(path, input) : discoverGlob(input, cwd);
+  const found = existsSync(path) ? discoverAt(path, input, options) : discoverGlob(input, cwd, options);
   const tasks: BatchTask[] = [];
   for (const candidate of found.candidates) {
     try {
@@ -95,6 +95,16 @@ export async function discoverTasks(input: string, cwd = process.cwd()): Promise
   return { kind: found.kind, root: found.root, tasks };
 }
 
+/** Options of {@link discoverTasks}. */
+export interface DiscoverOptions {
+  /**
+   * Called with each candidate task file's absolute path before anything
+   * reads it: null accepts it, a string refuses it (the task is invalid with
+   * that reason, and nothing of the file's content is read or shown).
+   */
+  acceptFile?: (absolutePath: string) => string | null;
+}
+
 interface Candidate {
   id: string;
   taskFile: string;
@@ -122,12 +132,12 @@ function describeKind(kind: DiscoveredTasks["kind"]): string {
   }
 }
 
-function discoverAt(path: string, input: string): Found {
+function discoverAt(path: string, input: string, options: DiscoverOptions): Found {
   if (statSync(path).isDirectory()) {
-    return { kind: "directory", root: path, candidates: findTaskFiles(path).map((file) => fileCandidate(path, file)) };
+    return { kind: "directory", root: path, candidates: findTaskFiles(path).map((file) => fileCandidate(path, file, options)) };
   }
   if (path.endsWith(".jsonl")) return { kind: "jsonl", root: dirname(path), candidates: jsonlCandidates(path) };
-  if (path.endsWith(".txt") || path.endsWith(".list")) return { kind: "list", root: dirname(path), candidates: listCandidates(path) };
+  if (path.endsWith(".txt") || path.endsWith(".list")) return { kind: "list", root: dirname(path), candidates: listCandidates(path, options) };
   throw new ConfigError(`batch input ${input}: expected a directory of tasks, a quoted glob, a list file (.txt or .list) or a JSONL file of tasks (.jsonl)`);
 }
 
@@ -150,8 +160,16 @@ function taskFileIn(directory: string): string | null {
   return null;
 }
 
-function fileCandidate(root: string, file: string): Candidate {
-  return { id: taskFileId(root, file), taskFile: file, load: () => loadTaskFile(file) };
+function fileCandidate(root: string, file: string, options: DiscoverOptions): Candidate {
+  return {
+    id: taskFileId(root, file),
+    taskFile: file,
+    load: () => {
+      const refusal = options.acceptFile?.(file);
+      if (refusal) throw new ConfigError(refusal);
+      return loadTaskFile(file);
+    },
+  };
 }
 
 /**
@@ -164,7 +182,7 @@ function taskFileId(root: string, file: string): string {
   return (relative(root, path) || basename(path)).split(sep).join("/");
 }
 
-function discoverGlob(pattern: string, cwd: string): Found {
+function discoverGlob(pattern: string, cwd: string, options: DiscoverOptions): Found {
   const scan = picomatch.scan(pattern);
   if (!scan.isGlob) throw new ConfigError(`batch input ${pattern}: no such file or directory`);
   const root = resolve(cwd, scan.base || ".");
@@ -172,12 +190,12 @@ function discoverGlob(pattern: string, cwd: string): Found {
   const candidates: Candidate[] = [];
   for (const match of matches.map((file) => resolve(file.replace(/\/$/, "")))) {
     const file = statSync(match).isDirectory() ? taskFileIn(match) : match;
-    if (file) candidates.push(fileCandidate(root, file));
+    if (file) candidates.push(fileCandidate(root, file, options));
   }
   return { kind: "glob", root, candidates };
 }
 
-function listCandidates(listFile: string): Candidate[] {
+function listCandidates(listFile: string, options: DiscoverOptions): Candidate[] {
   const root = dirname(listFile);
   const candidates: Candidate[] = [];
   for (const [index, raw] of readFileSync(listFile, "utf8").split("\n").entries()) {
@@ -191,7 +209,7 @@ function listCandidates(listFile: string): Candidate[] {
     }
     const file = statSync(path).isDirectory() ? taskFileIn(path) : path;
     if (!file) candidates.push(failing(line, where, `${line} is a directory without ${TASK_FILE_NAMES.join(" or ")}`));
-    else candidates.push(fileCandidate(root, file));
+    else candidates.push(fileCandidate(root, file, options));
   }
   return candidates;
 }

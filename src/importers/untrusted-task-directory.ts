@@ -12,6 +12,7 @@ import {
   rmSync,
   symlinkSync,
   writeFileSync,
+  type Stats,
 } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { isPathInside } from "../process/path-inside.js";
@@ -35,6 +36,14 @@ function lexicalTarget(link: string, tree: string): { target: string; inside: bo
 }
 
 /**
+ * Refuses an opened regular file with more than one link: `O_NOFOLLOW` does
+ * nothing against a hard link, which may be a host file under the task's name.
+ */
+function refuseHardLink(stat: Stats, name: string): void {
+  if (stat.nlink > 1) throw new OutsideTaskDirectoryError(`${name} is a hard link: a benchmark download's files must be its own; refused`);
+}
+
+/**
  * Copies `source` (a real path: a directory or a regular file) to
  * `destination` without following any link: a regular file is read with
  * `O_NOFOLLOW` and written with `O_NOFOLLOW` (an existing link at the
@@ -49,8 +58,10 @@ export function copyWithoutFollowing(source: string, destination: string, name: 
   const copyFile = (from: string, to: string) => {
     const input = openSync(from, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      if (!fstatSync(input).isFile()) return;
-      const output = openSync(to, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, fstatSync(input).mode & 0o777);
+      const stat = fstatSync(input);
+      if (!stat.isFile()) return;
+      refuseHardLink(stat, name(from));
+      const output = openSync(to, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, stat.mode & 0o777);
       try {
         writeFileSync(output, readFileSync(input));
       } finally {
@@ -165,7 +176,9 @@ export class UntrustedTaskDirectory {
     if (real === null) throw Object.assign(new Error(`${this.name(path)}: no such file`), { code: "ENOENT" });
     const descriptor = openSync(real, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      if (!fstatSync(descriptor).isFile()) throw new OutsideTaskDirectoryError(`${this.name(path)} is not a regular file: refused`);
+      const stat = fstatSync(descriptor);
+      if (!stat.isFile()) throw new OutsideTaskDirectoryError(`${this.name(path)} is not a regular file: refused`);
+      refuseHardLink(stat, this.name(path));
       return readFileSync(descriptor);
     } finally {
       closeSync(descriptor);

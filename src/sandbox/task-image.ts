@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join, relative } from "node:path";
 import dockerignoreModule from "@balena/dockerignore";
 import type Docker from "dockerode";
@@ -157,7 +157,7 @@ export function buildInputs(build: ImageBuild): { hash: string; entries: string[
   }
   if (!existsSync(build.dockerfile)) throw new SandboxError(`sandbox.build.dockerfile: ${build.dockerfile} does not exist`, { reason: "image_build_failed" });
   const ignorePath = join(build.context, ".dockerignore");
-  const ignored = dockerignore().add(existsSync(ignorePath) ? readFileSync(ignorePath, "utf8").split(/\r?\n/) : []);
+  const ignored = dockerignore().add(readDockerignore(ignorePath));
   const hash = createHash("sha256").update(`${HASH_FORMAT}\n`);
   const dockerfile = readFileSync(build.dockerfile);
   hash.update(`dockerfile ${dockerfile.length}\n`).update(dockerfile);
@@ -186,6 +186,43 @@ export function buildInputs(build: ImageBuild): { hash: string; entries: string[
   };
   walk(build.context);
   return { hash: hash.digest("hex"), entries, dockerfile };
+}
+
+/** The most a `.dockerignore` may hold. */
+const DOCKERIGNORE_MAX_BYTES = 1024 * 1024;
+
+/**
+ * The lines of `<context>/.dockerignore`, none when there is none. Read only
+ * when it is a regular file (not a link, FIFO or device) of at most 1 MiB,
+ * opened without following a link; anything else is a build error naming it.
+ */
+function readDockerignore(path: string): string[] {
+  const refuse = (why: string) =>
+    new SandboxError(`sandbox.build.context: ${path} ${why}; a .dockerignore must be a regular file of at most 1 MiB`, { reason: "image_build_failed" });
+  let stat;
+  try {
+    stat = lstatSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw refuse(`cannot be read (${errorMessage(error)})`);
+  }
+  if (!stat.isFile()) throw refuse(stat.isSymbolicLink() ? "is a symbolic link" : "is not a regular file");
+  if (stat.size > DOCKERIGNORE_MAX_BYTES) throw refuse(`is ${stat.size} bytes`);
+  let descriptor: number;
+  try {
+    descriptor = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    throw refuse(`cannot be read (${errorMessage(error)})`);
+  }
+  try {
+    // Checked again on what was opened: it may have been swapped since the lstat.
+    const opened = fstatSync(descriptor);
+    if (!opened.isFile()) throw refuse("is not a regular file");
+    if (opened.size > DOCKERIGNORE_MAX_BYTES) throw refuse(`is ${opened.size} bytes`);
+    return readFileSync(descriptor, "utf8").split(/\r?\n/);
+  } finally {
+    closeSync(descriptor);
+  }
 }
 
 async function imageExists(docker: Docker, image: string): Promise<boolean> {

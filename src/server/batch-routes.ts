@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { buildBatchReport, type BatchReport } from "../batch/batch-report.js";
 import { BatchDirectory, type BatchPlan } from "../batch/batch-state.js";
@@ -51,7 +51,29 @@ export function addBatchRoutes(api: ApiRoutes, context: ServerContext, signal: A
             },
           );
         }
-        const discovered = await discoverTasks(input).catch((error: unknown) => {
+        // Only a directory or a glob: a list file (or JSONL) would name files anywhere on the host.
+        if (existsSync(input) && !statSync(input).isDirectory()) {
+          throw new HttpProblem(
+            403,
+            "Task list not allowed",
+            "path: task lists (list files, JSONL) are not accepted through the API; give a directory of task files or a glob",
+            {
+              errors: [{ field: "body.path", message: "not a directory or a glob" }],
+            },
+          );
+        }
+        const roots = context.roots.map((root) => realOrSelf(resolve(root)));
+        // Every task file's real path must be inside a root before anything reads it (a task.yaml may be a link out).
+        const acceptFile = (file: string): string | null => {
+          let real: string;
+          try {
+            real = realpathSync.native(file);
+          } catch {
+            return "refused: its real path cannot be resolved";
+          }
+          return roots.some((root) => isPathInside(real, root)) ? null : "refused: the task file's real path is outside every --tasks-root";
+        };
+        const discovered = await discoverTasks(input, process.cwd(), { acceptFile }).catch((error: unknown) => {
           throw problemOfError(error);
         });
         let selected = discovered.tasks;

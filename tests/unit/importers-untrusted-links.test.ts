@@ -6,7 +6,7 @@
  * cannot pick a clone outside --repos with `..`.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { importHarbor, importTerminalBench1 } from "../../src/importers/benchmark-dirs.js";
@@ -84,6 +84,38 @@ describe("importers read only the task's own files", () => {
     // Nothing of the host file reached any output.
     expect(everything(join(temporary.path, "out"))).not.toContain(HOST_SECRET);
     expect(everything(join(temporary.path, "out"))).not.toContain(secret);
+  });
+
+  it("Harbor and Terminal-Bench 1: a hard link to a host file (instruction.md, environment/creds.txt, tests/, task.yaml) is refused, naming the file", async () => {
+    await using temporary = temporaryDirectory();
+    const secret = join(temporary.path, "host-secret.txt");
+    writeFileSync(secret, `instruction: ${HOST_SECRET}\n`);
+    const root = join(temporary.path, "harbor");
+    const planted: Record<string, string> = { instruction: "instruction.md", context: "environment/app/creds.txt", tests: "tests/check.py" };
+    for (const [name, file] of Object.entries(planted)) {
+      const directory = join(root, name);
+      harborTask(directory);
+      execFileSync("rm", ["-f", join(directory, file)]);
+      linkSync(secret, join(directory, file));
+    }
+    harborTask(join(root, "clean"));
+    const lines = byId(await importHarbor(root, join(temporary.path, "out")));
+    for (const [name, file] of Object.entries(planted)) {
+      expect(lines[name]).toContain(`cannot convert: ${file} is a hard link: a benchmark download's files must be its own; refused`);
+    }
+    expect(lines.clean).toMatch(/^clean: converted/);
+
+    const tb1 = join(temporary.path, "tb1", "config");
+    writeFiles(tb1, {
+      Dockerfile: "FROM agent-runner/sandbox:bookworm\nWORKDIR /app\nCOPY . /app\n",
+      "run-tests.sh": "#!/bin/bash\npytest -rA $TEST_DIR\n",
+      "tests/test_outputs.py": "def test_hello():\n    pass\n",
+    });
+    linkSync(secret, join(tb1, "task.yaml"));
+    const tb1Lines = byId(await importTerminalBench1(join(temporary.path, "tb1"), join(temporary.path, "out-tb1")));
+    expect(tb1Lines.config).toMatch(/^config: cannot convert: task\.yaml is a hard link/);
+    expect(everything(join(temporary.path, "out"))).not.toContain(HOST_SECRET);
+    expect(everything(join(temporary.path, "out-tb1"))).not.toContain(HOST_SECRET);
   });
 
   it("Terminal-Bench 1: a task.yaml or run-tests.sh leading out is refused", async () => {

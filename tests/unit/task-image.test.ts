@@ -1,4 +1,5 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadTaskFile, TaskValidationError } from "../../src/config/load-task.js";
@@ -84,6 +85,34 @@ describe("buildInputs (the hash a built image is tagged by)", () => {
     expect(changedFile).not.toBe(first.hash);
     writeFileSync(dockerfile, "FROM scratch\nCOPY src /src2\n");
     expect(buildInputs(build).hash).not.toBe(changedFile);
+  });
+});
+
+describe("buildInputs: .dockerignore", () => {
+  it("is read only as a regular file of at most 1 MiB: a link, a FIFO or a bigger file is a build error naming it", async () => {
+    await using directory = temporaryDirectory();
+    const context = join(directory.path, "context");
+    mkdirSync(context);
+    const dockerfile = join(directory.path, "Dockerfile");
+    writeFileSync(dockerfile, "FROM scratch\n");
+    const build = { context, dockerfile, args: {} as Record<string, string> };
+    const ignore = join(context, ".dockerignore");
+    const outside = join(directory.path, "host-file");
+    writeFileSync(outside, "secret\n");
+    symlinkSync(outside, ignore);
+    expect(() => buildInputs(build)).toThrow(`${ignore} is a symbolic link`);
+    rmSync(ignore);
+    symlinkSync("/dev/zero", ignore);
+    expect(() => buildInputs(build)).toThrow(`${ignore} is a symbolic link`);
+    rmSync(ignore);
+    execFileSync("mkfifo", [ignore]);
+    expect(() => buildInputs(build)).toThrow(`${ignore} is not a regular file`);
+    rmSync(ignore);
+    writeFileSync(ignore, "x".repeat(1024 * 1024 + 1));
+    expect(() => buildInputs(build)).toThrow(/is 1048577 bytes/);
+    writeFileSync(ignore, "*.log\n");
+    writeFileSync(join(context, "a.log"), "noise");
+    expect(buildInputs(build).entries).toEqual([".dockerignore"]);
   });
 });
 

@@ -7,7 +7,7 @@
  * Runner is the Docker-free tier (HostDirectorySandboxProvider, the scripted
  * model over loopback, real git).
  */
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
@@ -309,6 +309,30 @@ describe("runner serve: the HTTP API", () => {
     const outside = await server.request("/v1/batches", { method: "POST", json: { path: "/" } });
     expect(outside.status).toBe(403);
     expect((await json(outside)).errors[0].field).toBe("body.path");
+  });
+
+  it("a batch reads no file outside the roots: a list file is refused 403 and a task.yaml linked out is refused without its content", async () => {
+    await using directory = temporaryDirectory();
+    await using elsewhere = temporaryDirectory();
+    const secret = join(elsewhere.path, "credentials");
+    writeFileSync(secret, "[default]\naws_secret_access_key = SECRET-do-not-show-0xC0FFEE\n");
+    writeFileSync(join(directory.path, "tasks.txt"), `${secret}\n`);
+    mkdirSync(join(directory.path, "linked", "t"), { recursive: true });
+    symlinkSync(secret, join(directory.path, "linked", "t", "task.yaml"));
+    await using server = await fakeServer(directory.path, { exec: shell() });
+
+    const list = await server.request("/v1/batches", { method: "POST", json: { path: join(directory.path, "tasks.txt") } });
+    expect(list.status).toBe(403);
+    const listText = await list.text();
+    expect(listText).not.toContain("SECRET-do-not-show");
+    expect(JSON.parse(listText).errors[0].field).toBe("body.path");
+
+    const linked = await server.request("/v1/batches", { method: "POST", json: { path: join(directory.path, "linked") } });
+    expect([403, 422]).toContain(linked.status);
+    const linkedText = await linked.text();
+    expect(linkedText).toContain("outside every --tasks-root");
+    expect(linkedText).not.toContain("SECRET-do-not-show");
+    expect(linkedText).not.toContain("aws_secret_access_key");
   });
 });
 
