@@ -234,12 +234,12 @@ export async function verifyCommit(
  * paths").
  */
 /**
- * A line after a failed verification's output when Python could not import a module while PYTHONSAFEPATH was on:
+ * A line after a failed verification's output when Python found no module of that name while PYTHONSAFEPATH was on:
  * `python3 -c 'import calc'` and a script importing its siblings stop working under it, and the reason is not
  * in Python's own message.
  */
 function safePathHint(verify: { python_safe_path?: boolean }, exitCode: number | null, output: string): string {
-  if (exitCode === 0 || verify.python_safe_path === false || !/\b(?:ModuleNotFoundError|ImportError)\b/.test(output)) return "";
+  if (exitCode === 0 || verify.python_safe_path === false || !/\bModuleNotFoundError: No module named\b/.test(output)) return "";
   return (
     "\n[agent-runner] verification runs Python with PYTHONSAFEPATH=1 (the checkout's top level is not on sys.path at startup, " +
     "so a planted plugin or sitecustomize is not imported): `python3 -c 'import x'` and scripts importing their siblings need " +

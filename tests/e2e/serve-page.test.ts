@@ -157,7 +157,8 @@ describe("runner serve: the page", () => {
     const listening = await listen(server.app, "127.0.0.1", 0);
     try {
       const page = await openPage(listening.url, `/runs/${run.id}`);
-      await page.waitForSelector("#connection[data-state='live']");
+      // A 50 000-event run: the first render waits for the page's first window of events (slow on a loaded machine).
+      await page.waitForSelector("#connection[data-state='live']", { timeout: 120_000 });
       const cdp = await page.context().newCDPSession(page);
       await cdp.send("Performance.enable");
       const heap = async () => {
