@@ -238,6 +238,7 @@ const DELIBERATE_CREDENTIALS = new Set([
   // The servers' tests and bench authenticate with tokens of their own.
   "tests/helpers/server-client.ts",
   "tests/unit/mcp-http.test.ts",
+  "tests/unit/server/server-api.test.ts",
   "tests/unit/server/http-api-docs.test.ts",
   "tests/e2e/mcp-server.test.ts",
   "tests/e2e/serve-cli.test.ts",

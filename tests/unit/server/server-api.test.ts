@@ -87,10 +87,12 @@ describe("runner serve: the HTTP API", () => {
       await allSse((await server.request(`/v1/runs/${record.id}/events`)).body!);
       ids.push(record.id);
     }
+    // Newest first by run id (`<date>-<time>-<random>`): runs started within one second order by their random part.
+    const newestFirst = [...ids].sort().reverse();
     const first = await json(await server.request("/v1/runs?limit=2"));
-    expect(first.runs.map((run: { id: string }) => run.id)).toEqual([ids[2], ids[1]]);
+    expect(first.runs.map((run: { id: string }) => run.id)).toEqual(newestFirst.slice(0, 2));
     const second = await json(await server.request(`/v1/runs?limit=2&cursor=${first.next_cursor}`));
-    expect(second.runs.map((run: { id: string }) => run.id)).toEqual([ids[0]]);
+    expect(second.runs.map((run: { id: string }) => run.id)).toEqual(newestFirst.slice(2));
     expect(second.next_cursor).toBeNull();
     const bad = await server.request("/v1/runs?limit=0");
     expect(bad.status).toBe(400);
