@@ -45,7 +45,7 @@ const runner = {
   home,
   async startTask(): Promise<RunHandle> {
     const id = `20261201-000000-b${String(counter++).padStart(3, "0")}`;
-    const run = syntheticRun(home, id, "bench");
+    const run = syntheticRun(home, id, "bench", tasks);
     const replay = new EventReplay();
     current = { replay, pushed: new Map() };
     return {

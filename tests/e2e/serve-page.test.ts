@@ -144,7 +144,7 @@ describe("runner serve: the page", () => {
   it("a 50 000-event run keeps the DOM bounded and the JS heap flat while the page follows it", async () => {
     await using directory = temporaryDirectory();
     await using server = await fakeServer(directory.path, { exec: fakeShell() });
-    const run = syntheticRun(server.home, "20261201-120000-big0", "long-transcript");
+    const run = syntheticRun(server.home, "20261201-120000-big0", "long-transcript", directory.path);
     run.append([
       envelopeLine(run.id, 0, "run.started", {
         run_id: run.id,

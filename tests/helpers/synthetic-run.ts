@@ -19,10 +19,11 @@ export interface SyntheticRun {
   finish(report: Record<string, unknown>): void;
 }
 
-export function syntheticRun(home: string, id: string, task: string): SyntheticRun {
+export function syntheticRun(home: string, id: string, task: string, workspacePath: string): SyntheticRun {
   const directory = join(home, "runs", id);
   mkdirSync(directory, { recursive: true });
-  writeFileSync(join(directory, "task.json"), JSON.stringify({ name: task }));
+  // The servers serve a run only when its recorded workspace lies inside their roots.
+  writeFileSync(join(directory, "task.json"), JSON.stringify({ name: task, workspacePath, policy: "worker" }));
   writeFileSync(
     join(directory, "run.json"),
     JSON.stringify({ run_id: id, owner: currentOwner(), branch: `runner/${id}`, repository: "/nonexistent", worktree: "/nonexistent" }),
