@@ -114,7 +114,7 @@ async function main(argv: string[]): Promise<number> {
         "  runner exec task.yaml --json > events.jsonl      the run's events as CloudEvents JSON lines",
         "  runner exec task.yaml --max-steps 20 --merge     fewer steps; on a verified success, fast-forward your branch",
         '  runner exec --instruction "Fix the failing test" -C . --verify "python3 -m pytest -q" --policy ci --timeout 20m',
-        '  runner exec --instruction "Upgrade requests" -C . --allow-host pypi.example.com --allow-host files.example.com',
+        '  runner exec --instruction "Upgrade requests" -C . --allow-host packages.example.com --allow-host files.example.com',
         "",
         "Environment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);",
         "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).",
