@@ -35,9 +35,16 @@ const pathGlob = z
   .refine((glob) => !glob.startsWith("/") && !glob.split("/").includes(".."), { message: "expected a glob relative to the repository (no leading /, no ..)" });
 
 /** `agents/<name>.yaml`: one agent of an agency (docs/agency.md "Agent files"). */
+const agentName = z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected a slug of lower-case letters, digits and dashes, like code-executor");
+
+/** A tool's name as the model sees it (`run_shell`, `write_file`, `emit_event`, an MCP tool's `server__tool`). */
+const toolName = z.string().regex(/^[a-zA-Z0-9_.-]+$/, "expected a tool name like run_shell or write_file");
+
+const perMinute = z.number().positive("expected a rate above 0 per minute, like 30");
+
 export const agentFileSchema = z.strictObject({
   agent: z.strictObject({
-    name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "expected a slug of lower-case letters, digits and dashes, like code-executor"),
+    name: agentName,
     description: z.string().trim().min(1, "expected a sentence saying what the agent does"),
     /** task.yaml's `model`; `script` relative to the agent file. */
     model: taskSchema.shape.model,
@@ -70,8 +77,34 @@ export const agentFileSchema = z.strictObject({
           .positive()
           .max(24 * 3600)
           .default(600),
+        /** Token buckets per agent, across its invocations (docs/agency.md "Guards"): capacity = the per-minute rate. */
+        rate_limit: z
+          .strictObject({
+            tool_calls_per_minute: perMinute.optional(),
+            tokens_per_minute: perMinute.optional(),
+            events_per_minute: perMinute.optional(),
+          })
+          .optional(),
+        /** The agent's circuit breaker (docs/agency.md "Guards"): a fold over its `agency.invocation.finished` events. */
+        circuit_breaker: z
+          .strictObject({
+            window_seconds: z.number().int("expected a whole number of seconds").positive().default(300),
+            min_invocations: z.number().int("expected a whole number").min(1).default(4),
+            failure_rate: z.number().gt(0, "expected a rate above 0, like 0.5").max(1, "expected a rate of at most 1").default(0.5),
+            cooldown_seconds: z.number().int("expected a whole number of seconds").positive().default(120),
+            /** Another agent of the agency that takes this one's events while the breaker is open; absent: they wait. */
+            fallback: agentName.optional(),
+          })
+          .optional(),
       })
       .default({ max_concurrency: 1, timeout_seconds: 600 }),
+    /**
+     * A JSON Schema the agent's final answer must satisfy (docs/agency.md "Guards"): a JSON object, checked after
+     * redaction; one correction turn, then `failed/output_invalid`. The valid object is the invocation's `output`.
+     */
+    output_schema: z.record(z.string(), z.unknown()).optional(),
+    /** Tools whose every call a person approves (docs/agency.md "Guards"), on top of the agency's `confirm`. */
+    confirm: z.array(toolName).default([]),
     permissions: z
       .strictObject({
         allowed_paths: z.array(pathGlob).default(["**"]),
@@ -113,6 +146,14 @@ export const agencyFileSchema = z.strictObject({
   start: z.array(startEvent).default([]),
   /** The event type that means "done". */
   goal: eventType,
+  /** The longest chain of events agents may cause (docs/agency.md "Guards"): an event past it is not delivered and the chain stops. */
+  max_hops: z.number().int("expected a whole number").min(1).max(1000).default(8),
+  /** `conservative`: every agent is read-only whatever its capabilities say (docs/agency.md "Guards"). */
+  mode: z.enum(["normal", "conservative"], { message: "expected normal or conservative" }).default("normal"),
+  /** Tools whose every call a person approves, for every agent (docs/agency.md "Guards"). */
+  confirm: z.array(toolName).default([]),
+  /** The agency's total spend (docs/agency.md "Guards"): no invocation starts once it is spent. */
+  budget: z.strictObject({ max_cost_usd: z.number().positive("expected an amount above 0 in USD, like 5.00") }).optional(),
 });
 
 export type AgencyFile = z.infer<typeof agencyFileSchema>;
