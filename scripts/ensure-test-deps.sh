@@ -22,6 +22,10 @@ fi
 if [ ! -x /usr/sbin/nats-server ]; then
   missing+=(nats-server)
 fi
+# Debian 11's git for the old-git test image (scripts/fetch-old-git.sh), once apt-get can reach the mirror.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  bash "$(dirname "${BASH_SOURCE[0]}")/fetch-old-git.sh" >/dev/null
+fi
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi

@@ -216,6 +216,14 @@ export interface SandboxSpec {
   workdir?: string;
   /** Further read-only host paths (git metadata), mounted at `containerPath`. */
   readOnlyMounts: { hostPath: string; containerPath: string }[];
+  /**
+   * The container's own git directory (src/workspace/run-worktree.ts
+   * `containerGitView`): the provider copies `seed` (regular files and
+   * directories only) into the container's scratch space, owned by `user`,
+   * and mounts the copy writable at `containerPath`. It goes with the
+   * container; the host never reads it back.
+   */
+  privateGit?: { seed: string; containerPath: string };
   /** The container's whole environment beyond the image's own: no host variable passes implicitly. */
   env: Record<string, string>;
   /** Unprivileged numeric user the processes run as; never 0. */

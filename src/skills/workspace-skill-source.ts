@@ -25,11 +25,12 @@ export interface WorkspaceSkillOptions {
   /** The commit the run started from (full object id). Only its tree is read, never the working tree. */
   baseCommit: string;
   /**
-   * The repository's git directory as the container sees it, mounted
-   * read-only: for a run, its common git directory (containers see it at its
-   * host path, see `containerGitMounts`), which every agent's container of
-   * the run mounts. Never a path in the workspace: the agent can rewrite
-   * `<workdir>/.git` to point git at objects it forged.
+   * A git directory of the repository as the container sees it, mounted
+   * read-only: for a run, the read-only repository view (its objects, no
+   * refs; `CONTAINER_REPOSITORY_DIRECTORY`, see `containerGitView`). Never a
+   * path in the workspace (the agent can rewrite `<workdir>/.git` to point
+   * git at objects it forged), nor the container's own git directory, which
+   * the agent can write.
    */
   gitDirectory: string;
   signal?: AbortSignal;

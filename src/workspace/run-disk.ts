@@ -35,7 +35,7 @@ export function runPaths(runDirectory: string) {
     workers: join(disk, "workers"),
     /** Each container's writable directories outside /workspace (/tmp, /var/tmp, /run/lock), one directory per container. */
     sandboxes: join(disk, "sandboxes"),
-    /** Small read-only files the containers' git view is made of (a sanitized config, the worktree's `.git` file). */
+    /** What the containers' git is made of: the seeds of their own git directories and the worktrees' `.git` files (containerGitView). */
     gitView: join(disk, "git-view"),
   };
 }

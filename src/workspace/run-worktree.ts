@@ -1,4 +1,18 @@
-import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import {
+  existsSync,
+  lchownSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { ConfigError, SandboxError, errorMessage } from "../errors.js";
 import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath } from "./commit-selection.js";
@@ -400,41 +414,56 @@ export async function removeWorktreeDirectory(repositoryRoot: string, worktreePa
   }
 }
 
-/** Entries of the common git directory that read-only git (status, diff, log) needs; nothing else is mounted. */
-const CONTAINER_GIT_ENTRIES = ["HEAD", "objects", "refs", "packed-refs", "shallow", "info"];
-
 /**
- * Where a container sees the repository's git directory: a fixed path that
- * names nothing of the host's (not the repository's real git directory).
+ * Where a container sees its git directory: a fixed path that names nothing
+ * of the host's (not the repository's real git directory).
  */
 export const CONTAINER_GIT_DIRECTORY = "/run/agent-runner/git";
-/** The worktree's admin directory in the container, `<common>/worktrees/<name>` as git expects it. */
-const CONTAINER_WORKTREE_ADMIN = `${CONTAINER_GIT_DIRECTORY}/worktrees/workspace`;
+/**
+ * Where a container sees a read-only git directory of the repository: its
+ * object store, a sanitized config, no refs. The runner's own reads in the
+ * sandbox (workspace skills, project instructions: objects of the base
+ * commit) use it, never the container's own git directory, which the agent
+ * can write; its `objects` is the alternate of the container's own.
+ */
+export const CONTAINER_REPOSITORY_DIRECTORY = "/run/agent-runner/repository";
+const CONTAINER_REPOSITORY_OBJECTS = `${CONTAINER_REPOSITORY_DIRECTORY}/objects`;
+
+/** What a container gets of the repository's git: {@link containerGitView}. */
+export interface ContainerGitView {
+  /** The read-only repository view ({@link CONTAINER_REPOSITORY_DIRECTORY}), its object store and the worktree's `.git` file. */
+  readOnlyMounts: { hostPath: string; containerPath: string }[];
+  /** The seed of the container's own git directory (SandboxSpec `privateGit`). */
+  privateGit: { seed: string; containerPath: string };
+}
 
 /**
- * The read-only git metadata a container needs for `git status/diff/log`, as
- * an allow-list: the object store, refs and HEAD of the common git directory,
- * the worktree's own admin directory, and a config holding only the repository
- * format. Not mounted: the real config (remotes, credentials, helpers),
- * `config.worktree`, `modules/` (submodule configs), hooks, logs, anything else.
+ * The git a container gets: a git directory of its own, writable, so the
+ * agent's `git checkout FILE`, `restore`, `stash`, `add`, `commit` and
+ * branches work as in any clone — index, refs, HEAD, config and new objects
+ * its own, the repository's objects a read-only alternate — thrown away with
+ * the container. The host never reads it: the runner keeps committing the
+ * worktree's files with its own index (`commitRunWorktree`), so nothing the
+ * agent writes to git (hooks, fsmonitor, filters, a config) reaches host git.
  *
- * All of it is mounted under {@link CONTAINER_GIT_DIRECTORY}, and the two
- * files that hold host paths are covered in the container: the worktree's
- * `.git` file (git wrote the host path of the admin directory there) by one
- * naming the container's, and the admin directory's `gitdir` (the host path
- * of the worktree) by `<workdir>/.git` (`sandbox.workdir`, default /workspace). The host's own files stay as git wrote
- * them: host-side git never reads the worktree's `.git` file (explicit
- * `--git-dir`), and a person can still use the worktree on the host.
- * The small files are written to `viewDirectory` (the run's disk).
+ * The seed, built here under `viewDirectory` (the run's disk) from what the
+ * host's git holds, is copied by the sandbox provider into the container's
+ * scratch space and owned by the sandbox user, so git of any version finds
+ * the repository safe by ownership (git < 2.31 ignores the
+ * `GIT_CONFIG_COUNT` trust the environment also gives): `HEAD` (the
+ * worktree's branch), `index` (a copy of the worktree's), `packed-refs`
+ * (every ref of the repository), `shallow` and `info/exclude` when the
+ * repository has them, `objects/info/alternates`, and a config holding only
+ * the repository format and a placeholder identity (not the real config:
+ * remotes, credentials, helpers, hooks). The worktree's `.git` file is
+ * covered by one naming {@link CONTAINER_GIT_DIRECTORY}; the host's own files
+ * stay as git wrote them.
  */
-export async function containerGitMounts(
-  worktree: RunWorktree,
-  viewDirectory: string,
-  workdir: string = WORKSPACE_ROOT,
-): Promise<{ hostPath: string; containerPath: string }[]> {
+export async function containerGitView(worktree: RunWorktree, viewDirectory: string, workdir: string = WORKSPACE_ROOT): Promise<ContainerGitView> {
+  const git = (args: string[]) => rawSafeGit({ baseDirectory: worktree.repositoryRoot }, args);
   const read = async (key: string) => {
     try {
-      return (await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, ["config", "--get", key])).trim();
+      return (await git(["config", "--get", key])).trim();
     } catch {
       return "";
     }
@@ -442,33 +471,60 @@ export async function containerGitMounts(
   const lines = ["[core]", `\trepositoryformatversion = ${(await read("core.repositoryformatversion")) || "0"}`, "\tbare = false"];
   const objectFormat = await read("extensions.objectformat");
   if (objectFormat) lines.push("[extensions]", `\tobjectformat = ${objectFormat}`);
+  // Commits and stashes need an identity; the agent may set its own.
+  lines.push("[user]", "\tname = agent", "\temail = agent@sandbox.invalid");
+  const refs = await git(["for-each-ref", "--format=%(objectname) %(refname)"]);
   mkdirSync(viewDirectory, { recursive: true });
-  // A new inode renamed into place: a running container has the old one bind-mounted
-  // and must never see it truncated half-way (the content is the same).
+  const seed = join(viewDirectory, `seed-${createHash("sha256").update(worktree.path).digest("hex").slice(0, 16)}`);
+  // Built aside and renamed into place: a provider copying the previous seed never sees half of this one.
+  const building = mkdtempSync(`${seed}.`);
+  const file = (name: string, content: string | Buffer) => writeFileSync(join(building, name), content, { mode: 0o644 });
+  for (const directory of ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info"]) mkdirSync(join(building, directory), { recursive: true });
+  file("HEAD", readRegularFile(join(worktree.gitDirectory, "HEAD")) ?? `${worktree.baseCommit}\n`);
+  file("config", `${lines.join("\n")}\n`);
+  file("packed-refs", refs.endsWith("\n") || refs === "" ? refs : `${refs}\n`);
+  file("objects/info/alternates", `${CONTAINER_REPOSITORY_OBJECTS}\n`);
+  const common = worktree.commonGitDirectory;
+  for (const [from, to] of [
+    [join(worktree.gitDirectory, "index"), "index"],
+    [join(common, "shallow"), "shallow"],
+    [join(common, "info", "exclude"), "info/exclude"],
+  ] as const) {
+    const content = readRegularFile(from);
+    if (content !== null) file(to, content);
+  }
+  rmSync(seed, { recursive: true, force: true });
+  renameSync(building, seed);
+  // A new inode renamed into place: a running container has the old one bind-mounted.
   const view = (name: string, content: string) => {
     const path = join(viewDirectory, name);
     writeFileSync(`${path}.new`, content, { mode: 0o644 });
     renameSync(`${path}.new`, path);
     return path;
   };
-  const sanitized = view("config", `${lines.join("\n")}\n`);
-  const dotGit = view("dot-git", `gitdir: ${CONTAINER_WORKTREE_ADMIN}\n`);
-  const adminGitdir = view("worktree-gitdir", `${workdir}/.git\n`);
-  const empty = view("empty", "");
-  const common = worktree.commonGitDirectory;
-  const mounts = CONTAINER_GIT_ENTRIES.filter((entry) => existsSync(join(common, entry))).map((entry) => ({
-    hostPath: join(common, entry),
-    containerPath: `${CONTAINER_GIT_DIRECTORY}/${entry}`,
-  }));
-  mounts.push({ hostPath: sanitized, containerPath: `${CONTAINER_GIT_DIRECTORY}/config` });
-  mounts.push({ hostPath: worktree.gitDirectory, containerPath: CONTAINER_WORKTREE_ADMIN });
-  mounts.push({ hostPath: adminGitdir, containerPath: `${CONTAINER_WORKTREE_ADMIN}/gitdir` });
-  mounts.push({ hostPath: dotGit, containerPath: `${workdir}/.git` });
-  // git copies the user's config.worktree into a new worktree when worktreeConfig is on.
-  if (existsSync(join(worktree.gitDirectory, "config.worktree"))) {
-    mounts.push({ hostPath: empty, containerPath: `${CONTAINER_WORKTREE_ADMIN}/config.worktree` });
+  const dotGit = view("dot-git", `gitdir: ${CONTAINER_GIT_DIRECTORY}\n`);
+  // The read-only repository: an unborn HEAD (readers name their commit), no refs, the objects mounted over `objects`.
+  const repository = join(viewDirectory, "repository");
+  for (const directory of ["objects", "refs"]) mkdirSync(join(repository, directory), { recursive: true });
+  view("repository/HEAD", "ref: refs/heads/unborn\n");
+  view("repository/config", `${lines.slice(0, objectFormat ? 5 : 3).join("\n")}\n`);
+  return {
+    readOnlyMounts: [
+      { hostPath: repository, containerPath: CONTAINER_REPOSITORY_DIRECTORY },
+      { hostPath: join(common, "objects"), containerPath: CONTAINER_REPOSITORY_OBJECTS },
+      { hostPath: dotGit, containerPath: `${workdir}/.git` },
+    ],
+    privateGit: { seed, containerPath: CONTAINER_GIT_DIRECTORY },
+  };
+}
+
+/** The content of `path` when it is a regular file (never through a link), else null. */
+function readRegularFile(path: string): Buffer | null {
+  try {
+    return lstatSync(path).isFile() ? readFileSync(path) : null;
+  } catch {
+    return null;
   }
-  return mounts;
 }
 
 /**

@@ -254,10 +254,10 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(inspectGit(repo, ["show", `runner/${runId}-w2:calc.py`])).toContain("return x * 4");
     expect(inspectGit(repo, ["show", `${report.head_commit}:calc.py`])).toContain("return x * 3");
     expect(inspectGitStatus(repo, ["grep", "-n", "-e", "<<<<<<<", "-e", ">>>>>>>", report.head_commit])).toMatchObject({ code: 1, stdout: "" });
-    // The directory the parent's container found without MERGE_HEAD (turn 2's expect) is where the container
-    // sees the run's worktree admin directory (security-mounts-env.test.ts checks what is mounted there).
+    // The directory the parent's container found without MERGE_HEAD (turn 2's expect) is the container's own
+    // git directory (security-mounts-env.test.ts checks what is mounted there).
     const admin = /admin=(\S+)/.exec(mainToolResults(runDirectory).at(-1)!)![1]!;
-    expect(admin).toBe(`${CONTAINER_GIT_DIRECTORY}/worktrees/workspace`);
+    expect(admin).toBe(CONTAINER_GIT_DIRECTORY);
     expect(containersOfRun(runId)).toEqual([]);
     onlyMainCheckout(repo);
   });

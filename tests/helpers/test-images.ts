@@ -44,6 +44,25 @@ export const BUSYBOX_IMAGE: TestImage = {
   files: { busybox: BUSYBOX },
 };
 
+/** Debian 11's git .deb, fetched by scripts/fetch-old-git.sh (run by `make test`'s scripts/ensure-test-deps.sh). */
+const OLD_GIT_DEB = join(process.env.AGENT_RUNNER_TEST_CACHE ?? "/var/cache/agent-runner-tests", "git-bullseye.deb");
+
+/**
+ * The default image with Debian 11's git 2.30 as its git: older than 2.31, so
+ * it ignores the GIT_CONFIG_COUNT trust of the container's environment, but
+ * with the repository-ownership check ("dubious ownership") back-ported.
+ */
+export const OLD_GIT_IMAGE: TestImage = {
+  name: "sandbox-git-2.30",
+  dockerfile: [
+    `FROM ${DEFAULT_IMAGE}`,
+    "COPY git.deb /tmp/git.deb",
+    // Only the git binary (its builtins: status, stash, restore, commit, ...); the image's own libraries serve it.
+    "RUN dpkg-deb -x /tmp/git.deb /tmp/git && cp /tmp/git/usr/bin/git /usr/bin/git && rm -rf /tmp/git /tmp/git.deb && git --version | grep -q '^git version 2\\.30\\.'",
+  ].join("\n"),
+  files: { "git.deb": OLD_GIT_DEB },
+};
+
 /** Nothing at all but one data file: no shell, no libc. */
 export const EMPTY_IMAGE: TestImage = {
   name: "scratch-empty",
@@ -126,6 +145,8 @@ function readOrThrow(path: string): Buffer {
   try {
     return readFileSync(path);
   } catch (error) {
-    throw new Error(`the test image needs ${path} on this host (${(error as Error).message}); for ${BUSYBOX}: apt-get install busybox-static`);
+    throw new Error(
+      `the test image needs ${path} on this host (${(error as Error).message}); for ${BUSYBOX}: apt-get install busybox-static; for ${OLD_GIT_DEB}: bash scripts/fetch-old-git.sh`,
+    );
   }
 }

@@ -5,8 +5,8 @@
  * task did not name. One real run (runTask → Docker → scripted model) probes
  * the container from inside; each `it` checks one part of what it saw.
  */
-import { realpathSync } from "node:fs";
-import { homedir } from "node:os";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HELPER_CONTAINER_PATH } from "../../src/sandbox/docker/helper-path.js";
@@ -41,9 +41,17 @@ function parseMountInfo(text: string): Mount[] {
 
 /** File systems that are not host directories (the container's own root, kernel views, Docker's tmpfs). */
 const VIRTUAL_FILESYSTEMS = new Set(["overlay", "proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "shm", "securityfs", "devtmpfs"]);
-/** Where the container sees the repository's read-only git metadata: a fixed path that names nothing of the host's. */
+/** Where the container sees its own git directory: a fixed path that names nothing of the host's. */
 const CONTAINER_GIT = "/run/agent-runner/git";
+/** The read-only repository view (objects, no refs) the runner's own reads use, and its object store: the alternate of the container's. */
+const CONTAINER_REPOSITORY = "/run/agent-runner/repository";
+const CONTAINER_OBJECTS = `${CONTAINER_REPOSITORY}/objects`;
 /** Files Docker itself bind-mounts into every container, from its own per-container directory. */
+/** A file on the host that exists only if the fsmonitor the agent configures in its git ran on the host. */
+const FSMONITOR_MARKER = join(tmpdir(), `agent-runner-fsmonitor-${process.pid}-${Date.now()}`);
+/** Content only the agent's own commit holds (the run's delivery commit does not: the agent removes the file). */
+const AGENT_BLOB_NONCE = `${process.pid}-${Date.now()}`;
+
 const DOCKER_MANAGED = /\/containers\/[0-9a-f]{64}\/(resolv\.conf|hostname|hosts)$/;
 
 function environmentOf(dump: string): Map<string, string> {
@@ -121,12 +129,15 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
           ),
           /* 6 */ shellTurn(
             'COMMON=$(git rev-parse --git-common-dir); touch "$COMMON/written-by-agent"; echo "touch-rc=$?"; ' +
-              'echo x >> "$COMMON/config"; echo "append-rc=$?"; ' +
-              'git -c user.name=a -c user.email=a@b commit -q -am agent-commit; echo "commit-rc=$?"',
+              `printf '[core]\\n\\tfsmonitor = touch ${FSMONITOR_MARKER}\\n\\thooksPath = /tmp\\n' >> "$COMMON/config"; echo "append-rc=$?"; ` +
+              `echo agent-only-content-${AGENT_BLOB_NONCE} > only-agent.txt; git add only-agent.txt; ` +
+              'git commit -q -am agent-commit; echo "commit-rc=$?"; git rev-parse HEAD:only-agent.txt; git log --format=%s -1; ' +
+              'git rm -q only-agent.txt; git commit -q -m agent-removes; echo "second-commit-rc=$?"; ' +
+              'touch /run/agent-runner/repository/objects/written-by-agent /run/agent-runner/repository/config; echo "objects-touch-rc=$?"',
           ),
           /* 7: every place git keeps a path, and the kernel's two mount tables */
           shellTurn(
-            'echo "--- dotgit"; cat /workspace/.git; GD=$(git rev-parse --git-dir); echo "--- gitdir"; cat "$GD/gitdir"; ' +
+            'echo "--- dotgit"; cat /workspace/.git; GD=$(git rev-parse --git-dir); echo "--- alternates"; cat "$GD/objects/info/alternates"; ' +
               'echo "--- rev-parse"; git rev-parse --git-dir --git-common-dir --show-toplevel; echo "--- worktrees"; git worktree list --porcelain; ' +
               'echo "--- mounts"; cat /proc/self/mounts; echo "--- end"',
           ),
@@ -157,9 +168,8 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     );
     const ours = hostMounts.filter((mount) => !dockerOwn.includes(mount));
     const summary = ours.map((mount) => `${mount.mountPoint} ${mount.options.includes("ro") ? "ro" : "rw"}`).sort();
-    const gitEntries = ["HEAD", "objects", "refs", "info", "config", "worktrees/workspace", "worktrees/workspace/gitdir"].map(
-      (entry) => `${CONTAINER_GIT}/${entry} ro`,
-    );
+    // The container's own git directory (writable, from its scratch space) and the repository's objects (read-only).
+    const gitEntries = [`${CONTAINER_GIT} rw`, `${CONTAINER_REPOSITORY} ro`, `${CONTAINER_OBJECTS} ro`];
     // The writable places outside /workspace are the run's own (sandbox.limits.disk); the image itself is read-only.
     const scratch = ["/tmp rw", "/var/tmp rw", "/run/lock rw"];
     // The sandbox helper, read-only, from a copy in the runner's private temporary directory (docs/sandbox-helper.md).
@@ -170,8 +180,8 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     // The run's own files (worktree, scratch directories, the sanitized config) come from the run's own
     // filesystem: their roots are paths inside it, which name neither the run directory nor RUNNER_HOME.
     expect(byTarget.get("/workspace")!.root).toBe("/worktree");
-    expect(byTarget.get(`${CONTAINER_GIT}/config`)!.root).toMatch(/^\/git-view\/config$/);
-    expect(byTarget.get(`${CONTAINER_GIT}/worktrees/workspace`)!.root).toMatch(new RegExp(`^${commonGitDirectory}/worktrees/[^/]+$`));
+    expect(byTarget.get(CONTAINER_GIT)!.root).toMatch(/^\/sandboxes\/s-[^/]+\/git$/);
+    expect(byTarget.get(CONTAINER_OBJECTS)!.root).toBe(`${commonGitDirectory}/objects`);
     // No Docker socket and no home directory (the host's or any) arrive through any mount, virtual or not.
     for (const mount of mounts) {
       expect(mount.mountPoint).not.toMatch(/docker\.sock|containerd|^\/root|^\/home/);
@@ -183,9 +193,9 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
   it("names no host path of the run, RUNNER_HOME or the home directory anywhere, and of the repository only the git metadata mounts' roots", () => {
     const text = result(7).stdout;
     const section = (name: string) => text.slice(text.indexOf(`--- ${name}\n`) + name.length + 5, text.indexOf("\n---", text.indexOf(`--- ${name}\n`) + 1));
-    expect(section("dotgit")).toBe(`gitdir: ${CONTAINER_GIT}/worktrees/workspace`);
-    expect(section("gitdir")).toBe("/workspace/.git");
-    expect(section("rev-parse")).toBe(`${CONTAINER_GIT}/worktrees/workspace\n${CONTAINER_GIT}\n/workspace`);
+    expect(section("dotgit")).toBe(`gitdir: ${CONTAINER_GIT}`);
+    expect(section("alternates")).toBe(CONTAINER_OBJECTS);
+    expect(section("rev-parse")).toBe(`${CONTAINER_GIT}\n${CONTAINER_GIT}\n/workspace`);
     expect(section("worktrees")).not.toContain(repository.root);
     const mountTable = section("mounts");
     const mountInfo = result(0).stdout;
@@ -198,15 +208,7 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     // read-only git metadata mounts name the repository's git directory (docs/security.md "Security model"). Exactly those.
     const naming = parseMountInfo(mountInfo).filter((mount) => `${mount.root} ${mount.mountPoint}`.includes(realpathSync(repository.root)));
     const gitDirectory = realpathSync(join(repository.root, ".git"));
-    expect(naming.map((mount) => `${mount.root} -> ${mount.mountPoint}`).sort()).toEqual(
-      [
-        `${gitDirectory}/HEAD -> ${CONTAINER_GIT}/HEAD`,
-        `${gitDirectory}/objects -> ${CONTAINER_GIT}/objects`,
-        `${gitDirectory}/refs -> ${CONTAINER_GIT}/refs`,
-        `${gitDirectory}/info -> ${CONTAINER_GIT}/info`,
-        `${naming.find((mount) => mount.mountPoint === `${CONTAINER_GIT}/worktrees/workspace`)?.root} -> ${CONTAINER_GIT}/worktrees/workspace`,
-      ].sort(),
-    );
+    expect(naming.map((mount) => `${mount.root} -> ${mount.mountPoint}`).sort()).toEqual([`${gitDirectory}/objects -> ${CONTAINER_OBJECTS}`].sort());
     expect(naming.every((mount) => mount.root.startsWith(`${gitDirectory}/`))).toBe(true);
   });
 
@@ -251,7 +253,7 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     expect(leaked).toEqual([]);
   });
 
-  it("runs read-only git (status, diff, log) inside the container", () => {
+  it("runs git (status, diff, log) inside the container", () => {
     const { stdout } = result(4);
     expect(stdout).toContain(" M app.txt");
     expect(stdout).toContain("status-rc=0");
@@ -275,14 +277,25 @@ describe("security invariant 1: only the workspace, sanitized git metadata and n
     expect(stdout).toMatch(/--- cat\n\[core\]\n\trepositoryformatversion = 0/);
   });
 
-  it("gives the container no way to write the git metadata", () => {
+  it("lets the agent write only its container's own git directory: the host's repository gets nothing of it", () => {
     const { stdout, stderr } = result(6);
-    expect(stdout).toMatch(/touch-rc=[1-9]/);
-    expect(stdout).toMatch(/append-rc=[1-9]/);
-    expect(stdout).toMatch(/commit-rc=[1-9]/);
-    expect(stderr).toContain("Read-only file system");
-    // And the host's repository indeed got nothing: the branch head is the runner's commit, not "agent-commit".
-    expect(repository.git("log", "--format=%s", "-1", run.report.branch!)).not.toContain("agent-commit");
+    // Index, config, objects and refs of its own: add and commit work, as in any clone (issue 27 item 1).
+    expect(stdout, stderr).toContain("touch-rc=0");
+    expect(stdout).toContain("append-rc=0");
+    expect(stdout).toContain("commit-rc=0");
+    expect(stdout).toContain("second-commit-rc=0");
+    const agentBlob = /^([0-9a-f]{40})$/m.exec(stdout)?.[1];
+    expect(agentBlob).toBeDefined();
+    // The repository's own objects stay read-only.
+    expect(stdout).toMatch(/objects-touch-rc=[1-9]/);
+    // The host's repository: the branch head is the runner's commit, no object, file or ref the agent's git wrote,
+    // and the fsmonitor the agent configured never ran on the host (the runner committed after it was set).
+    expect(repository.git("log", "--format=%s", "-1", run.report.branch!)).not.toMatch(/agent-commit|agent-removes/);
+    expect(() => repository.git("cat-file", "-e", agentBlob!)).toThrow();
+    expect(existsSync(join(commonGitDirectory, "written-by-agent"))).toBe(false);
+    expect(readFileSync(join(commonGitDirectory, "config"), "utf8")).not.toContain("fsmonitor");
+    expect(repository.git("for-each-ref", "--format=%(refname)")).not.toMatch(/agent/);
+    expect(existsSync(FSMONITOR_MARKER)).toBe(false);
   });
 });
 

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { SkillSet, loadSkillTool, loadSkills, type Skill } from "../../src/skills/index.js";
-import { CONTAINER_GIT_DIRECTORY, containerGitMounts, createRunWorktree, removeRunWorktree, type RunWorktree } from "../../src/workspace/run-worktree.js";
+import { CONTAINER_REPOSITORY_DIRECTORY, containerGitView, createRunWorktree, removeRunWorktree, type RunWorktree } from "../../src/workspace/run-worktree.js";
 import { createTestSandbox, requireDocker } from "../helpers/docker.js";
 import { createGitRepository, temporaryDirectory } from "../helpers/git-repository.js";
 import { containerEnvironment } from "../../src/run/run-task.js";
@@ -36,7 +36,7 @@ beforeAll(async () => {
   worktree = await createRunWorktree(repository.root, `skills-${process.pid}`, join(runDirectory.path, "worktree"));
   // The same mounts and git variables as a run's container (run-task.ts).
   sandbox = await createTestSandbox(worktree.path, {
-    readOnlyMounts: await containerGitMounts(worktree, runDirectory.path),
+    ...(await containerGitView(worktree, runDirectory.path)),
     user: worktree.sandboxUser,
     // The environment of a real run's container (read-only git settings included).
     env: containerEnvironment({ env: {}, pass_env: [], secret_env: [] }, {}),
@@ -57,7 +57,7 @@ async function shell(command: string): Promise<string> {
 }
 
 function workspaceSkills(): Promise<SkillSet> {
-  return loadSkills({ builtinDirectory: null, workspace: { sandbox, baseCommit: worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY } });
+  return loadSkills({ builtinDirectory: null, workspace: { sandbox, baseCommit: worktree.baseCommit, gitDirectory: CONTAINER_REPOSITORY_DIRECTORY } });
 }
 
 async function expectOnlyBaseX(skills: SkillSet): Promise<void> {
@@ -94,7 +94,7 @@ describe("workspace skills come from the base commit only", () => {
       "set -e",
       "rm -rf /tmp/forged && git init -q /tmp/forged && cd /tmp/forged",
       "git config user.name agent && git config user.email agent@localhost",
-      `echo '${CONTAINER_GIT_DIRECTORY}/objects' > .git/objects/info/alternates`,
+      `echo '${CONTAINER_REPOSITORY_DIRECTORY}/objects' > .git/objects/info/alternates`,
       "mkdir -p skills/x skills/y",
       `printf '%s' '${AGENT_X}' > skills/x/SKILL.md`,
       `printf '%s' '${AGENT_Y}' > skills/y/SKILL.md`,
@@ -109,6 +109,22 @@ describe("workspace skills come from the base commit only", () => {
       "skills/x/SKILL.md\nskills/y/SKILL.md\n",
     );
 
+    await expectOnlyBaseX(await workspaceSkills());
+  });
+
+  it("the agent replaces the base commit in its container's own (writable) git directory: the loader is not fooled", async () => {
+    await shell(
+      [
+        "set -e",
+        "mkdir -p skills/y",
+        `printf '%s' '${AGENT_X}' > skills/x/SKILL.md`,
+        `printf '%s' '${AGENT_Y}' > skills/y/SKILL.md`,
+        "git add -A && git commit -q -m forged-here",
+        `git replace -f ${worktree.baseCommit} HEAD`,
+      ].join("\n"),
+    );
+    // Control: the container's own git now answers the base commit with the forged tree.
+    expect(await shell(`git ls-tree -r --name-only ${worktree.baseCommit} -- skills/`)).toContain("skills/y/SKILL.md\n");
     await expectOnlyBaseX(await workspaceSkills());
   });
 });

@@ -14,7 +14,7 @@ import { readProjectInstructions, type ProjectInstructions } from "../../skills/
 import { loadSkills, userSkillsDirectory, type SkillSet } from "../../skills/index.js";
 import type { RunDisk } from "../../workspace/run-disk.js";
 import { repositoryTopLevel } from "../../process/repository-top-level.js";
-import { CONTAINER_GIT_DIRECTORY, containerGitMounts, type RunWorktree } from "../../workspace/run-worktree.js";
+import { CONTAINER_REPOSITORY_DIRECTORY, containerGitView, type RunWorktree } from "../../workspace/run-worktree.js";
 import { PermissionGuard, type AskApproval } from "../permission-guard.js";
 import { MAIN_AGENT } from "../report-counter.js";
 import { checkVerifyProgram } from "../../delivery/command-program.js";
@@ -130,7 +130,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   const skills = await loadSkills({
     userDirectory: userSkillsDirectory(scope.hostEnvironment),
     agentTrees,
-    workspace: { sandbox, baseCommit: workspace.worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal },
+    workspace: { sandbox, baseCommit: workspace.worktree.baseCommit, gitDirectory: CONTAINER_REPOSITORY_DIRECTORY, signal },
   });
   events.emit({
     type: "skills.loaded",
@@ -142,7 +142,7 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   });
   // Project instructions: the AGENTS.md files of the base commit (read in the sandbox), once per run.
   const instructions = task.instructions_files
-    ? await readProjectInstructions({ sandbox, baseCommit: workspace.worktree.baseCommit, gitDirectory: CONTAINER_GIT_DIRECTORY, signal })
+    ? await readProjectInstructions({ sandbox, baseCommit: workspace.worktree.baseCommit, gitDirectory: CONTAINER_REPOSITORY_DIRECTORY, signal })
     : null;
   report.instructions_files = instructions?.files ?? null;
   for (const problem of instructions?.problems ?? []) scope.logger.warn({ component: "instructions" }, problem);
@@ -180,7 +180,7 @@ export function sandboxSpecFactory(
     image: task.sandbox.image,
     workspace: { hostPath: worktree.path },
     workdir: task.sandbox.workdir,
-    readOnlyMounts: await containerGitMounts(worktree, paths.gitView, task.sandbox.workdir),
+    ...(await containerGitView(worktree, paths.gitView, task.sandbox.workdir)),
     env: containerEnvironment(task.sandbox, hostEnvironment),
     user: worktree.sandboxUser,
     network: task.sandbox.network.allow.length ? { rules: task.sandbox.network.allow, allowCidrs: task.sandbox.network.allow_cidrs } : null,
@@ -210,8 +210,8 @@ export function containerEnvironment(sandbox: Pick<Task["sandbox"], "env" | "pas
     LANG: "C.UTF-8",
     // $HOME/.local/bin first: pip installs scripts there when the read-only image makes it install for the user.
     PATH: "/tmp/.local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    // Read-only git in the container: never write the (read-only) index, trust the mounted repository.
-    GIT_OPTIONAL_LOCKS: "0",
+    // The container's own git directory is the sandbox user's, which git of any version trusts; git >= 2.31
+    // also reads this, for a workdir of the image's that the sandbox user does not own.
     GIT_CONFIG_COUNT: "1",
     GIT_CONFIG_KEY_0: "safe.directory",
     GIT_CONFIG_VALUE_0: "*",

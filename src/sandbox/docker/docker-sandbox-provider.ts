@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { constants, copyFileSync, existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
@@ -22,6 +22,28 @@ import { HELPER_CONTAINER_PATH } from "./helper-path.js";
  * {@link HELPER_CONTAINER_PATH} and run as the container's command, so the
  * image needs nothing (docs/sandbox-helper.md).
  */
+/** The container's own git directory in its scratch space (SandboxSpec `privateGit`). */
+const PRIVATE_GIT = "git";
+
+/**
+ * Copies the tree at `from` (directories and regular files; anything else is
+ * refused) to `to`, every entry owned by `owner`. The seed is the runner's
+ * own (containerGitView), written on the run's disk, which the agent cannot
+ * reach before its container exists.
+ */
+function copyOwnedTree(from: string, to: string, owner: { uid: number; gid: number }): void {
+  const entry = lstatSync(from);
+  if (entry.isDirectory()) {
+    mkdirSync(to, { mode: 0o755 });
+    for (const name of readdirSync(from)) copyOwnedTree(join(from, name), join(to, name), owner);
+  } else if (entry.isFile()) {
+    copyFileSync(from, to, constants.COPYFILE_EXCL);
+  } else {
+    throw new SandboxError(`the git seed ${from} holds something that is neither a file nor a directory`);
+  }
+  lchownSync(to, owner.uid, owner.gid);
+}
+
 const HELPER_FILE = fileURLToPath(new URL("../../../build/agent-runner-sandboxd", import.meta.url));
 
 let helperCopy: string | null = null;
@@ -131,6 +153,7 @@ export function sandboxContainerOptions(spec: SandboxSpec, scratch: string, netw
         { Type: "bind", Source: helperMountSource(), Target: HELPER_CONTAINER_PATH, ReadOnly: true },
         { Type: "bind", Source: spec.workspace.hostPath, Target: workdir, ReadOnly: spec.workspace.readOnly ?? false },
         ...SCRATCH_MOUNTS.map(({ name, target }) => ({ Type: "bind" as const, Source: join(scratch, name), Target: target, ReadOnly: false })),
+        ...(spec.privateGit ? [{ Type: "bind" as const, Source: join(scratch, PRIVATE_GIT), Target: spec.privateGit.containerPath, ReadOnly: false }] : []),
         // No name resolution in the sandbox at all (the proxy resolves allowed
         // names): a resolv.conf naming a resolver that is not there fails at
         // once, instead of Docker's embedded DNS, which may forward queries out.
@@ -192,6 +215,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     let scratch: string | null = null;
     try {
       scratch = createScratchDirectory(spec.disk.scratchDirectory);
+      if (spec.privateGit) copyOwnedTree(spec.privateGit.seed, join(scratch, PRIVATE_GIT), spec.user);
       container = await this.docker.createContainer(sandboxContainerOptions(spec, scratch, network)).catch((error: unknown) => {
         throw new SandboxError(`could not create the sandbox container: ${errorMessage(error)}`, { cause: error, reason: "sandbox_start_failed" });
       });
