@@ -187,7 +187,8 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       prompt: "Make scale multiply by 4.",
       verify: "python3 -c 'import calc; assert calc.scale(1) == 4'",
     });
-    // No MERGE_HEAD in the parent's git admin directory (mounted read-only in its container), and a clean status.
+    // No MERGE_HEAD in the parent's container's own git directory, and a status that shows only the merged change
+    // (against the run's start: the host's commits never move the container's HEAD).
     const noMergeInProgress =
       'd=$(git rev-parse --absolute-git-dir) && echo "admin=$d" && if [ -e "$d/MERGE_HEAD" ]; then echo MERGE-IN-PROGRESS; else echo no-merge-head; fi; ' +
       'echo "status=[$(git status --porcelain --untracked-files=no)]"; grep -c "<<<<<<<" calc.py; cat calc.py';
@@ -213,13 +214,13 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
             tool_calls: [toolCall("run_shell", { command: noMergeInProgress })],
           },
           {
-            expect: { tool_result_matches: "no-merge-head\\nstatus=\\[\\]\\n0\\n[\\s\\S]*return x \\* 3\\n" },
+            expect: { tool_result_matches: "no-merge-head\\nstatus=\\[ M calc\\.py\\]\\n0\\n[\\s\\S]*return x \\* 3\\n" },
             content: "w1 merged; w2 conflicted.",
           },
         ],
         subagents: {
           "scale by three": editThenFinish("calc.py", "return x * 2", "return x * 3", "scale now triples."),
-          // Ends only once w1's merge is on the parent's branch (refs are mounted read-only and live), so it merges second.
+          // Ends only once the object of w1's merge is in the repository (its objects are mounted read-only and live), so it merges second.
           "scale by four": {
             turns: [
               { tool_calls: [toolCall("edit_file", { path: "calc.py", old_string: "return x * 2", new_string: "return x * 4" })] },
@@ -227,7 +228,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
                 tool_calls: [
                   toolCall("run_shell", {
                     command:
-                      "for i in $(seq 1 1200); do git log --all --format=%s | grep -q '^agent-runner: merge worker w1 ' && { echo saw-w1-merged; exit 0; }; sleep 0.05; done; exit 1",
+                      "for i in $(seq 1 1200); do git cat-file --batch-all-objects --batch | grep -aq '^agent-runner: merge worker w1 ' && { echo saw-w1-merged; exit 0; }; sleep 0.05; done; exit 1",
                   }),
                 ],
               },
