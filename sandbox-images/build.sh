@@ -105,7 +105,8 @@ apt_install_as_root() {
 }
 
 # The main Debian archive URI from apt's configured sources (deb822 .sources
-# files first, then one-line .list files); fallback deb.debian.org.
+# files first, then one-line .list files), else $DEBIAN_MIRROR; never a
+# hard-coded host (a team behind a company mirror needs its own).
 # $1 = "main" (suite like bookworm) or "security" (suite like bookworm-security).
 apt_source_uri() {
   local want="$1" f uri
@@ -143,7 +144,7 @@ apt_source_uri() {
           want == "security" && $2 ~ /^[a-z]+-security$/ { print $1; exit }')"
     if [ -n "$uri" ]; then echo "${uri%/}"; return 0; fi
   fi
-  if [ "$want" = main ]; then echo "http://deb.debian.org/debian"; else echo ""; fi
+  if [ "$want" = main ]; then echo "${DEBIAN_MIRROR:-}"; else echo ""; fi
 }
 
 url_ok() { # quick reachability probe of a mirror file (only ever the Debian mirror)
@@ -183,6 +184,7 @@ build_local_base() {
   fi
   local mirror sec sources
   mirror="$(apt_source_uri main)"
+  [ -n "$mirror" ] || die "no Debian mirror in apt's sources (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list): add yours there, or set DEBIAN_MIRROR=http://<your mirror>/debian"
   sec="$(apt_source_uri security)"
   if [ -z "$sec" ] && [ "${mirror%/debian}" != "$mirror" ]; then sec="${mirror}-security"; fi
   log "Debian mirror: $mirror${sec:+ (security: $sec)}"

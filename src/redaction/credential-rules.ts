@@ -219,7 +219,7 @@ export const CREDENTIAL_RULES: readonly CredentialRule[] = [
     kind: "pypi-token",
     keywords: ["pypi-AgE"],
     source: "pypi-AgE[A-Za-z0-9_-]{50,}",
-    from: "gitleaks:pypi-upload-token (pypi.org and test.pypi.org macaroons)",
+    from: "gitleaks:pypi-upload-token (PyPI upload macaroons)",
   },
   {
     kind: "docker-hub-token",

@@ -31,7 +31,7 @@ describe("ad-hoc flags", () => {
       policy: "ci",
       maxSteps: "7",
       image: "agent-runner/sandbox:bookworm",
-      allowHost: ["pypi.org", "*.pythonhosted.org", "git.example.net:8443"],
+      allowHost: ["packages.example.com", "*.files.example.com", "git.example.net:8443"],
     });
     expect(task).toMatchObject({
       name: "adhoc",
@@ -47,7 +47,7 @@ describe("ad-hoc flags", () => {
 
   it("bad values name the flag; ad-hoc flags with a task file are refused; durations", async () => {
     await using repository = createGitRepository({ "README.md": "x\n" });
-    expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, allowHost: ["pypi.org", "http://evil/"] })).toThrow(
+    expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, allowHost: ["packages.example.com", "http://evil/"] })).toThrow(
       /- --allow-host \(sandbox\.network\.allow\.1\): /,
     );
     expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, image: "Not An Image" })).toThrow(

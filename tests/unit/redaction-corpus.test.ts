@@ -93,7 +93,7 @@ const CREDENTIALS: CredentialCase[] = [
   credential("GitLab personal access token", "gitlab-token", `glpat-${urlsafe(20)}`, (v) => `PRIVATE-TOKEN: ${v}`),
   credential("GitLab deploy token", "gitlab-token", `gldt-${urlsafe(20)}`),
   credential("GitLab runner token", "gitlab-token", `glrt-${urlsafe(20)}`),
-  credential("npm token in .npmrc", "npm-token", `npm_${alnum(36)}`, (v) => `//registry.npmjs.org/:_authToken=${v}`),
+  credential("npm token in .npmrc", "npm-token", `npm_${alnum(36)}`, (v) => `//registry.example.com/:_authToken=${v}`),
   credential("Google API key", "google-api-key", `AIza${urlsafe(35)}`, (v) => `https://maps.googleapis.com/maps/api/geocode/json?key=${v}&address=x`),
   credential("Google OAuth client secret", "google-oauth-secret", `GOCSPX-${urlsafe(28)}`, (v) => `{"installed":{"client_secret":"${v}"}}`),
   credential("Stripe live secret key", "stripe-key", `sk_live_${alnum(99)}`),

@@ -176,9 +176,9 @@ describe("Redactor: literal values in any letter case", () => {
   it("redacts keys, so report.json's per-host network counts keep no secret", () => {
     const secret = "AbCdEf0123456789XyZ";
     const redactor = new Redactor([secret]);
-    const network = { [`${secret.toLowerCase()}.exfil.test:80`]: { allowed: 0, denied: 1 }, "pypi.org:443": { allowed: 2, denied: 0 } };
+    const network = { [`${secret.toLowerCase()}.exfil.test:80`]: { allowed: 0, denied: 1 }, "packages.example.com:443": { allowed: 2, denied: 0 } };
     expect(redactor.redactDeep({ network })).toEqual({
-      network: { [`${REDACTED}.exfil.test:80`]: { allowed: 0, denied: 1 }, "pypi.org:443": { allowed: 2, denied: 0 } },
+      network: { [`${REDACTED}.exfil.test:80`]: { allowed: 0, denied: 1 }, "packages.example.com:443": { allowed: 2, denied: 0 } },
     });
   });
 });
