@@ -173,6 +173,8 @@ function outcomeText(report: {
     lines.push(
       `  ${invocation.agent.padEnd(12)} ${invocation.event_type.padEnd(32)} ${invocation.status.padEnd(9)} ${invocation.reason ?? ""}  run ${invocation.run_id}${invocation.duration_ms === null ? "" : ` ${(invocation.duration_ms / 1000).toFixed(1)}s`}`,
     );
+    // Reports written before structured output lack the field.
+    if (invocation.output) lines.push(`    output ${JSON.stringify(invocation.output).slice(0, 200)}`);
   }
   if (report.invocations.length === 0) lines.push("  (none)");
   lines.push(
