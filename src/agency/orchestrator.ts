@@ -202,7 +202,13 @@ export class Orchestrator {
               subject: agent.name,
               id: `${id}-needs-human`,
               cause: event,
-              data: { invocation_id: id, agent: agent.name, run_id: report.run_id, reason: "output_invalid", problems: verdict?.valid === false ? verdict.errors : [] },
+              data: {
+                invocation_id: id,
+                agent: agent.name,
+                run_id: report.run_id,
+                reason: "output_invalid",
+                problems: verdict?.valid === false ? verdict.errors : [],
+              },
             },
           ),
         );
@@ -268,7 +274,12 @@ export class Orchestrator {
       eventIdFor: (toolCallId) => `${id}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
     });
     const checkFinalAnswer = this.structuredOutput(agent)?.checkFinalAnswer;
-    const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}), ...(checkFinalAnswer ? { checkFinalAnswer } : {}) };
+    const embedding = {
+      hostTools,
+      readOnlyWorkspace: !writes,
+      ...(writes ? { mergeInto: record.branch } : {}),
+      ...(checkFinalAnswer ? { checkFinalAnswer } : {}),
+    };
     if (known) {
       try {
         return await (

@@ -33,7 +33,7 @@ const HEAD_MESSAGES = 2;
 export const MAX_CUT_REPLIES = 3;
 /** What the model is told after a reply cut at its output-token limit. */
 /** Correction turns an agent gets for final answers `checkFinalAnswer` rejects before it ends `output_invalid` (issue 22: exactly one). */
-export const MAX_OUTPUT_CORRECTIONS = 1;
+const MAX_OUTPUT_CORRECTIONS = 1;
 /** What the model is told when `checkFinalAnswer` rejects its final answer: the problems, one a line. */
 export function outputCorrectionNote(problems: string[]): string {
   return [

@@ -124,9 +124,7 @@ describe("the correction turn across a resume", () => {
     expect(outcome).toMatchObject({ reason: "final_answer", steps: 2 });
     expect(model.requests[0]!.messages.at(-1)).toEqual({
       role: "user",
-      content: outputCorrectionNote([
-        "the final answer is not a JSON object: give the object as the whole answer, or in one ```json fenced block",
-      ]),
+      content: outputCorrectionNote(["the final answer is not a JSON object: give the object as the whole answer, or in one ```json fenced block"]),
     });
   });
 });

@@ -4,6 +4,13 @@ import { errorMessage } from "../../errors.js";
 /** Most schema errors named in one correction turn or one `agency.needs_human` event. */
 const MAX_ERRORS = 10;
 
+/**
+ * Largest output, bytes of its JSON: half an event's `data` limit (16 KiB,
+ * MAX_EVENT_DATA_BYTES), so `agency.invocation.finished` with its other
+ * fields always fits. A larger object is a problem the model fixes.
+ */
+export const MAX_OUTPUT_BYTES = 8192;
+
 /** Longest text of one error, characters (an `enum` of many long values stays readable). */
 const MAX_ERROR_CHARACTERS = 300;
 
@@ -11,13 +18,14 @@ const MAX_ERROR_CHARACTERS = 300;
  * One Ajv instance for every schema: JSON Schema 2020-12 (the schemas models
  * and providers' structured outputs use; draft-07 schemas without `$schema`
  * mean the same for the usual keywords), every error rather than the first,
- * and strict mode off so a schema's annotations of other dialects
- * (`example`, vendor keywords) do not make it invalid. Ajv (ajv.js.org)
+ * strict mode off so a schema's annotations of other dialects
+ * (`example`, vendor keywords) do not make it invalid, and `format` taken as
+ * an annotation (checking formats needs ajv-formats; not wanted yet). Ajv (ajv.js.org)
  * compiles a schema once into a validator function; `compile` throws on a
  * schema that is not one.
  */
 function newAjv(): Ajv2020 {
-  return new Ajv2020({ allErrors: true, strict: false });
+  return new Ajv2020({ allErrors: true, strict: false, validateFormats: false });
 }
 
 /**
@@ -58,8 +66,11 @@ export class StructuredOutput {
   check(answer: string | null): OutputVerdict {
     const parsed = jsonObjectOf(answer ?? "");
     if ("error" in parsed) return { valid: false, errors: [parsed.error] };
-    if (this.validate(parsed.value)) return { valid: true, output: parsed.value };
-    return { valid: false, errors: describeErrors(this.validate.errors ?? [], "the object") };
+    if (!this.validate(parsed.value)) return { valid: false, errors: describeErrors(this.validate.errors ?? [], "the object") };
+    const bytes = Buffer.byteLength(JSON.stringify(parsed.value));
+    if (bytes > MAX_OUTPUT_BYTES)
+      return { valid: false, errors: [`the object is ${bytes} bytes of JSON, over the ${MAX_OUTPUT_BYTES}-byte limit; shorten it`] };
+    return { valid: true, output: parsed.value };
   }
 
   /** {@link check} in RunEmbedding.checkFinalAnswer's shape: the errors, or null when the answer is valid. */
@@ -78,8 +89,7 @@ function jsonObjectOf(answer: string): { value: Record<string, unknown> } | { er
   let text = whole;
   if (!whole.startsWith("{") && !whole.startsWith("[")) {
     const blocks = [...whole.matchAll(JSON_FENCE)];
-    if (blocks.length === 0)
-      return { error: "the final answer is not a JSON object: give the object as the whole answer, or in one ```json fenced block" };
+    if (blocks.length === 0) return { error: "the final answer is not a JSON object: give the object as the whole answer, or in one ```json fenced block" };
     if (blocks.length > 1) return { error: `the final answer has ${blocks.length} \`\`\`json blocks; give exactly one` };
     text = blocks[0]![1]!;
   }

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { AgencyEvent } from "../../../src/bus/event-bus.js";
 import { AgencyFileError, loadAgency } from "../../../src/agency/load-agency.js";
-import { outputSchemaProblems, StructuredOutput } from "../../../src/agency/guards/structured-output.js";
+import { MAX_OUTPUT_BYTES, outputSchemaProblems, StructuredOutput } from "../../../src/agency/guards/structured-output.js";
 import { triggeredBy } from "../../../src/agency/trigger-rule.js";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
 import { fakeShell } from "../../helpers/fake-runner.js";
@@ -127,6 +127,13 @@ describe("output_schema and when in agent files", () => {
     expect(verdict.check('{"verdict": ')).toMatchObject({ valid: false, errors: [expect.stringContaining("does not parse")] });
     expect(verdict.check("{}")).toEqual({ valid: false, errors: ["the object must have required property 'verdict'"] });
     expect(verdict.check(null)).toMatchObject({ valid: false });
+    // The output must fit in agency.invocation.finished (16 KiB of data with the other fields).
+    expect(verdict.check(JSON.stringify({ verdict: "approve", notes: "x".repeat(MAX_OUTPUT_BYTES) }))).toEqual({
+      valid: false,
+      errors: [`the object is ${MAX_OUTPUT_BYTES + 32} bytes of JSON, over the ${MAX_OUTPUT_BYTES}-byte limit; shorten it`],
+    });
+    // format is an annotation: an email-shaped schema compiles and does not judge the text's shape.
+    expect(new StructuredOutput({ type: "object", properties: { to: { type: "string", format: "email" } } }).check('{"to": "nobody"}').valid).toBe(true);
   });
 
   it("a trigger's when: every dotted path must hold, a list is one of, an absent path holds for nothing", () => {
