@@ -63,6 +63,11 @@ describe("examples/agency/fix-pipeline", () => {
       }
     }
     expect(git("show", `agency/${id}`, "--format=%H", "--no-patch").trim()).toBe(report.head_commit);
+    // The reviewer's verdicts are its structured output (output_schema), recorded per invocation.
+    expect(report.invocations.filter((invocation) => invocation.agent === "reviewer").map((invocation) => invocation.output)).toEqual([
+      { verdict: "changes_requested", comment: "give add() a docstring" },
+      { verdict: "approve", comment: "fixed and documented" },
+    ]);
 
     // show and events read the records.
     const shown = await runCli(["agency", "show", id!, "--json"], { RUNNER_HOME: home.path });

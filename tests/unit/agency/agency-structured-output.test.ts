@@ -132,6 +132,9 @@ describe("output_schema and when in agent files", () => {
       valid: false,
       errors: [`the object is ${MAX_OUTPUT_BYTES + 32} bytes of JSON, over the ${MAX_OUTPUT_BYTES}-byte limit; shorten it`],
     });
+    // Two agents may give schemas the same $id: each is judged by its own.
+    const sameId = (required: string) => new StructuredOutput({ $id: "https://example.com/verdict", type: "object", required: [required] });
+    expect([sameId("a").check('{"a": 1}').valid, sameId("b").check('{"a": 1}').valid]).toEqual([true, false]);
     // format is an annotation: an email-shaped schema compiles and does not judge the text's shape.
     expect(new StructuredOutput({ type: "object", properties: { to: { type: "string", format: "email" } } }).check('{"to": "nobody"}').valid).toBe(true);
   });
