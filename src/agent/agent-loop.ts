@@ -31,10 +31,12 @@ const CLEAR_LOW_WATER = 0.75;
 const HEAD_MESSAGES = 2;
 /** Replies cut at the output limit in a row after which the agent ends (`output_limit`) instead of asking again. */
 export const MAX_CUT_REPLIES = 3;
-/** What the model is told after a reply cut at its output-token limit. */
 /** Correction turns an agent gets for final answers `checkFinalAnswer` rejects before it ends `output_invalid` (issue 22: exactly one). */
 const MAX_OUTPUT_CORRECTIONS = 1;
-/** What the model is told when `checkFinalAnswer` rejects its final answer: the problems, one a line. */
+/**
+ * What the model is told when `checkFinalAnswer` rejects its final answer: the problems, one a line. Worded for
+ * the one check there is, the agency's `output_schema` (its instructions carry the schema).
+ */
 export function outputCorrectionNote(problems: string[]): string {
   return [
     "[agent-runner] Your final answer was rejected: it must be a JSON object that satisfies the output schema in your instructions (the whole answer, or one ```json fenced block). The problems:",
@@ -42,6 +44,7 @@ export function outputCorrectionNote(problems: string[]): string {
     "Answer again with the corrected object. This is your only correction: another invalid answer ends your work as failed.",
   ].join("\n");
 }
+/** What the model is told after a reply cut at its output-token limit. */
 export const CUT_REPLY_NOTE =
   "[agent-runner] Your previous reply was cut off: it reached the output token limit (model.max_output_tokens), so any tool call in it was incomplete and was NOT run. Continue from where you stopped, in shorter steps: write large files in several smaller calls.";
 
