@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { StructuredOutput } from "../../../src/agency/guards/structured-output.js";
+import { CancelledError } from "../../../src/errors.js";
 import type { ModelClient } from "../../../src/model/model-client.js";
 import { createRunner } from "../../../src/runner/runner.js";
 import { HostDirectorySandboxProvider } from "../../../src/sandbox/fake/host-directory-sandbox.js";
@@ -59,6 +60,33 @@ describe("a run whose final answer is checked (embedding.checkFinalAnswer)", () 
       model.assertDone();
       expect(resumed).toMatchObject({ status: "succeeded", final_message: '{"verdict": "approve"}' });
       expect(model.requests[1]!.messages.at(-1)).toMatchObject({ role: "user", content: expect.stringContaining("Your final answer was rejected") });
+    } finally {
+      await runner.close();
+    }
+  });
+
+  it("a run cancelled after its correction turn and resumed gets no second one", async () => {
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory();
+    const { task } = writeScriptedTask(directory.path, { script: { turns: [] } });
+    const cancel = new AbortController();
+    const model = new StrictScriptedModel([
+      { content: "fine" },
+      // The corrected answer is being written when the run is cancelled.
+      () => {
+        cancel.abort();
+        throw new CancelledError();
+      },
+      { content: '{"verdict": "fine"}' },
+    ]);
+    const runner = await scriptedRunner(home.path, model);
+    try {
+      const embedding = { checkFinalAnswer: VERDICT.checkFinalAnswer };
+      const first = await (await runner.start(task, { embedding, signal: cancel.signal })).result;
+      expect(first.status).toBe("cancelled");
+      const resumed = await (await runner.resume(first.run_id, { embedding })).result;
+      model.assertDone();
+      expect(resumed).toMatchObject({ status: "failed", reason: "output_invalid" });
     } finally {
       await runner.close();
     }
