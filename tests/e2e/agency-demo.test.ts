@@ -34,6 +34,8 @@ describe("examples/agency/fix-pipeline", () => {
     const id = /^agency (\S+)\n/.exec(result.stdout)?.[1];
     expect(id).toBeDefined();
     expect(result.stdout).toContain(`succeeded (goal_reached): work on agency/${id}`);
+    // The reviewer's structured output, in the timeline and under its invocations.
+    expect(result.stdout.match(/output \{"verdict":"changes_requested","comment":"give add\(\) a docstring"\}/g)).toHaveLength(2);
 
     const calc = git("show", `agency/${id}:calc.py`);
     expect(calc).toContain("return a + b");
