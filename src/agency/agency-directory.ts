@@ -26,6 +26,8 @@ export type InvocationLine =
       duration_ms: number;
       commit: string | null;
       merged: boolean | null;
+      /** The agent's structured output (its `output_schema`); absent in lines written before it existed. */
+      output?: Record<string, unknown> | null;
       time: string;
     };
 
@@ -44,6 +46,8 @@ export interface InvocationRecord {
   duration_ms: number | null;
   commit: string | null;
   merged: boolean | null;
+  /** The validated object of an agent with `output_schema` (docs/agency.md "Structured output"), else null. */
+  output: Record<string, unknown> | null;
 }
 
 /**
@@ -122,6 +126,7 @@ export class AgencyDirectory {
           duration_ms: null,
           commit: null,
           merged: null,
+          output: null,
         });
       } else {
         const record = records.get(line.invocation_id);
@@ -133,6 +138,7 @@ export class AgencyDirectory {
             duration_ms: line.duration_ms,
             commit: line.commit,
             merged: line.merged,
+            output: line.output ?? null,
           });
       }
     }
@@ -205,6 +211,8 @@ export interface AgencyReport {
     duration_ms: number | null;
     commit: string | null;
     merged: boolean | null;
+    /** The agent's structured output when it has `output_schema` and gave a valid one, else null. */
+    output: Record<string, unknown> | null;
   }[];
 }
 

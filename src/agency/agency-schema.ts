@@ -42,6 +42,19 @@ const toolName = z.string().regex(/^[a-zA-Z0-9_.-]+$/, "expected a tool name lik
 
 const perMinute = z.number().positive("expected a rate above 0 per minute, like 30");
 
+const conditionValue = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+
+/**
+ * A trigger's condition on the event's `data` (docs/agency.md "Structured output"): each key a dotted path into
+ * `data` (`agent`, `output.verdict`), each value the JSON scalar it must equal, or a list of scalars it must be one of.
+ */
+const triggerCondition = z.record(
+  z.string().regex(/^[^.\s]+(\.[^.\s]+)*$/, "expected a dotted path into the event's data, like output.verdict"),
+  z.union([conditionValue, z.array(conditionValue).min(1, "expected at least one value")], {
+    message: "expected a value (text, number, true, false, null) or a list of them",
+  }),
+);
+
 export const agentFileSchema = z.strictObject({
   agent: z.strictObject({
     name: agentName,
@@ -49,7 +62,9 @@ export const agentFileSchema = z.strictObject({
     /** task.yaml's `model`; `script` relative to the agent file. */
     model: taskSchema.shape.model,
     instructions: z.string().trim().min(1, "expected the role's instructions as text"),
-    triggers: z.array(z.strictObject({ event: eventPattern })).min(1, "expected at least one trigger, like - event: coding.task.ready"),
+    triggers: z
+      .array(z.strictObject({ event: eventPattern, when: triggerCondition.optional() }))
+      .min(1, "expected at least one trigger, like - event: coding.task.ready"),
     capabilities: z
       .array(
         z.strictObject({

@@ -52,7 +52,7 @@ export function writeAgentPolicy(agent: AgentDefinition, file: string): string {
 /**
  * The task of one invocation of `agent` for `event` (task.yaml's schema): the
  * role's instructions, the event (type, subject, id, data) and the agency's
- * context in the instruction; the agent's model, verify, sandbox, step and
+ * context in the instruction, and its `output_schema` when it has one; the agent's model, verify, sandbox, step and
  * time limits; the policy file from {@link writeAgentPolicy}. A scripted
  * agent with several scripts follows the `invocationNumber`-th (0-based; the last repeats).
  */
@@ -79,6 +79,15 @@ export function invocationTask(
     "```",
     "## Publishing",
     publishing,
+    ...(agent.output_schema
+      ? [
+          "## Your final answer",
+          "Your final answer must be one JSON object that satisfies this JSON Schema: the whole answer, or one ```json fenced block in it. It is checked, and the next agents route on it.",
+          "```json",
+          JSON.stringify(agent.output_schema, null, 2),
+          "```",
+        ]
+      : []),
   ].join("\n\n");
   return {
     name: `${agency.name}-${agent.name}`.slice(0, 60).replace(/-+$/, ""),

@@ -6,6 +6,8 @@ import { describeIssue, describeYamlError, yamlDocumentValue } from "../describe
 import { ConfigError } from "../errors.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import { agencyFileSchema, agentFileSchema, type AgencyFile, type AgentFile } from "./agency-schema.js";
+import { outputSchemaProblems } from "./guards/structured-output.js";
+import type { TriggerRule } from "./trigger-rule.js";
 
 /** One problem of an agency's files: the file, the dotted field, what is wrong and how to fix it. */
 export interface AgencyProblem {
@@ -29,8 +31,10 @@ export class AgencyFileError extends ConfigError {
 
 /** A validated agent: the file's fields with defaults, triggers and capabilities flattened, the script path absolute. */
 export interface AgentDefinition extends Omit<AgentFile["agent"], "triggers" | "capabilities"> {
-  /** Event types and `.*` prefixes. */
+  /** Event types and `.*` prefixes: the `event` of each of {@link triggerRules}. */
   triggers: string[];
+  /** The triggers whole, with their `when` conditions (absent in agency records written before conditions existed). */
+  triggerRules?: TriggerRule[];
   /** Tool names. */
   capabilities: string[];
   /** The agent file (absolute), or null for an object given to the library. */
@@ -141,11 +145,18 @@ function agentDefinition(raw: unknown, file: string, directory: string, problems
     problems.push({ file, field: "agent.model.script", message: "only used with model.provider: scripted" });
     return null;
   }
+  if (agent.output_schema) {
+    const schemaProblems = outputSchemaProblems(agent.output_schema);
+    for (const message of schemaProblems)
+      problems.push({ file, field: "agent.output_schema", message: `not a JSON Schema: ${message} (see https://json-schema.org/understanding-json-schema)` });
+    if (schemaProblems.length) return null;
+  }
   return {
     ...agent,
     model: scripts.length ? { ...agent.model, script: scripts[0]! } : agent.model,
     scripts,
     triggers: agent.triggers.map((trigger) => trigger.event),
+    triggerRules: agent.triggers,
     capabilities: [...new Set(agent.capabilities.map((capability) => capability.tool))],
     file: file.startsWith("/") ? file : null,
   };

@@ -7,11 +7,13 @@ import { ConfigError, errorMessage } from "../errors.js";
 import type { RunReport } from "../run/run-report.js";
 import type { Runner } from "../runner/runner.js";
 import { branchHead } from "../workspace/run-worktree.js";
-import { agencyEvent, invocationId, triggerMatches, type Publisher } from "./agency-event.js";
+import { agencyEvent, invocationId, type Publisher } from "./agency-event.js";
 import type { AgencyDirectory, AgencyRecord, AgencyReport, AgencyStatus, InvocationRecord } from "./agency-directory.js";
 import { lifecycleTransitions, type AgentState, type LifecycleChange } from "./agent-lifecycle.js";
 import { agencyTools, invocationTask, writeAgentPolicy, writesWorkspace } from "./agent-task.js";
+import { StructuredOutput } from "./guards/structured-output.js";
 import type { AgentDefinition } from "./load-agency.js";
+import { triggeredBy } from "./trigger-rule.js";
 
 /** The durable consumer of agent `name` on the bus. */
 function consumerName(agent: string): string {
@@ -59,6 +61,7 @@ export class Orchestrator {
   private checking = false;
   private checkAgain = false;
   private readonly now: () => number;
+  private readonly structuredOutputs = new Map<string, StructuredOutput>();
 
   constructor(private readonly options: OrchestratorOptions) {
     this.invocations = options.directory.readInvocations();
@@ -124,7 +127,7 @@ export class Orchestrator {
     const slots = new Semaphore(agent.policies.max_concurrency);
     this.consuming.signal.addEventListener("abort", () => slots.cancel(), { once: true });
     for await (const delivery of bus.consume(name, { signal: this.consuming.signal })) {
-      if (!agent.triggers.some((pattern) => triggerMatches(pattern, delivery.event.type))) {
+      if (!triggeredBy(agent, delivery.event)) {
         await bus.ack(name, delivery.sequence);
         void this.settle();
         continue;
@@ -187,6 +190,29 @@ export class Orchestrator {
         );
       }
       const merged = report.merge ? report.merge.merged : null;
+      // The final answer as the run's redaction left it, judged as the run judged it.
+      const verdict = this.structuredOutput(agent)?.check(report.final_message) ?? null;
+      const output = verdict?.valid ? verdict.output : null;
+      if (report.status === "failed" && report.reason === "output_invalid") {
+        await bus.publish(
+          this.event(
+            { kind: "orchestrator" },
+            {
+              type: "agency.needs_human",
+              subject: agent.name,
+              id: `${id}-needs-human`,
+              cause: event,
+              data: {
+                invocation_id: id,
+                agent: agent.name,
+                run_id: report.run_id,
+                reason: "output_invalid",
+                problems: verdict?.valid === false ? verdict.errors : [],
+              },
+            },
+          ),
+        );
+      }
       // Safe outputs: what the agent emitted goes out only once its work has landed (succeeded, and merged when it wrote).
       const emitted = directory.outbox(id);
       const landed = report.status === "succeeded" && merged !== false;
@@ -211,6 +237,7 @@ export class Orchestrator {
               merged,
               emitted: landed ? emitted.map((queued) => queued.type) : [],
               discarded: landed ? [] : emitted.map((queued) => queued.type),
+              output,
             },
           },
         ),
@@ -222,6 +249,7 @@ export class Orchestrator {
         duration_ms: report.duration_ms,
         commit: report.head_commit,
         merged,
+        output,
       };
       directory.appendInvocation({ kind: "finished", invocation_id: id, ...finished, time: new Date().toISOString() });
       Object.assign(this.invocations.get(id)!, finished);
@@ -245,7 +273,13 @@ export class Orchestrator {
       // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
       eventIdFor: (toolCallId) => `${id}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
     });
-    const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}) };
+    const checkFinalAnswer = this.structuredOutput(agent)?.checkFinalAnswer;
+    const embedding = {
+      hostTools,
+      readOnlyWorkspace: !writes,
+      ...(writes ? { mergeInto: record.branch } : {}),
+      ...(checkFinalAnswer ? { checkFinalAnswer } : {}),
+    };
     if (known) {
       try {
         return await (
@@ -286,6 +320,7 @@ export class Orchestrator {
       duration_ms: null,
       commit: null,
       merged: null,
+      output: null,
     });
     // The run's side of the link: which agency, agent and event it served.
     writeFileSync(
@@ -293,6 +328,14 @@ export class Orchestrator {
       `${JSON.stringify({ agency_id: record.agency_id, agent: agent.name, invocation_id: id, event_id: event.id, event_type: event.type }, null, 2)}\n`,
     );
     return handle.result;
+  }
+
+  /** The output check of `agent` (its `output_schema` compiled once), or null when it has none. */
+  private structuredOutput(agent: AgentDefinition): StructuredOutput | null {
+    if (!agent.output_schema) return null;
+    let structured = this.structuredOutputs.get(agent.name);
+    if (!structured) this.structuredOutputs.set(agent.name, (structured = new StructuredOutput(agent.output_schema)));
+    return structured;
   }
 
   /** Moves `agent` through its lifecycle, one `agency.agent.state` event per new state. */
@@ -374,6 +417,7 @@ export class Orchestrator {
         duration_ms: invocation.duration_ms,
         commit: invocation.commit,
         merged: invocation.merged,
+        output: invocation.output,
       })),
     };
     directory.writeJson("agency-report.json", report);

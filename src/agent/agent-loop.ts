@@ -31,6 +31,19 @@ const CLEAR_LOW_WATER = 0.75;
 const HEAD_MESSAGES = 2;
 /** Replies cut at the output limit in a row after which the agent ends (`output_limit`) instead of asking again. */
 export const MAX_CUT_REPLIES = 3;
+/** Correction turns an agent gets for final answers `checkFinalAnswer` rejects before it ends `output_invalid` (issue 22: exactly one). */
+const MAX_OUTPUT_CORRECTIONS = 1;
+/**
+ * What the model is told when `checkFinalAnswer` rejects its final answer: the problems, one a line. Worded for
+ * the one check there is, the agency's `output_schema` (its instructions carry the schema).
+ */
+export function outputCorrectionNote(problems: string[]): string {
+  return [
+    "[agent-runner] Your final answer was rejected: it must be a JSON object that satisfies the output schema in your instructions (the whole answer, or one ```json fenced block). The problems:",
+    ...problems.map((problem) => `- ${problem}`),
+    "Answer again with the corrected object. This is your only correction: another invalid answer ends your work as failed.",
+  ].join("\n");
+}
 /** What the model is told after a reply cut at its output-token limit. */
 export const CUT_REPLY_NOTE =
   "[agent-runner] Your previous reply was cut off: it reached the output token limit (model.max_output_tokens), so any tool call in it was incomplete and was NOT run. Continue from where you stopped, in shorter steps: write large files in several smaller calls.";
@@ -98,15 +111,23 @@ export interface AgentLoopOptions {
    * as a user message; `systemPrompt` is then unused.
    */
   forkFrom?: ChatMessage[];
+  /**
+   * Judges a final answer (RunEmbedding.checkFinalAnswer): given its redacted
+   * text, the problems or null. A rejected answer gets a correction turn (at
+   * most {@link MAX_OUTPUT_CORRECTIONS}, counted across resumes by the
+   * journal), then the agent ends `output_invalid`.
+   */
+  checkFinalAnswer?: (answer: string) => string[] | null;
 }
 
 /**
  * Why an agent's loop ended: it answered without tool calls (`final_answer`),
  * used its step limit (`max_steps`), the provider refused to answer
  * (`refusal`), or {@link MAX_CUT_REPLIES} replies in a row were cut at the
- * output-token limit (`output_limit`).
+ * output-token limit (`output_limit`), or its final answer was rejected by
+ * `checkFinalAnswer` after its correction turn (`output_invalid`).
  */
-export type AgentEndReason = "final_answer" | "max_steps" | "refusal" | "output_limit" | "budget_exceeded";
+export type AgentEndReason = "final_answer" | "max_steps" | "refusal" | "output_limit" | "budget_exceeded" | "output_invalid";
 
 export interface AgentOutcome {
   reason: AgentEndReason;
@@ -186,6 +207,28 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     return { reason, finalMessage, steps, toolCalls: state.toolCalls, usage: state.usage, messages };
   };
   const outOfBudget = (): AgentOutcome => end("budget_exceeded", step, null);
+  let corrections = options.resume?.outputCorrections ?? 0;
+  /** An answer without tool calls: accepted (the end), or rejected with a correction turn delivered (null: go on), or rejected for good. */
+  const answered = (content: string | null, steps: number): AgentOutcome | null => {
+    const problems = options.checkFinalAnswer?.((options.redact ?? ((text: string) => text))(content ?? "")) ?? null;
+    if (problems === null) return end("final_answer", steps, content);
+    const correcting = corrections < MAX_OUTPUT_CORRECTIONS;
+    events.emit({ type: "agent.output_rejected", data: { agent_id: agentId, step: steps - 1, problems, correction: correcting } });
+    if (!correcting) return end("output_invalid", steps, content);
+    corrections += 1;
+    const message: ChatMessage = { role: "user", content: outputCorrectionNote(problems) };
+    messages.push(message);
+    // Marked, so a resumed run counts it even after compaction has summarised the message away.
+    journal?.append({ type: "message", agent_id: agentId, message, output_correction: true });
+    turnEnd();
+    return null;
+  };
+  // A run resumed right after its agent answered (it stopped before the answer was judged): judged now, with no model call.
+  const last = messages.at(-1);
+  if (options.checkFinalAnswer && options.resume && !options.resume.unfinishedTurn && last?.role === "assistant" && !last.tool_calls?.length) {
+    const judged = answered(last.content, step);
+    if (judged) return judged;
+  }
   for (; step < options.maxSteps; step += 1) {
     if (signal.aborted) throw new CancelledError();
     if (options.background) deliver(options.background.drain());
@@ -269,7 +312,9 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
         turnEnd();
         continue;
       }
-      return end("final_answer", step + 1, response.content);
+      const judged = answered(response.content, step + 1);
+      if (judged) return judged;
+      continue;
     }
     options.onConversation?.(messages);
     const turn = () => runTurnCalls(calls, step, state, { replayOnly: false });

@@ -12,7 +12,8 @@ import { clearToolResultsAt } from "./context-window.js";
  * change their meaning.
  */
 export type SessionEntry =
-  | { type: "message"; agent_id: string; message: ChatMessage; step?: number; usage?: Usage }
+  /** `output_correction`: the user message is a correction turn for a rejected final answer (agent-loop.ts `checkFinalAnswer`). */
+  | { type: "message"; agent_id: string; message: ChatMessage; step?: number; usage?: Usage; output_correction?: true }
   | {
       type: "tool_result";
       agent_id: string;
@@ -78,6 +79,8 @@ export interface RestoredAgent {
   compactions: number;
   /** Where each tool call's whole result is kept (relative to the run directory), by call id. */
   fullOutputs: Map<string, string>;
+  /** Correction turns given for rejected final answers so far. */
+  outputCorrections: number;
 }
 
 /**
@@ -100,6 +103,7 @@ export function restoreSession(path: string): Map<string, RestoredAgent> {
         toolCalls: 0,
         compactions: 0,
         fullOutputs: new Map(),
+        outputCorrections: 0,
       };
       agents.set(id, agent);
     }
@@ -131,6 +135,7 @@ export function restoreSession(path: string): Map<string, RestoredAgent> {
         agent.messages.push(entry.message);
         if (entry.step !== undefined) agent.nextStep = entry.step + 1;
         if (entry.usage) agent.usage = addUsage(agent.usage, entry.usage);
+        if (entry.output_correction) agent.outputCorrections += 1;
         if (entry.message.role === "assistant" && entry.message.tool_calls?.length && entry.step !== undefined) {
           open.set(id, { step: entry.step, calls: entry.message.tool_calls });
         }

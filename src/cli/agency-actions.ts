@@ -155,7 +155,7 @@ function timelineLine(stored: StoredEvent): string {
   let detail = "";
   if (event.type === "agency.agent.state" && data) detail = `${String(data.agent)}: ${String(data.previous ?? "-")} → ${String(data.state)}`;
   else if (event.type === "agency.invocation.finished" && data)
-    detail = `${String(data.agent)} ${String(data.status)} (${String(data.reason)}) run ${String(data.run_id)}${data.merged === true ? " merged" : data.merged === false ? " NOT merged" : ""}`;
+    detail = `${String(data.agent)} ${String(data.status)} (${String(data.reason)}) run ${String(data.run_id)}${data.merged === true ? " merged" : data.merged === false ? " NOT merged" : ""}${data.output ? ` output ${JSON.stringify(data.output).slice(0, 120)}` : ""}`;
   else if (data !== undefined) detail = JSON.stringify(data).slice(0, 120);
   return terminalSafe(`#${stored.sequence} ${time} ${who.padEnd(12)} ${event.type}${event.subject ? ` [${event.subject}]` : ""}${detail ? `  ${detail}` : ""}`);
 }
@@ -173,6 +173,8 @@ function outcomeText(report: {
     lines.push(
       `  ${invocation.agent.padEnd(12)} ${invocation.event_type.padEnd(32)} ${invocation.status.padEnd(9)} ${invocation.reason ?? ""}  run ${invocation.run_id}${invocation.duration_ms === null ? "" : ` ${(invocation.duration_ms / 1000).toFixed(1)}s`}`,
     );
+    // Reports written before structured output lack the field.
+    if (invocation.output) lines.push(`    output ${JSON.stringify(invocation.output).slice(0, 200)}`);
   }
   if (report.invocations.length === 0) lines.push("  (none)");
   lines.push(

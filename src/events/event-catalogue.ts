@@ -212,13 +212,14 @@ export const EVENT_CATALOGUE = {
     not_merged_reason: z.string().nullable().optional(),
     duration_ms: z.number(),
   }),
-  // v2: `reason` gains `budget_exceeded`, `refusal` and `output_limit` (a v1 reader would not know them).
-  "agent.finished": event(2, {
+  // v2: `reason` gains `budget_exceeded`, `refusal` and `output_limit` (a v1 reader would not know them); v3: `output_invalid`.
+  "agent.finished": event(3, {
     agent_id: z.string(),
-    reason: z.enum(["final_answer", "max_steps", "refusal", "output_limit", "budget_exceeded", "cancelled"]),
+    reason: z.enum(["final_answer", "max_steps", "refusal", "output_limit", "budget_exceeded", "output_invalid", "cancelled"]),
     steps: z.number(),
     final_message: z.string().nullable(),
   }),
+  "agent.output_rejected": event(1, { agent_id: z.string(), step: z.number(), problems: z.array(z.string()), correction: z.boolean() }),
   "workspace.committed": event(1, {
     branch: z.string(),
     commit: z.string(),

@@ -33,4 +33,16 @@ export interface RunEmbedding {
   hostTools?: Tool[];
   /** Mount the workspace read-only in the agent's sandbox (verification still gets its own writable checkout). */
   readOnlyWorkspace?: boolean;
+  /**
+   * A check of the main agent's final answer (the agency's `output_schema`,
+   * docs/agency.md "Structured output"): given the answer's text after the
+   * run's redaction, it returns the problems (one line each, for the model),
+   * or null when the answer is acceptable. A first rejected answer gets
+   * exactly one correction turn (a user message naming the problems, recorded
+   * in the session journal, so a resumed run gets no second one); a second
+   * rejection ends the agent with reason `output_invalid` (the run ends
+   * `failed` / `output_invalid`). Must not throw; it runs in the runner's
+   * process, so it only judges text.
+   */
+  checkFinalAnswer?: (answer: string) => string[] | null;
 }

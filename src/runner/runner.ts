@@ -479,4 +479,6 @@ function checkStartOptions(options: StartOptions): void {
     throw new ConfigError("embedding.mergeInto and merge: give one (merge fast-forwards your checked-out branch)");
   if (embedding.hostTools !== undefined && !(Array.isArray(embedding.hostTools) && embedding.hostTools.every((tool) => typeof tool?.execute === "function")))
     throw new ConfigError("embedding.hostTools: expected an array of tools (defineTool)");
+  if (embedding.checkFinalAnswer !== undefined && typeof embedding.checkFinalAnswer !== "function")
+    throw new ConfigError("embedding.checkFinalAnswer: expected a function (answer: string) => string[] | null");
 }

@@ -34,6 +34,8 @@ describe("examples/agency/fix-pipeline", () => {
     const id = /^agency (\S+)\n/.exec(result.stdout)?.[1];
     expect(id).toBeDefined();
     expect(result.stdout).toContain(`succeeded (goal_reached): work on agency/${id}`);
+    // The reviewer's structured output, in the timeline and under its invocations.
+    expect(result.stdout.match(/output \{"verdict":"changes_requested","comment":"give add\(\) a docstring"\}/g)).toHaveLength(2);
 
     const calc = git("show", `agency/${id}:calc.py`);
     expect(calc).toContain("return a + b");
@@ -63,6 +65,11 @@ describe("examples/agency/fix-pipeline", () => {
       }
     }
     expect(git("show", `agency/${id}`, "--format=%H", "--no-patch").trim()).toBe(report.head_commit);
+    // The reviewer's verdicts are its structured output (output_schema), recorded per invocation.
+    expect(report.invocations.filter((invocation) => invocation.agent === "reviewer").map((invocation) => invocation.output)).toEqual([
+      { verdict: "changes_requested", comment: "give add() a docstring" },
+      { verdict: "approve", comment: "fixed and documented" },
+    ]);
 
     // show and events read the records.
     const shown = await runCli(["agency", "show", id!, "--json"], { RUNNER_HOME: home.path });

@@ -25,7 +25,8 @@ import type { RunWorkspace } from "./open-workspace.js";
  * Phase 3, run the agent: the main agent's loop with its tools (workspace
  * tools, skills, MCP, the `agent` tool for subagents, background tasks), from
  * the journal when resuming. A resumed run whose agent had already given its
- * final answer goes straight on to delivery. Background commands and
+ * final answer goes straight on to delivery (unless the embedding checks
+ * final answers: then the loop judges it first). Background commands and
  * subagents end with the agent; stopping them (and the MCP servers) is
  * deferred too, for a run that ends by an exception.
  */
@@ -43,7 +44,8 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
   for (const recorded of resume?.restored.results.values() ?? []) results.remember(recorded.callId, { content: recorded.content });
   let outcome: AgentOutcome;
   const finalAnswer = resume ? finalAnswerOf(resume.restored) : undefined;
-  if (resume && finalAnswer !== undefined) {
+  // An answer a front end checks (RunEmbedding.checkFinalAnswer) is judged by the loop, which resumes without a model call.
+  if (resume && finalAnswer !== undefined && !scope.embedding.checkFinalAnswer) {
     // The agent had given its final answer; the runner stopped before committing or verifying.
     outcome = {
       reason: "final_answer",
@@ -128,6 +130,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
         conversation = current;
       },
       ...(resume ? { resume: resume.restored } : {}),
+      ...(scope.embedding.checkFinalAnswer ? { checkFinalAnswer: scope.embedding.checkFinalAnswer } : {}),
     });
   }
   // Background commands, subagents and MCP servers end with the agent.
