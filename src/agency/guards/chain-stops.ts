@@ -35,9 +35,15 @@ export class ChainStops {
     return [...this.byEvent.values()];
   }
 
-  /** The reason of an agency that went quiet without its goal: its first stopped chain's reason, else `quiescent` (nothing stopped it: a dead end). */
+  /**
+   * The reason of an agency that went quiet without its goal: its first stopped chain's reason
+   * (`budget_exhausted` for any stop of that class, a run's `budget_exceeded` included), else
+   * `quiescent` (nothing stopped it: a dead end).
+   */
   quiescentReason(): string {
-    return this.all[0]?.reason ?? "quiescent";
+    const first = this.all[0];
+    if (first === undefined) return "quiescent";
+    return first.class === "budget_exhausted" ? "budget_exhausted" : first.reason;
   }
 
   /**
