@@ -336,7 +336,8 @@ export class Orchestrator {
   /** The run's report, its cost counted against the budget while it runs and its refused `confirm` calls recorded. */
   private async guarded(id: string, agent: AgentDefinition, event: AgencyEvent, handle: RunHandle): Promise<RunReport> {
     this.budget.follow(id, handle);
-    const approvals = this.approvals.follow({ invocationId: id, agent: agent.name, event }, handle);
+    const gated = this.options.record.definition.confirm.length > 0 || agent.confirm.length > 0;
+    const approvals = gated ? this.approvals.follow({ invocationId: id, agent: agent.name, event }, handle) : Promise.resolve();
     void approvals.catch(() => undefined);
     const report = await handle.result;
     await approvals;

@@ -176,7 +176,12 @@ function timelineLine(stored: StoredEvent): string {
   return terminalSafe(`#${stored.sequence} ${time} ${who.padEnd(12)} ${event.type}${event.subject ? ` [${event.subject}]` : ""}${detail ? `  ${detail}` : ""}`);
 }
 
-function outcomeText(report: Omit<AgencyReport, "status"> & { status: string }): string {
+/** The summary after the timeline. A report written before the guards existed has no `mode`, `max_hops`, `stop` or `stops`. */
+function outcomeText(
+  report: Omit<AgencyReport, "status" | "mode" | "max_hops" | "budget" | "stop" | "stops"> & { status: string } & Partial<
+      Pick<AgencyReport, "mode" | "max_hops" | "budget" | "stop" | "stops">
+    >,
+): string {
   const lines = ["", "invocations:"];
   for (const invocation of report.invocations) {
     lines.push(
@@ -185,12 +190,12 @@ function outcomeText(report: Omit<AgencyReport, "status"> & { status: string }):
   }
   if (report.invocations.length === 0) lines.push("  (none)");
   const settings = [
-    `mode ${report.mode}`,
-    `max_hops ${report.max_hops}`,
+    `mode ${report.mode ?? "normal"}`,
+    `max_hops ${report.max_hops ?? 8}`,
     ...(report.budget ? [`budget ${formatUsd(report.budget.spent_usd)} spent of ${formatUsd(report.budget.max_cost_usd)}`] : []),
   ];
   lines.push("", settings.join(" · "));
-  if (report.stops.length) {
+  if (report.stops?.length) {
     lines.push("", "stopped chains:");
     for (const stop of report.stops) lines.push(`  ${stop.class} (${stop.reason}) at hop ${stop.hops} after ${stop.last_event.type}: ${stop.detail}`);
   }
