@@ -248,17 +248,21 @@ export class Orchestrator {
         commit: report.head_commit,
         merged,
       };
+      // An invocation serving a stopped chain's event (an agent that tells a person) stops nothing more: a
+      // stop of its own would wake it again, without end.
       const stop =
-        landed && refused.length
-          ? hopsExhausted({ agent: agent.name, invocationId: id, runId: report.run_id, served: event, refused, maxHops: record.definition.max_hops })
-          : invocationStop({
-              agent: agent.name,
-              invocationId: id,
-              served: event,
-              outcome: { ...report, merged },
-              unapprovedCalls: this.approvals.unapprovedCalls(id),
-              continues: agents.some((other) => other.triggers.some((pattern) => triggerMatches(pattern, "agency.invocation.finished"))),
-            });
+        event.type === CHAIN_STOPPED
+          ? null
+          : landed && refused.length
+            ? hopsExhausted({ agent: agent.name, invocationId: id, runId: report.run_id, served: event, refused, maxHops: record.definition.max_hops })
+            : invocationStop({
+                agent: agent.name,
+                invocationId: id,
+                served: event,
+                outcome: { ...report, merged },
+                unapprovedCalls: this.approvals.unapprovedCalls(id),
+                continues: agents.some((other) => other.triggers.some((pattern) => triggerMatches(pattern, "agency.invocation.finished"))),
+              });
       if (stop) await this.stopChain(stop, event, `${id}-stopped`);
       directory.appendInvocation({ kind: "finished", invocation_id: id, ...finished, time: new Date().toISOString() });
       Object.assign(this.invocations.get(id)!, finished);

@@ -86,4 +86,23 @@ describe("max_hops", () => {
     expect(shown.stdout).toContain("why: hops_exhausted: the chain reached max_hops");
     expect(shown.stdout).toContain("mode normal · max_hops 8");
   });
+
+  it("an agent woken by agency.chain.stopped is not stopped again when its own event passes max_hops (no loop)", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeAgencyRunner({ exec: fakeShell() });
+    const emitter = (type: string) => ({ turns: [{ tool_calls: [toolCall("emit_event", { type })] }, { content: "sent" }], emits: [type] });
+    const { agencyFile } = writeAgency(directory.path, {
+      agents: {
+        coder: { triggers: ["task.ready"], ...emitter("code.ready") },
+        reviewer: { triggers: ["code.ready"], ...emitter("review.changes_requested") },
+        notifier: { triggers: ["agency.chain.stopped"], ...emitter("note.sent") },
+      },
+      agency: { max_hops: 1 },
+    });
+    const agency = await fake.runner.agency(agencyFile);
+    const report = await agency.result;
+    expect(report).toMatchObject({ status: "failed", reason: "max_hops", max_hops: 1 });
+    expect(report.invocations.map((invocation) => invocation.agent)).toEqual(["coder", "reviewer", "notifier"]);
+    expect(report.stops).toEqual([expect.objectContaining({ agent: "reviewer", hops: 1, last_event: expect.objectContaining({ type: "code.ready" }) })]);
+  });
 });
