@@ -387,7 +387,10 @@ export class Orchestrator {
           if (this.inFlight.size === 0 && this.work.size === 0) this.ended();
           return;
         }
-        if (await this.quiescent()) this.end("failed", this.stops.quiescentReason(), false);
+        if (await this.quiescent()) {
+          const quiet = this.stops.quiescentOutcome();
+          this.end(quiet.status, quiet.reason, false);
+        }
       } while (this.checkAgain);
     } catch (error) {
       this.end("error", `the bus: ${errorMessage(error)}`, true);

@@ -58,7 +58,7 @@ describe("stop classes", () => {
 
   it("an agency's outcome: the class of the stop its reason names, else the first, else dead_end; cancelled and error by status", () => {
     const stops = new ChainStops();
-    expect(stops.quiescentReason()).toBe("quiescent");
+    expect(stops.quiescentOutcome()).toEqual({ status: "failed", reason: "quiescent" });
     expect(stops.outcome("failed", "quiescent")).toEqual({ class: "dead_end", reason: "quiescent", ...STOP_CLASSES.dead_end });
     stops.observe(stoppedEvent("s1", { class: "agent_failed", reason: "verify_failed" }));
     stops.observe(stoppedEvent("s2", { class: "hops_exhausted", reason: "max_hops" }));
@@ -66,7 +66,7 @@ describe("stop classes", () => {
     stops.observe(stoppedEvent("s1", { class: "agent_failed", reason: "verify_failed" }));
     stops.observe({ id: "x", type: "agency.invocation.finished", data: {} } as AgencyEvent);
     expect(stops.all.map((stop) => stop.class)).toEqual(["agent_failed", "hops_exhausted"]);
-    expect(stops.quiescentReason()).toBe("verify_failed");
+    expect(stops.quiescentOutcome()).toEqual({ status: "failed", reason: "verify_failed" });
     expect(stops.outcome("failed", "max_hops")?.class).toBe("hops_exhausted");
     expect(stops.outcome("failed", "something_else")?.class).toBe("agent_failed");
     expect(stops.outcome("cancelled", "cancelled")?.class).toBe("cancelled");
@@ -74,7 +74,12 @@ describe("stop classes", () => {
     expect(stops.outcome("succeeded", "goal_reached")).toBeNull();
     const spent = new ChainStops();
     spent.observe(stoppedEvent("s3", { class: "budget_exhausted", reason: "budget_exceeded" }));
-    expect(spent.quiescentReason()).toBe("budget_exhausted");
+    expect(spent.quiescentOutcome()).toEqual({ status: "failed", reason: "budget_exhausted" });
+    const broken = new ChainStops();
+    broken.observe(stoppedEvent("s4", { class: "infrastructure", reason: "sandbox_failed" }));
+    // An invocation's infrastructure failure is not the agents' doing: the agency ends error (exit 3).
+    expect(broken.quiescentOutcome()).toEqual({ status: "error", reason: "sandbox_failed" });
+    expect(broken.outcome("error", "sandbox_failed")?.class).toBe("infrastructure");
   });
 
   it("every class says what it means and what to do", () => {

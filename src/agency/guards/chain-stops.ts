@@ -36,14 +36,16 @@ export class ChainStops {
   }
 
   /**
-   * The reason of an agency that went quiet without its goal: its first stopped chain's reason
-   * (`budget_exhausted` for any stop of that class, a run's `budget_exceeded` included), else
-   * `quiescent` (nothing stopped it: a dead end).
+   * The outcome of an agency that went quiet without its goal: `failed` with its first stopped
+   * chain's reason (`budget_exhausted` for any stop of that class, a run's `budget_exceeded`
+   * included), or `error` (exit 3) when that stop was the infrastructure's (an invocation's run
+   * ended `error`: not the agents' doing); `failed`/`quiescent` when no chain was stopped (a dead end).
    */
-  quiescentReason(): string {
+  quiescentOutcome(): { status: "failed" | "error"; reason: string } {
     const first = this.all[0];
-    if (first === undefined) return "quiescent";
-    return first.class === "budget_exhausted" ? "budget_exhausted" : first.reason;
+    if (first === undefined) return { status: "failed", reason: "quiescent" };
+    if (first.class === "infrastructure") return { status: "error", reason: first.reason };
+    return { status: "failed", reason: first.class === "budget_exhausted" ? "budget_exhausted" : first.reason };
   }
 
   /**
