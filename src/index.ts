@@ -4,6 +4,7 @@
  */
 export { createRunner, type AgencyHandle, type AgencyOptions, type AgencyRunner, type OutsideEvent } from "./agency/agency.js";
 export type { AgencyReport, AgencyStatus } from "./agency/agency-directory.js";
+export { STOP_CLASSES, type ChainStop, type StopClass } from "./agency/guards/stop-reasons.js";
 export { AgencyFileError, type AgencyProblem } from "./agency/load-agency.js";
 export type { AgencyEvent } from "./bus/event-bus.js";
 export { Runner, type ApprovalBroker, type ApprovalRequest, type ModelText, type RunHandle, type RunnerOptions, type StartOptions } from "./runner/runner.js";

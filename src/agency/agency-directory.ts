@@ -2,6 +2,8 @@ import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renam
 import { join } from "node:path";
 import type { AgencyEvent } from "../bus/event-bus.js";
 import { ConfigError } from "../errors.js";
+import type { AgencyStop } from "./guards/chain-stops.js";
+import type { ChainStop } from "./guards/stop-reasons.js";
 import type { AgencyDefinition } from "./load-agency.js";
 
 /** What agency.json holds: the agency as it was started (resume uses this, not the files as they are now). */
@@ -190,7 +192,7 @@ export interface AgencyReport {
   name: string;
   /** `succeeded` (goal reached, exit 0), `failed` (quiescent without it, 1), `error` (infrastructure, 3), `cancelled` (130, resumable). */
   status: AgencyStatus;
-  /** `goal_reached`, `quiescent`, `cancelled`, or what failed. */
+  /** `goal_reached`, `quiescent`, `cancelled`, `budget_exhausted`, the first stopped chain's reason (`max_hops`, ...), or what failed. */
   reason: string;
   goal: string;
   branch: string;
@@ -199,6 +201,16 @@ export interface AgencyReport {
   /** Events in the log. */
   events: number;
   duration_ms: number;
+  /** agency.yaml `mode`: `conservative` when every agent ran read-only (docs/agency.md "Hops, mode and budget"). */
+  mode: AgencyDefinition["mode"];
+  /** agency.yaml `max_hops`: the longest chain of agent hand-offs delivered. */
+  max_hops: number;
+  /** agency.yaml `budget.max_cost_usd` and what the invocations spent, USD; null without a budget. */
+  budget: { max_cost_usd: number; spent_usd: number } | null;
+  /** Why the agency did not succeed, as one of the named classes (docs/agency.md "Why a chain stopped"); null when it succeeded. */
+  stop: AgencyStop | null;
+  /** Every chain that stopped, in log order (the data of its `agency.chain.stopped` event). */
+  stops: ChainStop[];
   invocations: {
     invocation_id: string;
     agent: string;

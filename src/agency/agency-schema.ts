@@ -168,7 +168,11 @@ export const agencyFileSchema = z.strictObject({
   /** Tools whose every call a person approves, for every agent (docs/agency.md "Guards"). */
   confirm: z.array(toolName).default([]),
   /** The agency's total spend (docs/agency.md "Guards"): no invocation starts once it is spent. */
-  budget: z.strictObject({ max_cost_usd: z.number().positive("expected an amount above 0 in USD, like 5.00") }).optional(),
+  budget: z
+    .strictObject({
+      max_cost_usd: z.number().positive("expected an amount above 0 in USD, like 5.00").max(1_000_000, "expected at most 1000000 USD (task.yaml's limit)"),
+    })
+    .optional(),
 });
 
 export type AgencyFile = z.infer<typeof agencyFileSchema>;

@@ -4,7 +4,7 @@ import { FileEventBus } from "../bus/file-event-bus.js";
 import { readBusLog } from "../bus/read-bus-log.js";
 import { ConfigError } from "../errors.js";
 import { newRunId } from "../run/run-id.js";
-import { createRunner as createPlainRunner, type Runner, type RunnerOptions } from "../runner/runner.js";
+import { createRunner as createPlainRunner, type ApprovalBroker, type Runner, type RunnerOptions } from "../runner/runner.js";
 import { createBranch, resolveRepository } from "../workspace/run-worktree.js";
 import { AgencyDirectory, type AgencyRecord, type AgencyReport } from "./agency-directory.js";
 import { agencyEvent } from "./agency-event.js";
@@ -29,6 +29,12 @@ export interface AgencyOptions {
   event?: OutsideEvent;
   /** Where relative paths of an agency object resolve (default the current directory). */
   baseDirectory?: string;
+  /**
+   * Who approves the calls of the agency's `confirm` tools (docs/agency.md "Human gates: confirm"): one
+   * question at a time, each also an `agency.approval.requested` / `resolved` event. Absent: nobody is asked
+   * and the policy refuses those calls, saying so. Not recorded: give it to `resumeAgency` again.
+   */
+  approvals?: ApprovalBroker;
 }
 
 /** One agency started or resumed (docs/agency.md "Library"). */
@@ -73,6 +79,7 @@ export async function createRunner(options: RunnerOptions = {}): Promise<AgencyR
 
 /** Starts an agency on `runner` (see {@link AgencyRunner.agency}). */
 async function startAgency(runner: Runner, source: string | Record<string, unknown>, options: AgencyOptions = {}): Promise<AgencyHandle> {
+  checkApprovals(options.approvals);
   const definition = await loadAgency(source, options.baseDirectory);
   if (options.event) checkOutsideEvent(options.event, "event");
   const agencyId = newRunId();
@@ -91,13 +98,14 @@ async function startAgency(runner: Runner, source: string | Record<string, unkno
     ...definition.start.map((event, index) => ({ ...event, id: event.id ?? `${agencyId}-start-${index}` })),
     ...(options.event ? [{ ...options.event, id: options.event.id ?? `${agencyId}-event` }] : []),
   ];
-  return launch(runner, directory, record, startEvents, options.signal);
+  return launch(runner, directory, record, startEvents, options);
 }
 
 /** Resumes agency `id` on `runner` (see {@link AgencyRunner.resumeAgency}). ConfigError for an unknown agency or one another process runs. */
 async function resumeAgency(runner: Runner, id: string, options: Omit<AgencyOptions, "event" | "baseDirectory"> = {}): Promise<AgencyHandle> {
+  checkApprovals(options.approvals);
   const directory = AgencyDirectory.existing(runner.home, id);
-  return launch(runner, directory, directory.readRecord(), [], options.signal);
+  return launch(runner, directory, directory.readRecord(), [], options);
 }
 
 async function launch(
@@ -105,7 +113,7 @@ async function launch(
   directory: AgencyDirectory,
   record: AgencyRecord,
   startEvents: { type: string; subject?: string; data?: unknown; id: string }[],
-  signal: AbortSignal | undefined,
+  { signal, approvals }: Pick<AgencyOptions, "signal" | "approvals">,
 ): Promise<AgencyHandle> {
   let bus: FileEventBus;
   try {
@@ -115,7 +123,7 @@ async function launch(
   }
   const controller = new AbortController();
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
-  const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents });
+  const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents, ...(approvals ? { approvals } : {}) });
   let ended = false;
   const result = orchestrator.run().finally(async () => {
     await bus.close();
@@ -159,4 +167,11 @@ export function checkOutsideEvent(event: OutsideEvent, field: string): void {
     );
   }
   if (event.type.startsWith("agency.")) throw new ConfigError(`${field}.type: agency.* events are the orchestrator's own; use another prefix`);
+}
+
+/** ConfigError (exit 2) for an `approvals` that is not an ApprovalBroker, before anything of the agency is created. */
+function checkApprovals(approvals: unknown): void {
+  if (approvals !== undefined && typeof (approvals as { request?: unknown } | null)?.request !== "function") {
+    throw new ConfigError("approvals: expected an ApprovalBroker, an object with a request(approval, signal) method");
+  }
 }

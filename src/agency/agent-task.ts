@@ -7,11 +7,12 @@ import { EventRejectedError, MAX_EVENT_DATA_BYTES, type AgencyEvent } from "../b
 import { loadPolicy } from "../policy/load-policy.js";
 import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
 import { WRITE_CAPABILITIES } from "./agency-schema.js";
+import { CONSERVATIVE_DENIED_TOOLS, capabilitiesInMode } from "./guards/conservative-mode.js";
 import type { AgencyDefinition, AgentDefinition } from "./load-agency.js";
 
-/** True when the agent may change the workspace; otherwise its invocations run on a read-only mount. */
-export function writesWorkspace(agent: AgentDefinition): boolean {
-  return agent.capabilities.some((tool) => WRITE_CAPABILITIES.includes(tool));
+/** True when the agent may change the workspace in the agency's mode; otherwise its invocations run on a read-only mount and merge nothing. */
+export function writesWorkspace(agent: AgentDefinition, mode: AgencyDefinition["mode"]): boolean {
+  return capabilitiesInMode(agent, mode).some((tool) => WRITE_CAPABILITIES.includes(tool));
 }
 
 /**
@@ -21,28 +22,29 @@ export function writesWorkspace(agent: AgentDefinition): boolean {
  * the capabilities (plus `read_context`, `emit_event` when the agent has
  * `emits`, and the background-task tools with `agent`), the agent's
  * `permissions` added (allowed paths for read and write, denied paths
- * denied for both: deny wins), and `confirmations: deny` because nobody sits
- * at an agency's terminal to answer.
+ * denied for both: deny wins), the agency's and the agent's `confirm` tools
+ * under `tools.confirm`, and `confirmations: prompt`: a question goes to the
+ * agency's approval broker, and without one it is refused, saying nobody
+ * could be asked (guards/agency-approvals.ts). In `mode: conservative` the
+ * writing tools and the shell are denied whatever the capabilities say, and
+ * the policy is named `agency-<agent>-conservative` so a refusal says why.
  */
-export function writeAgentPolicy(agent: AgentDefinition, file: string): string {
+export function writeAgentPolicy(agent: AgentDefinition, file: string, agency: Pick<AgencyDefinition, "mode" | "confirm">): string {
   const worker = loadPolicy("worker").policy;
-  const allow = [
-    ...agent.capabilities,
-    "read_context",
-    ...(agent.emits.length ? ["emit_event"] : []),
-    ...(agent.capabilities.includes("agent") ? ["task_*"] : []),
-  ];
+  const capabilities = capabilitiesInMode(agent, agency.mode);
+  const allow = [...capabilities, "read_context", ...(agent.emits.length ? ["emit_event"] : []), ...(capabilities.includes("agent") ? ["task_*"] : [])];
+  const conservative = agency.mode === "conservative";
   const denied = agent.permissions.denied_paths.map((glob) => ({ glob, reason: `the agent ${agent.name}'s permissions deny ${glob}` }));
   const policy = {
     ...worker,
-    name: `agency-${agent.name}`,
-    description: `The agency agent ${agent.name}: only its capabilities (${agent.capabilities.join(", ") || "none"}) and its permissions.`,
-    tools: { allow, deny: [] },
+    name: `agency-${agent.name}${conservative ? "-conservative" : ""}`,
+    description: `The agency agent ${agent.name}: only its capabilities (${capabilities.join(", ") || "none"}) and its permissions${conservative ? "; the agency runs in conservative mode: nothing is written, no shell command runs" : ""}.`,
+    tools: { allow, deny: conservative ? [...CONSERVATIVE_DENIED_TOOLS] : [], confirm: [...new Set([...agency.confirm, ...agent.confirm])] },
     paths: {
       read: { allow: agent.permissions.allowed_paths, deny: denied },
       write: { allow: agent.permissions.allowed_paths, deny: [...worker.paths.write.deny, ...denied] },
     },
-    confirmations: "deny",
+    confirmations: "prompt",
   };
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, stringify(policy));
@@ -55,6 +57,7 @@ export function writeAgentPolicy(agent: AgentDefinition, file: string): string {
  * context in the instruction, and its `output_schema` when it has one; the agent's model, verify, sandbox, step and
  * time limits; the policy file from {@link writeAgentPolicy}. A scripted
  * agent with several scripts follows the `invocationNumber`-th (0-based; the last repeats).
+ * `maxCostUsd` (USD) replaces the model's `max_cost_usd`: the agency budget's share (guards/agency-budget.ts).
  */
 export function invocationTask(
   agency: AgencyDefinition,
@@ -62,6 +65,7 @@ export function invocationTask(
   event: AgencyEvent,
   policyFile: string,
   invocationNumber: number,
+  maxCostUsd?: number,
 ): Record<string, unknown> {
   const publishing = agent.emits.length
     ? `Publish your result with the tool emit_event; the types you may publish: ${agent.emits.join(", ")}. Publish exactly one when your work is done, with the data the next agent needs.`
@@ -88,12 +92,19 @@ export function invocationTask(
           "```",
         ]
       : []),
+    ...(agency.mode === "conservative"
+      ? [
+          "## Conservative mode",
+          `The agency runs in conservative mode: you only read. ${CONSERVATIVE_DENIED_TOOLS.join(", ")} are refused whatever your role says.`,
+        ]
+      : []),
   ].join("\n\n");
+  const model = agent.scripts.length ? { ...agent.model, script: agent.scripts[Math.min(invocationNumber, agent.scripts.length - 1)] } : agent.model;
   return {
     name: `${agency.name}-${agent.name}`.slice(0, 60).replace(/-+$/, ""),
     instruction,
     workspace: agency.workspacePath,
-    model: agent.scripts.length ? { ...agent.model, script: agent.scripts[Math.min(invocationNumber, agent.scripts.length - 1)] } : agent.model,
+    model: maxCostUsd === undefined ? model : { ...model, max_cost_usd: maxCostUsd },
     ...(agent.sandbox ? { sandbox: agent.sandbox } : {}),
     ...(agent.verify ? { verify: agent.verify } : {}),
     max_steps: agent.max_steps,

@@ -4,6 +4,7 @@ import { parseDocument } from "yaml";
 import type { z } from "zod";
 import { describeIssue, describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { ConfigError } from "../errors.js";
+import { configuredModelId, pricingOf } from "../model/pricing.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
 import { agencyFileSchema, agentFileSchema, type AgencyFile, type AgentFile } from "./agency-schema.js";
 import { outputSchemaProblems } from "./guards/structured-output.js";
@@ -108,6 +109,18 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
     else seen.set(agent.name, agent.file ?? label);
   }
   if (!parsed) throw new AgencyFileError(problems);
+  // A budget stops invocations by what they cost: a model without prices has costs nobody knows.
+  if (parsed.budget) {
+    for (const agent of agents) {
+      const pricing = pricingOf(agent.model, configuredModelId(agent.model, process.env));
+      if (!pricing.prices)
+        problems.push({
+          file: agent.file ?? label,
+          field: "agent.model",
+          message: `the agency's budget.max_cost_usd needs every agent's model priced, and ${pricing.unpriced}`,
+        });
+    }
+  }
   const workspacePath = isAbsolute(parsed.workspace) ? parsed.workspace : resolve(directory, parsed.workspace);
   let repositoryRoot = workspacePath;
   try {

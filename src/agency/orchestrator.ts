@@ -4,14 +4,20 @@ import { join } from "node:path";
 import { E_CANCELED, Semaphore } from "async-mutex";
 import type { AgencyEvent, Delivery, EventBus } from "../bus/event-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
+import { roundUsd } from "../model/pricing.js";
 import type { RunReport } from "../run/run-report.js";
-import type { Runner } from "../runner/runner.js";
+import type { ApprovalBroker, Runner, RunHandle } from "../runner/runner.js";
 import { branchHead } from "../workspace/run-worktree.js";
-import { agencyEvent, invocationId, type Publisher } from "./agency-event.js";
+import { agencyEvent, invocationId, triggerMatches, type Publisher } from "./agency-event.js";
 import type { AgencyDirectory, AgencyRecord, AgencyReport, AgencyStatus, InvocationRecord } from "./agency-directory.js";
 import { lifecycleTransitions, type AgentState, type LifecycleChange } from "./agent-lifecycle.js";
 import { agencyTools, invocationTask, writeAgentPolicy, writesWorkspace } from "./agent-task.js";
 import { StructuredOutput } from "./guards/structured-output.js";
+import { AgencyApprovals } from "./guards/agency-approvals.js";
+import { AgencyBudget } from "./guards/agency-budget.js";
+import { CHAIN_STOPPED, ChainStops, invocationStop } from "./guards/chain-stops.js";
+import { hopsExhausted, withinHops } from "./guards/hop-limit.js";
+import type { ChainStop } from "./guards/stop-reasons.js";
 import type { AgentDefinition } from "./load-agency.js";
 import { triggeredBy } from "./trigger-rule.js";
 
@@ -31,6 +37,8 @@ export interface OrchestratorOptions {
   startEvents: { type: string; subject?: string; data?: unknown; id: string }[];
   /** The clock, ms (durations); injectable for tests. */
   now?: () => number;
+  /** Who answers the `confirm` gates' questions (guards/agency-approvals.ts); absent: nobody, the policy refuses them. */
+  approvals?: ApprovalBroker;
 }
 
 /**
@@ -62,11 +70,19 @@ export class Orchestrator {
   private checkAgain = false;
   private readonly now: () => number;
   private readonly structuredOutputs = new Map<string, StructuredOutput>();
+  private readonly stops = new ChainStops();
+  private readonly budget: AgencyBudget;
+  private readonly approvals: AgencyApprovals;
 
   constructor(private readonly options: OrchestratorOptions) {
     this.invocations = options.directory.readInvocations();
     this.runs = new AbortController();
     this.now = options.now ?? Date.now;
+    const ended = () => [...this.invocations.values()].filter((invocation) => invocation.status !== "running").map((invocation) => invocation.cost_usd);
+    this.budget = new AgencyBudget(options.record.definition.budget?.max_cost_usd ?? null, ended);
+    this.approvals = new AgencyApprovals(options.approvals ?? null, async (type, invocation, id, data) => {
+      await options.bus.publish(this.event({ kind: "orchestrator" }, { type, subject: invocation.agent, id, cause: invocation.event, data }));
+    });
   }
 
   async run(): Promise<AgencyReport> {
@@ -77,7 +93,7 @@ export class Orchestrator {
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
     try {
-      for (const agent of agents) writeAgentPolicy(agent, this.options.directory.policyFile(agent.name));
+      for (const agent of agents) writeAgentPolicy(agent, this.options.directory.policyFile(agent.name), record.definition);
       for (const start of this.options.startEvents) {
         await bus.publish(this.event({ kind: "orchestrator" }, { ...start, cause: null }));
       }
@@ -113,6 +129,7 @@ export class Orchestrator {
   private async watchGoal(): Promise<void> {
     for await (const stored of this.options.bus.read({ from: 0, follow: true, signal: this.consuming.signal })) {
       this.watched = stored.sequence + 1;
+      this.stops.observe(stored.event);
       if (stored.event.type === this.options.record.definition.goal) {
         this.end("succeeded", "goal_reached", false);
         return;
@@ -156,7 +173,8 @@ export class Orchestrator {
 
   /** One invocation of `agent` for a delivery: start (or resume, or only acknowledge) its run, then publish, record, ack. */
   private async invoke(agent: AgentDefinition, delivery: Delivery): Promise<void> {
-    const { bus, directory } = this.options;
+    const { bus, directory, record } = this.options;
+    const agents = record.definition.agents;
     const event = delivery.event;
     const id = invocationId(agent.name, event.id);
     const known = this.invocations.get(id);
@@ -166,6 +184,12 @@ export class Orchestrator {
     }
     // A redelivery of an invocation this process runs: its first delivery acks.
     if (this.inFlight.has(id)) return;
+    // The budget is spent: nothing new starts (the event stays unacked); running invocations finish.
+    if (!known && this.budget.exhausted()) {
+      await this.stopChain(this.budget.stop(agent.name, id, event), event, `${id}-budget`);
+      this.end("failed", "budget_exhausted", false);
+      return;
+    }
     this.inFlight.add(id);
     this.running.set(agent.name, (this.running.get(agent.name) ?? 0) + 1);
     try {
@@ -216,7 +240,8 @@ export class Orchestrator {
       // Safe outputs: what the agent emitted goes out only once its work has landed (succeeded, and merged when it wrote).
       const emitted = directory.outbox(id);
       const landed = report.status === "succeeded" && merged !== false;
-      if (landed) for (const queued of emitted) await bus.publish(queued);
+      const { deliver, refused } = landed ? withinHops(emitted, record.definition.max_hops) : { deliver: [], refused: emitted };
+      for (const queued of deliver) await bus.publish(queued);
       await bus.publish(
         this.event(
           { kind: "orchestrator" },
@@ -235,8 +260,8 @@ export class Orchestrator {
               commit: report.head_commit,
               branch: report.branch,
               merged,
-              emitted: landed ? emitted.map((queued) => queued.type) : [],
-              discarded: landed ? [] : emitted.map((queued) => queued.type),
+              emitted: deliver.map((queued) => queued.type),
+              discarded: refused.map((queued) => queued.type),
               output,
             },
           },
@@ -251,8 +276,25 @@ export class Orchestrator {
         merged,
         output,
       };
+      // An invocation serving a stopped chain's event (an agent that tells a person) stops nothing more: a
+      // stop of its own would wake it again, without end.
+      const stop =
+        event.type === CHAIN_STOPPED
+          ? null
+          : landed && refused.length
+            ? hopsExhausted({ agent: agent.name, invocationId: id, runId: report.run_id, served: event, refused, maxHops: record.definition.max_hops })
+            : invocationStop({
+                agent: agent.name,
+                invocationId: id,
+                served: event,
+                outcome: { ...report, merged },
+                unapprovedCalls: this.approvals.unapprovedCalls(id),
+                continues: agents.some((other) => other.triggers.some((pattern) => triggerMatches(pattern, "agency.invocation.finished"))),
+              });
+      if (stop) await this.stopChain(stop, event, `${id}-stopped`);
       directory.appendInvocation({ kind: "finished", invocation_id: id, ...finished, time: new Date().toISOString() });
       Object.assign(this.invocations.get(id)!, finished);
+      this.budget.finished(id);
       await bus.ack(consumerName(agent.name), delivery.sequence);
       await this.change(agent.name, { kind: "invocation_ended", crashed: report.status === "error", running: this.running.get(agent.name)! });
     } finally {
@@ -263,7 +305,7 @@ export class Orchestrator {
   private async runInvocation(agent: AgentDefinition, delivery: Delivery, id: string, known: InvocationRecord | undefined): Promise<RunReport | null> {
     const { runner, record, directory } = this.options;
     const event = delivery.event;
-    const writes = writesWorkspace(agent);
+    const writes = writesWorkspace(agent, record.definition.mode);
     const hostTools = agencyTools({
       agent,
       context: record.definition.context,
@@ -280,11 +322,11 @@ export class Orchestrator {
       ...(writes ? { mergeInto: record.branch } : {}),
       ...(checkFinalAnswer ? { checkFinalAnswer } : {}),
     };
+    const approvals = this.approvals.brokerFor({ invocationId: id, agent: agent.name, event });
+    const options = { signal: this.runs.signal, ...(approvals ? { approvals } : {}) };
     if (known) {
       try {
-        return await (
-          await runner.resume(known.run_id, { signal: this.runs.signal, embedding })
-        ).result;
+        return await this.guarded(id, agent, event, await runner.resume(known.run_id, { ...options, embedding }));
       } catch (error) {
         // The run ended before the process died, but its end was not recorded: take its report.
         const ended = error instanceof ConfigError ? endedReport(runner.home, known.run_id) : null;
@@ -294,8 +336,8 @@ export class Orchestrator {
       }
     }
     const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name && invocation.invocation_id !== id).length;
-    const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier);
-    const handle = await runner.start(task, { signal: this.runs.signal, embedding: { ...embedding, baseBranch: record.branch } });
+    const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier, this.budget.capFor(agent.model.max_cost_usd));
+    const handle = await runner.start(task, { ...options, embedding: { ...embedding, baseBranch: record.branch } });
     // Recorded before the agent's first model call (the run has only made its directory): a crash from here resumes this run.
     directory.appendInvocation({
       kind: "started",
@@ -327,7 +369,25 @@ export class Orchestrator {
       join(handle.directory, "agency.json"),
       `${JSON.stringify({ agency_id: record.agency_id, agent: agent.name, invocation_id: id, event_id: event.id, event_type: event.type }, null, 2)}\n`,
     );
-    return handle.result;
+    return this.guarded(id, agent, event, handle);
+  }
+
+  /** The run's report, its cost counted against the budget while it runs and its refused `confirm` calls recorded. */
+  private async guarded(id: string, agent: AgentDefinition, event: AgencyEvent, handle: RunHandle): Promise<RunReport> {
+    this.budget.follow(id, handle);
+    const gated = this.options.record.definition.confirm.length > 0 || agent.confirm.length > 0;
+    const approvals = gated ? this.approvals.follow({ invocationId: id, agent: agent.name, event }, handle) : Promise.resolve();
+    void approvals.catch(() => undefined);
+    const report = await handle.result;
+    await approvals;
+    return report;
+  }
+
+  /** Publishes `agency.chain.stopped` for `stop` (id `id`, caused by `cause`): the chain it ends says why (guards/stop-reasons.ts). */
+  private async stopChain(stop: ChainStop, cause: AgencyEvent, id: string): Promise<void> {
+    const stopped = this.event({ kind: "orchestrator" }, { type: CHAIN_STOPPED, ...(stop.agent ? { subject: stop.agent } : {}), id, cause, data: stop });
+    await this.options.bus.publish(stopped);
+    this.stops.observe(stopped);
   }
 
   /** The output check of `agent` (its `output_schema` compiled once), or null when it has none. */
@@ -370,7 +430,10 @@ export class Orchestrator {
           if (this.inFlight.size === 0 && this.work.size === 0) this.ended();
           return;
         }
-        if (await this.quiescent()) this.end("failed", "quiescent", false);
+        if (await this.quiescent()) {
+          const quiet = this.stops.quiescentOutcome();
+          this.end(quiet.status, quiet.reason, false);
+        }
       } while (this.checkAgain);
     } catch (error) {
       this.end("error", `the bus: ${errorMessage(error)}`, true);
@@ -395,6 +458,13 @@ export class Orchestrator {
   private async report(outcome: { status: AgencyStatus; reason: string }, durationMs: number): Promise<AgencyReport> {
     const { record, bus, directory } = this.options;
     const head = await branchHead(record.definition.workspacePath, record.branch).catch(() => null);
+    // Stops of earlier attempts the log reader had not reached when the agency ended.
+    try {
+      for await (const stored of bus.read({ from: 0, follow: false })) this.stops.observe(stored.event);
+    } catch {
+      // A bus that failed ended the agency `error`: the stops seen so far are reported.
+    }
+    const { definition } = record;
     const report: AgencyReport = {
       agency_id: record.agency_id,
       name: record.definition.name,
@@ -405,6 +475,11 @@ export class Orchestrator {
       head_commit: head,
       events: await bus.nextSequence().catch(() => 0),
       duration_ms: durationMs,
+      mode: definition.mode,
+      max_hops: definition.max_hops,
+      budget: definition.budget ? { max_cost_usd: definition.budget.max_cost_usd, spent_usd: roundUsd(this.budget.spent()) } : null,
+      stop: this.stops.outcome(outcome.status, outcome.reason),
+      stops: this.stops.all,
       invocations: [...this.invocations.values()].map((invocation) => ({
         invocation_id: invocation.invocation_id,
         agent: invocation.agent,

@@ -7,9 +7,12 @@ import { checkAgencyEvent } from "../bus/agency-event.js";
 import type { StoredEvent } from "../bus/event-bus.js";
 import { FileEventBus } from "../bus/file-event-bus.js";
 import { readBusLog } from "../bus/read-bus-log.js";
+import { CHAIN_STOPPED, ChainStops } from "../agency/guards/chain-stops.js";
 import { ConfigError } from "../errors.js";
+import { formatUsd, roundUsd } from "../model/pricing.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { terminalSafe } from "../terminal-text.js";
+import { terminalApprovals } from "./terminal-approvals.js";
 
 export interface RunFlags {
   event?: string;
@@ -34,7 +37,7 @@ export async function agencyRun(file: string, flags: RunFlags, signal: AbortSign
   if (event) checkOutsideEvent(event, "--event");
   const runner = await createRunner({ home: runnerHome() });
   try {
-    const agency = await runner.agency(file, { signal, ...(event ? { event } : {}) });
+    const agency = await runner.agency(file, { signal, ...(event ? { event } : {}), ...terminalApprovals() });
     return await follow(agency, flags.json ?? false);
   } finally {
     await runner.close();
@@ -45,7 +48,7 @@ export async function agencyRun(file: string, flags: RunFlags, signal: AbortSign
 export async function agencyResume(id: string, flags: { json?: boolean }, signal: AbortSignal): Promise<number> {
   const runner = await createRunner({ home: runnerHome() });
   try {
-    return await follow(await runner.resumeAgency(id, { signal }), flags.json ?? false);
+    return await follow(await runner.resumeAgency(id, { signal, ...terminalApprovals() }), flags.json ?? false);
   } finally {
     await runner.close();
   }
@@ -72,7 +75,7 @@ export async function agencyShow(id: string, flags: { json?: boolean }): Promise
   const directory = AgencyDirectory.existing(runnerHome(), id);
   const log: StoredEvent[] = [];
   for await (const stored of readBusLog(directory.busDirectory, { follow: false })) log.push(stored);
-  const report = snapshot(directory, log.length);
+  const report = snapshot(directory, log);
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     return 0;
@@ -127,11 +130,16 @@ function parseData(text: string): unknown {
   }
 }
 
-/** agency-report.json, or while the agency has none yet (running, or killed) the same shape from its records, status `running`. */
-function snapshot(directory: AgencyDirectory, events: number): AgencyReport | (Omit<AgencyReport, "status"> & { status: "running" }) {
+/** agency-report.json, or while the agency has none yet (running, or killed) the same shape from its records and `log`, status `running`. */
+function snapshot(directory: AgencyDirectory, log: StoredEvent[]): AgencyReport | (Omit<AgencyReport, "status"> & { status: "running" }) {
   const report = directory.readReport();
   if (report && !agencyRunning(directory.path)) return report;
   const record = directory.readRecord();
+  const { definition } = record;
+  const invocations = [...directory.readInvocations().values()];
+  const stops = new ChainStops();
+  for (const stored of log) stops.observe(stored.event);
+  const spent = invocations.reduce((sum, invocation) => sum + (invocation.cost_usd ?? 0), 0);
   return {
     agency_id: record.agency_id,
     name: record.definition.name,
@@ -140,9 +148,14 @@ function snapshot(directory: AgencyDirectory, events: number): AgencyReport | (O
     goal: record.definition.goal,
     branch: record.branch,
     head_commit: null,
-    events,
+    events: log.length,
     duration_ms: 0,
-    invocations: [...directory.readInvocations().values()],
+    mode: definition.mode,
+    max_hops: definition.max_hops,
+    budget: definition.budget ? { max_cost_usd: definition.budget.max_cost_usd, spent_usd: roundUsd(spent) } : null,
+    stop: null,
+    stops: stops.all,
+    invocations,
   };
 }
 
@@ -156,18 +169,19 @@ function timelineLine(stored: StoredEvent): string {
   if (event.type === "agency.agent.state" && data) detail = `${String(data.agent)}: ${String(data.previous ?? "-")} → ${String(data.state)}`;
   else if (event.type === "agency.invocation.finished" && data)
     detail = `${String(data.agent)} ${String(data.status)} (${String(data.reason)}) run ${String(data.run_id)}${data.merged === true ? " merged" : data.merged === false ? " NOT merged" : ""}${data.output ? ` output ${JSON.stringify(data.output).slice(0, 120)}` : ""}`;
+  else if (event.type === CHAIN_STOPPED && data) detail = `${String(data.class)} (${String(data.reason)}) at hop ${String(data.hops)}: ${String(data.detail)}`;
+  else if (event.type.startsWith("agency.approval.") && data)
+    detail = `${String(data.agent)} ${String(data.tool)}${data.answer === undefined ? `: ${String(data.question)}` : ` → ${String(data.answer)} (${data.asked === false ? "nobody to ask: the policy refused" : "asked"})`}`;
   else if (data !== undefined) detail = JSON.stringify(data).slice(0, 120);
   return terminalSafe(`#${stored.sequence} ${time} ${who.padEnd(12)} ${event.type}${event.subject ? ` [${event.subject}]` : ""}${detail ? `  ${detail}` : ""}`);
 }
 
-function outcomeText(report: {
-  agency_id: string;
-  status: string;
-  reason: string;
-  branch: string;
-  head_commit: string | null;
-  invocations: AgencyReport["invocations"];
-}): string {
+/** The summary after the timeline. A report written before the guards existed has no `mode`, `max_hops`, `stop` or `stops`. */
+function outcomeText(
+  report: Omit<AgencyReport, "status" | "mode" | "max_hops" | "budget" | "stop" | "stops"> & { status: string } & Partial<
+      Pick<AgencyReport, "mode" | "max_hops" | "budget" | "stop" | "stops">
+    >,
+): string {
   const lines = ["", "invocations:"];
   for (const invocation of report.invocations) {
     lines.push(
@@ -177,6 +191,17 @@ function outcomeText(report: {
     if (invocation.output) lines.push(`    output ${JSON.stringify(invocation.output).slice(0, 200)}`);
   }
   if (report.invocations.length === 0) lines.push("  (none)");
+  const settings = [
+    `mode ${report.mode ?? "normal"}`,
+    `max_hops ${report.max_hops ?? 8}`,
+    ...(report.budget ? [`budget ${formatUsd(report.budget.spent_usd)} spent of ${formatUsd(report.budget.max_cost_usd)}`] : []),
+  ];
+  lines.push("", settings.join(" · "));
+  if (report.stops?.length) {
+    lines.push("", "stopped chains:");
+    for (const stop of report.stops) lines.push(`  ${stop.class} (${stop.reason}) at hop ${stop.hops} after ${stop.last_event.type}: ${stop.detail}`);
+  }
+  if (report.stop) lines.push("", `why: ${report.stop.class}: ${report.stop.means}`, `  what to do: ${report.stop.fix.replaceAll("<id>", report.agency_id)}`);
   lines.push(
     "",
     `${report.status}${report.reason ? ` (${report.reason})` : ""}: work on ${report.branch}${report.head_commit ? ` at ${report.head_commit.slice(0, 12)}` : ""}`,

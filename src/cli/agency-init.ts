@@ -123,6 +123,10 @@ function agencyYaml(name: string, workspace: string): string {
     "start:                           # published when the agency starts (or give --event TYPE --data JSON)",
     '  - { type: coding.task.received, subject: task-1, data: { issue: "describe the change you want" } }',
     "goal: coding.review.approved     # the event that means done (exit 0)",
+    "max_hops: 8                      # hand-offs in one chain; past it the chain stops (exit 1)",
+    "mode: normal                     # conservative: every agent read-only",
+    "confirm: []                      # e.g. [run_shell]: a person approves each such call",
+    "# budget: { max_cost_usd: 5.00 } # the agency's total spend (needs priced models)",
     "",
   ].join("\n");
 }

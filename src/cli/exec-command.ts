@@ -9,10 +9,10 @@ import { verifyEnding } from "../delivery/verify-commit.js";
 import { exitCodeOfReport, type RunReport } from "../run/run-report.js";
 import { RUN_FILES } from "../run/run-store.js";
 import { runnerHome } from "../runner/runner-home.js";
-import { Runner, type ApprovalBroker, type ModelText, type RunHandle } from "../runner/runner.js";
+import { Runner, type ModelText, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
-import { promptForApproval } from "../policy/approval-prompt.js";
+import { terminalApprovals } from "./terminal-approvals.js";
 
 export interface ExecOptions {
   json?: boolean;
@@ -59,7 +59,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
   const view = options.json ? null : new ProgressView();
-  const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals(), ...streamedText(view) });
+  const run = await runner.startTask(task, { signal, merge: options.merge, ...terminalApprovals(), ...streamedText(view) });
   return follow(run, task, options, view);
 }
 
@@ -108,7 +108,7 @@ export async function resumeCommand(
     ...(maxSteps ? { maxSteps } : {}),
     ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
     ...(timeoutSec === undefined ? {} : { timeoutSec }),
-    ...approvals(),
+    ...terminalApprovals(),
     ...streamedText(view),
   });
   if (!options.json) process.stdout.write(`resuming run ${run.id} at model call ${run.resumed!.atModelCall}\n`);
@@ -164,27 +164,6 @@ function resultLine(report: RunReport, runDirectory: string) {
     status: report.status,
     reason: report.reason,
     report: join(runDirectory, RUN_FILES.report),
-  };
-}
-
-/** How long an approval question waits for an answer; no answer is a no. */
-const APPROVAL_TIMEOUT_MS = 5 * 60 * 1000;
-
-/** The terminal prompt as the run's approval broker; without a terminal on both ends, none (the policy's `confirmations` decides). */
-function approvals(): { approvals?: ApprovalBroker } {
-  if (!process.stdin.isTTY || !process.stderr.isTTY) return {};
-  return {
-    approvals: {
-      request: ({ question, canRemember }, signal) =>
-        promptForApproval({
-          input: process.stdin,
-          output: process.stderr,
-          question: terminalSafe(question),
-          canRemember,
-          timeoutMs: APPROVAL_TIMEOUT_MS,
-          signal,
-        }),
-    },
   };
 }
 

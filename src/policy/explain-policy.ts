@@ -14,6 +14,7 @@ export function explainPolicy(policy: Policy, source: string): string {
   lines.push("tools (default deny: a tool runs only if allowed and not denied)");
   lines.push(`  allowed: ${policy.tools.allow.join(", ") || "none"}`);
   if (policy.tools.deny.length) lines.push(`  denied:  ${policy.tools.deny.join(", ")}`);
+  if (policy.tools.confirm.length) lines.push(`  confirm: ${policy.tools.confirm.join(", ")} (every call they would run needs confirmation)`);
   lines.push("");
 
   lines.push("paths (globs relative to /workspace; deny beats allow)");

@@ -50,6 +50,7 @@ const MCP_PATH_ARGUMENTS = ["path", "paths", "source", "destination"];
 export class PermissionChecker {
   private readonly allowTools: ((name: string) => boolean)[];
   private readonly denyTools: ((name: string) => boolean)[];
+  private readonly confirmTools: ((name: string) => boolean)[];
   private readonly paths: PathRuleSet;
   private readonly commands: CommandJudge;
 
@@ -61,6 +62,7 @@ export class PermissionChecker {
   ) {
     this.allowTools = policy.tools.allow.map((glob) => picomatch(glob));
     this.denyTools = policy.tools.deny.map((glob) => picomatch(glob));
+    this.confirmTools = policy.tools.confirm.map((glob) => picomatch(glob));
     this.paths = new PathRuleSet(policy, workdir);
     this.commands = new CommandJudge(policy, parser, (path) => (workspaceRelativePath(path, workdir) === null ? null : this.paths.check(path, "write")));
   }
@@ -80,6 +82,23 @@ export class PermissionChecker {
    * a path argument that is not a string is left to argument validation.
    */
   check(toolName: string, args: unknown, options: { readOnly?: boolean } = {}): PermissionDecision {
+    return this.confirmed(toolName, this.judge(toolName, args, options));
+  }
+
+  /** `tools.confirm`: a call the other rules allow needs confirmation when a glob of it matches the tool (a deny stands). */
+  private confirmed(toolName: string, verdict: PermissionDecision): PermissionDecision {
+    if (verdict.decision !== "allow") return verdict;
+    const index = this.confirmTools.findIndex((matches) => matches(toolName));
+    if (index === -1) return verdict;
+    return {
+      ...verdict,
+      decision: "confirm",
+      reason: `every ${toolName} call needs a person's approval (policy ${this.policy.name}, tools.confirm: ${this.policy.tools.confirm[index]})`,
+      rule: `tools.confirm[${index}]`,
+    };
+  }
+
+  private judge(toolName: string, args: unknown, options: { readOnly?: boolean }): PermissionDecision {
     const argumentsObject = typeof args === "object" && args !== null ? (args as Record<string, unknown>) : {};
     if (toolName.startsWith(MCP_TOOL_PREFIX)) return this.checkMcp(toolName, argumentsObject, options.readOnly ?? false);
     const pathTool = Object.hasOwn(PATH_TOOLS, toolName) ? PATH_TOOLS[toolName] : undefined;

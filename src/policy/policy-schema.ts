@@ -69,6 +69,11 @@ export const policySchema = z
     tools: z.strictObject({
       allow: z.array(toolGlob),
       deny: z.array(toolGlob).default([]),
+      /**
+       * Tools every call of which needs confirmation once the other rules allow it (a `deny` still wins): a
+       * person approves each (the agency's `confirm`, docs/agency.md "Human gates: confirm").
+       */
+      confirm: z.array(toolGlob).default([]),
     }),
     /** Path rules for the file tools, globs relative to /workspace. */
     paths: z

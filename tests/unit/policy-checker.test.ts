@@ -57,6 +57,30 @@ describe("order of checks", () => {
     expect(narrow.check("read_file", { path: "src/a.ts" })).toMatchObject({ decision: "allow", rule: "paths.read.allow" });
   });
 
+  it("tools.confirm: a call the rules allow needs confirmation, one they deny stays denied, other tools are untouched", async () => {
+    const gated = await PermissionChecker.create(
+      validatePolicy(
+        {
+          name: "gated",
+          description: "asks before writes and shell commands",
+          tools: { allow: ["read_file", "write_file", "run_shell"], confirm: ["write_file", "run_*"] },
+          paths: { write: { allow: ["src/**"] } },
+          commands: [{ match: "rm", risk: "deny", reason: "no deleting" }],
+          default_command_risk: "allow",
+        },
+        "gated",
+      ),
+    );
+    expect(gated.check("write_file", { path: "src/a.ts", content: "" })).toMatchObject({ decision: "confirm", rule: "tools.confirm[0]", subject: "src/a.ts" });
+    expect(gated.check("write_file", { path: "src/a.ts", content: "" }).reason).toMatch(
+      /every write_file call needs a person's approval \(policy gated, tools.confirm: write_file\)/,
+    );
+    expect(gated.check("run_shell", { command: "ls" })).toMatchObject({ decision: "confirm", rule: "tools.confirm[1]", subject: "ls" });
+    expect(gated.check("write_file", { path: "docs/a.md", content: "" })).toMatchObject({ decision: "deny", rule: "paths.write.allow" });
+    expect(gated.check("run_shell", { command: "rm x" })).toMatchObject({ decision: "deny" });
+    expect(gated.check("read_file", { path: "src/a.ts" })).toMatchObject({ decision: "allow" });
+  });
+
   it("path rules: deny beats allow, and a path outside every allow glob is denied", () => {
     expect(narrow.check("write_file", { path: "src/index.ts" })).toMatchObject({ decision: "allow" });
     expect(narrow.check("write_file", { path: "/workspace/src/index.ts" })).toMatchObject({ decision: "allow" });

@@ -73,6 +73,8 @@ describe("runner agency init", () => {
     ]);
     expect(agency.agents.find((agent) => agent.name === "coder")!.verify).toMatchObject({ command: "python3 -m pytest -q", protect: ["tests/**"] });
     expect(agency).toMatchObject({ goal: "coding.review.approved", start: [expect.objectContaining({ type: "coding.task.received" })] });
+    expect(agency).toMatchObject({ max_hops: 8, mode: "normal", confirm: [] });
+    expect(readFileSync(join(repository.root, "agency.yaml"), "utf8")).toContain("# budget: { max_cost_usd: 5.00 }");
     const again = cli(home.path, "init", repository.root);
     expect(again.status).toBe(2);
     expect(again.stderr).toContain("already exist");
