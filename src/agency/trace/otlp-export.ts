@@ -7,12 +7,12 @@ import type { AgencyDirectory } from "../agency-directory.js";
 import { readAgencyTrace, type TraceNode } from "./agency-trace.js";
 
 /** Whether the standard variables ask for an OTLP export of traces (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set). */
-export function otlpTracesEnabled(environment: NodeJS.ProcessEnv): boolean {
+function otlpTracesEnabled(environment: NodeJS.ProcessEnv): boolean {
   return Boolean(environment.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || environment.OTEL_EXPORTER_OTLP_ENDPOINT?.trim());
 }
 
 /** Whether message content goes into the spans: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (the GenAI instrumentations' variable). */
-export function captureMessageContent(environment: NodeJS.ProcessEnv): boolean {
+function captureMessageContent(environment: NodeJS.ProcessEnv): boolean {
   return environment.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT?.trim().toLowerCase() === "true";
 }
 
@@ -35,7 +35,7 @@ const SCOPE = { name: "agent-runner.agency" };
  * and takes "now" for times, and these spans are made after the fact from
  * the records with the ids the records already hold.
  */
-export function agencySpans(root: TraceNode, traceId: string, environment: NodeJS.ProcessEnv = process.env): ReadableSpan[] {
+function agencySpans(root: TraceNode, traceId: string, environment: NodeJS.ProcessEnv = process.env): ReadableSpan[] {
   const resource = resourceFromAttributes({ "service.name": environment.OTEL_SERVICE_NAME?.trim() || "agent-runner" });
   const spans: ReadableSpan[] = [];
   const context = (spanId: string): SpanContext => ({ traceId, spanId, traceFlags: TraceFlags.SAMPLED });
@@ -180,7 +180,7 @@ function attributesOf(node: TraceNode, invocation: TraceNode | null): Attributes
  * Never throws: a collector that is down or refuses gets a message back
  * (null when the export succeeded), since a trace must not fail the work.
  */
-export async function exportSpans(spans: ReadableSpan[]): Promise<string | null> {
+async function exportSpans(spans: ReadableSpan[]): Promise<string | null> {
   if (spans.length === 0) return null;
   const exporter = new OTLPTraceExporter();
   try {
