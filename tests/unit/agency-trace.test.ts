@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fakeShell } from "../helpers/fake-runner.js";
+import { eventsFile, fakeRunner, fakeShell, toolCall, writeScriptedTask } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { fakeAgencyRunner, writeAgency } from "../helpers/agency-fixture.js";
 import { busLog, envelopes, pipelineAgents, shapeOf } from "../helpers/agency-trace-fixture.js";
@@ -15,7 +15,7 @@ import { invocationSpanId, workflowSpanId } from "../../src/agency/agency-event.
 import { buildAgencyTrace, readAgencyTrace, type TraceNode } from "../../src/agency/trace/agency-trace.js";
 import { traceText } from "../../src/agency/trace/trace-text.js";
 import type { AgencyEvent, StoredEvent } from "../../src/bus/event-bus.js";
-import { parseTraceparent, toolCallSpanId } from "../../src/events/trace-context.js";
+import { modelCallSpanId, parseTraceparent, runSpanId, spanIdFor, toolCallSpanId, traceparentOf } from "../../src/events/trace-context.js";
 
 const PIPELINE_SHAPE = [
   "workflow test-agency",
@@ -175,5 +175,72 @@ describe("the trace tree of records", () => {
     const text = traceText(buildAgencyTrace({ record, events: log, invocations: [], runEnvelopes: () => [] }));
     expect(text).not.toContain("\u001b");
     expect(text).toContain("event task.ready #0");
+  });
+});
+
+describe("a run given a trace (RunEmbedding.trace)", () => {
+  const trace = { traceId: "4bf92f3577b34da6a3ce929d0e0e4736", parentSpanId: "00f067aa0ba902b7" };
+
+  it("writes every event in that trace under that span, and a resume without the embedding keeps both", async () => {
+    await using directory = temporaryDirectory();
+    let arrived: () => void = () => undefined;
+    const waiting = new Promise<void>((resolve) => (arrived = resolve));
+    const shell = fakeShell();
+    await using fake = await fakeRunner({
+      exec: async (call) => {
+        if (call.request.command !== "hold") return shell(call);
+        arrived();
+        return new Promise((_resolve, reject) => call.signal.addEventListener("abort", () => reject(call.signal.reason), { once: true }));
+      },
+    });
+    const { task } = writeScriptedTask(directory.path, {
+      script: { turns: [{ tool_calls: [toolCall("run_shell", { command: "hold" })] }, { content: "done" }] },
+      task: { name: "traced" },
+    });
+    const first = await fake.runner.start(task, { embedding: { trace } });
+    await waiting;
+    await first.cancel();
+    expect((await first.result).status).toBe("cancelled");
+    const resumed = await fake.runner.resume(first.id);
+    const report = await resumed.result;
+    expect(report).toMatchObject({ status: "succeeded", trace_id: trace.traceId, resumes: 1 });
+    const lines = eventsFile(first.directory);
+    const afterResume = lines.slice(resumed.resumed!.earlierEvents);
+    expect(afterResume.length).toBeGreaterThan(0);
+    for (const line of lines) expect(parseTraceparent(line.traceparent)?.traceId).toBe(trace.traceId);
+    for (const line of lines.filter((envelope) => /\.run\.(started|resumed|finished)\./.test(envelope.type))) {
+      expect(parseTraceparent(line.traceparent)?.spanId).toBe(trace.parentSpanId);
+    }
+    expect(afterResume.some((envelope) => envelope.type.includes("run.resumed"))).toBe(true);
+  });
+
+  it("refuses a malformed trace, naming the field", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task } = writeScriptedTask(directory.path, { script: { turns: [{ content: "done" }] }, task: { name: "traced" } });
+    await expect(fake.runner.start(task, { embedding: { trace: { ...trace, traceId: "0".repeat(32) } } })).rejects.toThrow(
+      /embedding\.trace\.traceId: expected 32/,
+    );
+    await expect(fake.runner.start(task, { embedding: { trace: { ...trace, parentSpanId: "XYZ" } } })).rejects.toThrow(
+      /embedding\.trace\.parentSpanId: expected 16/,
+    );
+  });
+});
+
+describe("span ids", () => {
+  it("are derived: the same names give the same W3C span id, different ones a different id", () => {
+    expect(spanIdFor("a", "b")).toMatch(/^[0-9a-f]{16}$/);
+    expect(spanIdFor("a", "b")).toBe(spanIdFor("a", "b"));
+    // Parts are separated: ("ab", "") is not ("a", "b").
+    expect(spanIdFor("ab", "")).not.toBe(spanIdFor("a", "b"));
+    expect(runSpanId("r1", null)).toBe(spanIdFor("run", "r1"));
+    expect(runSpanId("r1", "00f067aa0ba902b7")).toBe("00f067aa0ba902b7");
+    expect(modelCallSpanId("00f067aa0ba902b7", "main", 1)).not.toBe(modelCallSpanId("00f067aa0ba902b7", "main", 2));
+    expect(traceparentOf("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")).toBe("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    expect(parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")).toEqual({
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      spanId: "00f067aa0ba902b7",
+    });
+    expect(parseTraceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")).toBeNull();
   });
 });
