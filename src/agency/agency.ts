@@ -11,7 +11,7 @@ import { agencyEvent } from "./agency-event.js";
 import { EVENT_TYPE } from "./agency-schema.js";
 import { loadAgency } from "./load-agency.js";
 import { Orchestrator } from "./orchestrator.js";
-import { exportAgencyTrace } from "./trace/otlp-export.js";
+import { otlpTracesEnabled } from "./trace/otlp-enabled.js";
 import { createLogger } from "../logging/logger.js";
 
 /** An event from outside the agency (the CLI's `--event` and `publish`, the library's `publish`). */
@@ -127,7 +127,8 @@ async function launch(
     })
     .then(async (report) => {
       // OpenTelemetry (opt-in): the trace as the records hold it, sent before the result resolves, so a CLI exits with it sent.
-      const problem = await exportAgencyTrace(directory, runner.home);
+      if (!otlpTracesEnabled(process.env)) return report;
+      const problem = await (await import("./trace/otlp-export.js")).exportAgencyTrace(directory, runner.home);
       if (problem) createLogger({ component: "agency", agency_id: record.agency_id }).warn(problem);
       return report;
     });

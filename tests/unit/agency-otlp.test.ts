@@ -8,14 +8,15 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { fakeShell } from "../helpers/fake-runner.js";
+import { eventsFile, fakeRunner, fakeShell, writeScriptedTask } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { toolCall } from "../helpers/runner-cli.js";
 import { fakeAgencyRunner, writeAgency } from "../helpers/agency-fixture.js";
 import { busLog, pipelineAgents } from "../helpers/agency-trace-fixture.js";
 import { AgencyDirectory } from "../../src/agency/agency-directory.js";
 import { invocationSpanId, workflowSpanId } from "../../src/agency/agency-event.js";
-import { parseTraceparent } from "../../src/events/trace-context.js";
+import { exportRunTrace } from "../../src/agency/trace/otlp-export.js";
+import { parseTraceparent, runSpanId } from "../../src/events/trace-context.js";
 
 /** One span as OTLP/JSON carries it, attributes flattened to their values. */
 interface ReceivedSpan {
@@ -205,5 +206,57 @@ describe("the OTLP export of an agency's trace", () => {
       receiver.server.closeAllConnections();
       await new Promise((resolve) => receiver.server.close(resolve));
     }
+  });
+
+  it("sends a plain run's trace (runner exec): invoke_agent {task} with its chat and execute_tool spans, in the run's trace", async () => {
+    const receiver = await otlpReceiver();
+    try {
+      vi.stubEnv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url);
+      vi.stubEnv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "");
+      await using directory = temporaryDirectory();
+      await using fake = await fakeRunner({ exec: fakeShell() });
+      const { task } = writeScriptedTask(directory.path, {
+        script: { turns: [{ tool_calls: [toolCall("run_shell", { command: "echo hi" })] }, { content: "done" }] },
+        task: { name: "plain" },
+      });
+      const run = await fake.runner.start(task);
+      const report = await run.result;
+      expect(report.status).toBe("succeeded");
+      expect(await exportRunTrace({ directory: run.directory, report, model: { provider: "scripted" } })).toBeNull();
+      const { spans } = receiver;
+      expect(spans.map((span) => span.name)).toEqual(["invoke_agent plain", "chat scripted", "execute_tool run_shell", "chat scripted"]);
+      const root = spans[0]!;
+      expect(root.parentSpanId ?? "").toBe("");
+      expect(root.spanId).toBe(runSpanId(report.run_id, null));
+      expect(root.attributes).toMatchObject({
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.conversation.id": report.run_id,
+        "agent_runner.status": "succeeded",
+      });
+      for (const span of spans) expect(span.traceId).toBe(report.trace_id);
+      for (const span of spans.slice(1)) expect(span.parentSpanId).toBe(root.spanId);
+      // The span ids are the ones events.jsonl names.
+      const shell = eventsFile(run.directory).find((envelope) => envelope.type.includes("tool_call.started"))!;
+      expect(parseTraceparent(shell.traceparent)?.spanId).toBe(spans[2]!.spanId);
+    } finally {
+      receiver.server.closeAllConnections();
+      await new Promise((resolve) => receiver.server.close(resolve));
+    }
+  });
+
+  it("does not fail the work when the collector is down: the failure comes back as a message", async () => {
+    const receiver = await otlpReceiver();
+    const url = receiver.url;
+    receiver.server.closeAllConnections();
+    await new Promise((resolve) => receiver.server.close(resolve));
+    vi.stubEnv("OTEL_EXPORTER_OTLP_ENDPOINT", url);
+    // The exporter retries a refused connection until its timeout (default 10 s).
+    vi.stubEnv("OTEL_EXPORTER_OTLP_TIMEOUT", "500");
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task } = writeScriptedTask(directory.path, { script: { turns: [{ content: "done" }] }, task: { name: "plain" } });
+    const run = await fake.runner.start(task);
+    const report = await run.result;
+    expect(await exportRunTrace({ directory: run.directory, report, model: { provider: "scripted" } })).toMatch(/the OTLP export of 2 spans failed/);
   });
 });

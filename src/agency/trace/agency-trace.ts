@@ -3,7 +3,7 @@ import type { StoredEvent } from "../../bus/event-bus.js";
 import { readBusLog } from "../../bus/read-bus-log.js";
 import { readEvent, type RunEnvelope } from "../../events/event-catalogue.js";
 import { readEnvelopes } from "../../events/event-log-reader.js";
-import { modelCallSpanId, parseTraceparent, toolCallSpanId } from "../../events/trace-context.js";
+import { modelCallSpanId, parseTraceparent, runSpanId, toolCallSpanId } from "../../events/trace-context.js";
 import type { AgencyDirectory, AgencyRecord, InvocationRecord } from "../agency-directory.js";
 import { invocationSpanId, workflowSpanId } from "../agency-event.js";
 
@@ -146,10 +146,30 @@ function invocationNode(input: AgencyTraceInput, invocation: InvocationRecord, s
   built.status = invocation.status;
   built.detail = invocation.reason;
   built.costUsd = invocation.cost_usd;
+  const { first, last, runCost } = addRunSteps(built, input.runEnvelopes(invocation.run_id), spans, input.includeContent ?? false);
+  if (built.costUsd === null) built.costUsd = runCost;
+  const trigger = input.events.find((stored) => stored.event.id === invocation.event_id);
+  built.startMs = Number.isFinite(first) ? first : trigger ? Date.parse(trigger.event.time) : Date.parse(input.record.created_at);
+  built.endMs = invocation.status === "running" ? null : Number.isFinite(last) ? last : built.startMs;
+  return built;
+}
+
+/**
+ * Adds the model and tool calls of a run's events (`envelopes`) under `built`
+ * (the run's span), registering each in `spans`; returns the first and last
+ * event time (epoch ms, ±Infinity when none) and the summed model call cost
+ * (USD, null when no call was priced).
+ */
+function addRunSteps(
+  built: TraceNode,
+  envelopes: RunEnvelope[],
+  spans: Map<string, TraceNode>,
+  includeContent: boolean,
+): { first: number; last: number; runCost: number | null } {
   let first = Number.POSITIVE_INFINITY;
   let last = Number.NEGATIVE_INFINITY;
   let runCost: number | null = null;
-  for (const envelope of input.runEnvelopes(invocation.run_id)) {
+  for (const envelope of envelopes) {
     const time = Date.parse(envelope.time ?? "");
     if (Number.isNaN(time)) continue;
     first = Math.min(first, time);
@@ -159,7 +179,7 @@ function invocationNode(input: AgencyTraceInput, invocation: InvocationRecord, s
     const event = read.event;
     if (event.type.startsWith("model_call.") && "step" in event.data) {
       const { agent_id, step } = event.data as { agent_id: string; step: number };
-      const call = callNode(spans, built, modelCallSpanId(span, agent_id, step), "chat", time, { "agent.id": agent_id, step });
+      const call = callNode(spans, built, modelCallSpanId(built.spanId, agent_id, step), "chat", time, { "agent.id": agent_id, step });
       if (event.type === "model_call.finished") {
         const data = event.data;
         call.endMs = time;
@@ -168,21 +188,21 @@ function invocationNode(input: AgencyTraceInput, invocation: InvocationRecord, s
         if (typeof data.cost_usd === "number") runCost = (runCost ?? 0) + data.cost_usd;
         Object.assign(call.attributes, { "usage.input_tokens": data.usage.prompt_tokens, "usage.output_tokens": data.usage.completion_tokens });
         call.detail = `${data.usage.prompt_tokens}→${data.usage.completion_tokens} tokens${data.tool_calls ? `, ${data.tool_calls} tool call${data.tool_calls === 1 ? "" : "s"}` : ""}`;
-        if (input.includeContent && data.content !== null) call.content = { ...call.content, output: data.content };
+        if (includeContent && data.content !== null) call.content = { ...call.content, output: data.content };
       }
     } else if (event.type.startsWith("tool_call.")) {
       const data = event.data as { agent_id: string; tool_call_id: string; name: string };
-      const call = callNode(spans, built, toolCallSpanId(span, data.tool_call_id), "tool", time, {
+      const call = callNode(spans, built, toolCallSpanId(built.spanId, data.tool_call_id), "tool", time, {
         "agent.id": data.agent_id,
         "tool_call.id": data.tool_call_id,
       });
       call.name = data.name;
-      if (event.type === "tool_call.started" && input.includeContent) call.content = { ...call.content, arguments: event.data.arguments };
+      if (event.type === "tool_call.started" && includeContent) call.content = { ...call.content, arguments: event.data.arguments };
       if (event.type === "tool_call.finished") {
         call.endMs = time;
         call.status = event.data.is_error ? "error" : null;
         if (event.data.is_error) call.detail = event.data.result_preview.slice(0, 160);
-        if (input.includeContent) call.content = { ...call.content, result: event.data.result_preview };
+        if (includeContent) call.content = { ...call.content, result: event.data.result_preview };
       } else if (event.type !== "tool_call.started") {
         // denied, interrupted, replayed: the call ends here, and says how.
         call.endMs = time;
@@ -190,11 +210,7 @@ function invocationNode(input: AgencyTraceInput, invocation: InvocationRecord, s
       }
     }
   }
-  if (built.costUsd === null) built.costUsd = runCost;
-  const trigger = input.events.find((stored) => stored.event.id === invocation.event_id);
-  built.startMs = Number.isFinite(first) ? first : trigger ? Date.parse(trigger.event.time) : Date.parse(input.record.created_at);
-  built.endMs = invocation.status === "running" ? null : Number.isFinite(last) ? last : built.startMs;
-  return built;
+  return { first, last, runCost };
 }
 
 /** The model or tool call node of `spanId` under `invocation`, made at `time` when new. */
@@ -219,6 +235,38 @@ function callNode(
 
 function node(kind: TraceNodeKind, name: string, spanId: string, startMs: number, attributes: TraceNode["attributes"]): TraceNode {
   return { kind, name, spanId, startMs, endMs: null, costUsd: null, status: null, detail: null, attributes, children: [] };
+}
+
+/**
+ * The trace of one plain run (`runner exec`): its span (`invoke_agent {task}`,
+ * the span id its events.jsonl uses: run.json's `parent_span_id`, else the
+ * run's own) with its model and tool calls below, from its events.jsonl.
+ */
+export function buildRunTrace(run: {
+  runId: string;
+  task: string;
+  parentSpanId: string | null;
+  status: string;
+  reason: string | null;
+  costUsd: number | null;
+  model: { provider: string; name?: string | undefined };
+  envelopes: RunEnvelope[];
+  includeContent?: boolean;
+}): TraceNode {
+  const built = node("invocation", run.task, runSpanId(run.runId, run.parentSpanId), Number.NaN, {
+    "run.id": run.runId,
+    "model.provider": run.model.provider,
+    ...(run.model.name ? { "model.name": run.model.name } : {}),
+  });
+  built.status = run.status;
+  built.detail = run.reason;
+  const { first, last, runCost } = addRunSteps(built, run.envelopes, new Map([[built.spanId, built]]), run.includeContent ?? false);
+  built.costUsd = run.costUsd ?? runCost;
+  built.startMs = Number.isFinite(first) ? first : Date.now();
+  built.endMs = Number.isFinite(last) ? last : built.startMs;
+  for (const child of built.children) if (child.endMs === null) child.endMs = built.endMs;
+  built.children.sort((a, b) => a.startMs - b.startMs);
+  return built;
 }
 
 /** {@link buildAgencyTrace} over an agency's records: its bus log, invocations.jsonl and each invocation's run's events.jsonl under `runnerHome`. */

@@ -1,15 +1,14 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { SpanKind, SpanStatusCode, TraceFlags, type Attributes, type SpanContext } from "@opentelemetry/api";
 import { ExportResultCode, hrTimeDuration, millisToHrTime } from "@opentelemetry/core";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import type { ReadableSpan, TimedEvent } from "@opentelemetry/sdk-trace";
 import type { AgencyDirectory } from "../agency-directory.js";
-import { readAgencyTrace, type TraceNode } from "./agency-trace.js";
-
-/** Whether the standard variables ask for an OTLP export of traces (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set). */
-function otlpTracesEnabled(environment: NodeJS.ProcessEnv): boolean {
-  return Boolean(environment.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || environment.OTEL_EXPORTER_OTLP_ENDPOINT?.trim());
-}
+import { otlpTracesEnabled } from "./otlp-enabled.js";
+import { readEnvelopes } from "../../events/event-log-reader.js";
+import { buildRunTrace, readAgencyTrace, type TraceNode } from "./agency-trace.js";
 
 /** Whether message content goes into the spans: `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (the GenAI instrumentations' variable). */
 function captureMessageContent(environment: NodeJS.ProcessEnv): boolean {
@@ -35,8 +34,8 @@ const SCOPE = { name: "agent-runner.agency" };
  * and takes "now" for times, and these spans are made after the fact from
  * the records with the ids the records already hold.
  */
-function agencySpans(root: TraceNode, traceId: string, environment: NodeJS.ProcessEnv = process.env): ReadableSpan[] {
-  const resource = resourceFromAttributes({ "service.name": environment.OTEL_SERVICE_NAME?.trim() || "agent-runner" });
+function agencySpans(root: TraceNode, traceId: string): ReadableSpan[] {
+  const resource = resourceFromAttributes({ "service.name": process.env.OTEL_SERVICE_NAME?.trim() || "agent-runner" });
   const spans: ReadableSpan[] = [];
   const context = (spanId: string): SpanContext => ({ traceId, spanId, traceFlags: TraceFlags.SAMPLED });
   const walk = (node: TraceNode, parent: TraceNode | null, invocation: TraceNode | null): void => {
@@ -130,13 +129,14 @@ function attributesOf(node: TraceNode, invocation: TraceNode | null): Attributes
       return {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": node.name,
-        "gen_ai.agent.id": String(facts["invocation.id"]),
+        ...(facts["invocation.id"] === undefined ? {} : { "gen_ai.agent.id": String(facts["invocation.id"]) }),
         "gen_ai.conversation.id": String(facts["run.id"]),
         "gen_ai.provider.name": providerName(facts["model.provider"]),
         ...(facts["model.name"] === undefined ? {} : { "gen_ai.request.model": String(facts["model.name"]) }),
         "agent_runner.run.id": String(facts["run.id"]),
-        "agent_runner.event.id": String(facts["event.id"]),
-        "agent_runner.event.type": String(facts["event.type"]),
+        ...(facts["event.id"] === undefined
+          ? {}
+          : { "agent_runner.event.id": String(facts["event.id"]), "agent_runner.event.type": String(facts["event.type"]) }),
         ...(node.status === null ? {} : { "agent_runner.status": node.status }),
         ...(node.detail === null ? {} : { "agent_runner.reason": node.detail }),
         ...(failed(node) ? { "error.type": node.detail ?? node.status ?? "_OTHER" } : {}),
@@ -194,18 +194,50 @@ async function exportSpans(spans: ReadableSpan[]): Promise<string | null> {
 }
 
 /**
- * When the standard variables ask for it ({@link otlpTracesEnabled}), sends
+ * When the standard variables of this process ask for it (otlp-enabled.ts), sends
  * the whole trace of the agency in `directory` (read from its records, see
  * readAgencyTrace) and resolves once it is sent; content only with
  * {@link captureMessageContent}. Resolves with null when nothing was asked
  * or all was sent, else the failure's message (never throws).
  */
-export async function exportAgencyTrace(directory: AgencyDirectory, runnerHome: string, environment: NodeJS.ProcessEnv = process.env): Promise<string | null> {
-  if (!otlpTracesEnabled(environment)) return null;
+export async function exportAgencyTrace(directory: AgencyDirectory, runnerHome: string): Promise<string | null> {
+  if (!otlpTracesEnabled(process.env)) return null;
   try {
-    const tree = await readAgencyTrace(directory, runnerHome, { includeContent: captureMessageContent(environment) });
-    return await exportSpans(agencySpans(tree, directory.readRecord().trace_id, environment));
+    const tree = await readAgencyTrace(directory, runnerHome, { includeContent: captureMessageContent(process.env) });
+    return await exportSpans(agencySpans(tree, directory.readRecord().trace_id));
   } catch (error) {
     return `the agency's trace could not be read for the OTLP export: ${(error as Error).message}`;
+  }
+}
+
+/**
+ * `runner exec` / `runner resume` with the variables set: sends the run's
+ * trace (`invoke_agent {task}` with its `chat` and `execute_tool` spans, from
+ * its events.jsonl) and resolves once it is sent; null when nothing was
+ * asked or all was sent, else the failure's message (never throws).
+ */
+export async function exportRunTrace(run: {
+  directory: string;
+  report: { run_id: string; trace_id: string; task: string; status: string; reason: string | null; cost_usd: number | null };
+  model: { provider: string; name?: string | undefined };
+}): Promise<string | null> {
+  if (!otlpTracesEnabled(process.env)) return null;
+  try {
+    const { report } = run;
+    const lock = JSON.parse(await readFile(join(run.directory, "run.json"), "utf8").catch(() => "{}")) as { parent_span_id?: unknown };
+    const tree = buildRunTrace({
+      runId: report.run_id,
+      task: report.task,
+      parentSpanId: typeof lock.parent_span_id === "string" ? lock.parent_span_id : null,
+      status: report.status,
+      reason: report.reason,
+      costUsd: report.cost_usd,
+      model: run.model,
+      envelopes: readEnvelopes(join(run.directory, "events.jsonl")),
+      includeContent: captureMessageContent(process.env),
+    });
+    return await exportSpans(agencySpans(tree, report.trace_id));
+  } catch (error) {
+    return `the run's trace could not be read for the OTLP export: ${(error as Error).message}`;
   }
 }
