@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { createAgencyEvent } from "../bus/agency-event.js";
 import type { AgencyEvent } from "../bus/event-bus.js";
+import { spanIdFor } from "../events/trace-context.js";
 import { ORCHESTRATOR_EVENT_PREFIX } from "./agency-schema.js";
 
 /** Who publishes an event of the agency: the orchestrator, an agent, or someone outside (CLI, library). */
@@ -21,11 +22,23 @@ function sourceOf(agencyId: string, publisher: Publisher): string {
  * one hop more than its cause, the orchestrator's own keep the cause's count,
  * events without a cause start at 0. `id` defaults to a random UUID; give a
  * derived one where a repeat must dedupe (a resumed step publishing again).
+ * `spanId` is the span that produced the event (the agent's tool call, the
+ * invocation the orchestrator reports on); default the agency's own span
+ * ({@link workflowSpanId}).
  */
 export function agencyEvent(
   context: { agencyId: string; traceId: string },
   publisher: Publisher,
-  fields: { type: string; subject?: string; data?: unknown; dataref?: string; id?: string; cause?: AgencyEvent | null; time?: Date },
+  fields: {
+    type: string;
+    subject?: string;
+    data?: unknown;
+    dataref?: string;
+    id?: string;
+    cause?: AgencyEvent | null;
+    time?: Date;
+    spanId?: string;
+  },
 ): AgencyEvent {
   const cause = fields.cause ?? undefined;
   return createAgencyEvent({
@@ -33,6 +46,7 @@ export function agencyEvent(
     source: sourceOf(context.agencyId, publisher),
     correlationid: context.agencyId,
     traceId: context.traceId,
+    spanId: fields.spanId ?? workflowSpanId(context.agencyId),
     hops: cause === undefined ? 0 : cause.hops + (publisher.kind === "agent" ? 1 : 0),
     ...(cause === undefined ? {} : { cause }),
     ...(fields.subject === undefined ? {} : { subject: fields.subject }),
@@ -64,4 +78,14 @@ export function triggerMatches(pattern: string, type: string): boolean {
  */
 export function invocationId(agent: string, eventId: string): string {
   return `${agent}-${createHash("sha256").update(`${agent}\0${eventId}`).digest("hex").slice(0, 12)}`;
+}
+
+/** The span of agency `agencyId` as a whole (the `invoke_workflow` span): derived, so every process and resume agrees. */
+export function workflowSpanId(agencyId: string): string {
+  return spanIdFor("agency", agencyId);
+}
+
+/** The span of one invocation (`invoke_agent`): its run's events hang under it (RunEmbedding.trace.parentSpanId). */
+export function invocationSpanId(invocationId: string): string {
+  return spanIdFor("invocation", invocationId);
 }

@@ -11,6 +11,8 @@ import { agencyEvent } from "./agency-event.js";
 import { EVENT_TYPE } from "./agency-schema.js";
 import { loadAgency } from "./load-agency.js";
 import { Orchestrator } from "./orchestrator.js";
+import { otlpTracesEnabled } from "./trace/otlp-enabled.js";
+import { createLogger } from "../logging/logger.js";
 
 /** An event from outside the agency (the CLI's `--event` and `publish`, the library's `publish`). */
 export interface OutsideEvent {
@@ -125,10 +127,19 @@ async function launch(
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
   const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents, ...(approvals ? { approvals } : {}) });
   let ended = false;
-  const result = orchestrator.run().finally(async () => {
-    await bus.close();
-    ended = true;
-  });
+  const result = orchestrator
+    .run()
+    .finally(async () => {
+      await bus.close();
+      ended = true;
+    })
+    .then(async (report) => {
+      // OpenTelemetry (opt-in): the trace as the records hold it, sent before the result resolves, so a CLI exits with it sent.
+      if (!otlpTracesEnabled(process.env)) return report;
+      const problem = await (await import("./trace/otlp-export.js")).exportAgencyTrace(directory, runner.home);
+      if (problem) createLogger({ component: "agency", agency_id: record.agency_id }).warn(problem);
+      return report;
+    });
   const context = { agencyId: record.agency_id, traceId: record.trace_id };
   return {
     id: record.agency_id,

@@ -126,8 +126,8 @@ export function invocationTask(
 export function agencyTools(options: {
   agent: AgentDefinition;
   context: Record<string, unknown>;
-  /** Builds the event (envelope, cause, hops) from what the agent gave. */
-  build: (fields: { type: string; subject?: string; data?: unknown; dataref?: string; id: string }) => AgencyEvent;
+  /** Builds the event (envelope, cause, hops) from what the agent gave, in the trace of the tool call `toolCallId`. */
+  build: (fields: { type: string; subject?: string; data?: unknown; dataref?: string; id: string }, toolCallId: string) => AgencyEvent;
   /** Queues the event durably; resolves with how many events the invocation has queued. */
   emit: (event: AgencyEvent) => Promise<number>;
   eventIdFor: (toolCallId: string) => string;
@@ -162,13 +162,16 @@ export function agencyTools(options: {
         return toolError(`${agent.name} may not publish ${JSON.stringify(input.type)}; the types it may publish (emits): ${agent.emits.join(", ")}`);
       }
       try {
-        const event = options.build({
-          type: input.type,
-          ...(input.subject === undefined ? {} : { subject: input.subject }),
-          ...(input.data === undefined ? {} : { data: input.data }),
-          ...(input.dataref === undefined ? {} : { dataref: input.dataref }),
-          id: options.eventIdFor(context.toolCallId),
-        });
+        const event = options.build(
+          {
+            type: input.type,
+            ...(input.subject === undefined ? {} : { subject: input.subject }),
+            ...(input.data === undefined ? {} : { data: input.data }),
+            ...(input.dataref === undefined ? {} : { dataref: input.dataref }),
+            id: options.eventIdFor(context.toolCallId),
+          },
+          context.toolCallId,
+        );
         checkAgencyEvent(event);
         const queued = await options.emit(event);
         return {

@@ -8,7 +8,8 @@ import { roundUsd } from "../model/pricing.js";
 import type { RunReport } from "../run/run-report.js";
 import type { ApprovalBroker, Runner, RunHandle } from "../runner/runner.js";
 import { branchHead } from "../workspace/run-worktree.js";
-import { agencyEvent, invocationId, triggerMatches, type Publisher } from "./agency-event.js";
+import { toolCallSpanId } from "../events/trace-context.js";
+import { agencyEvent, invocationId, invocationSpanId, triggerMatches, type Publisher } from "./agency-event.js";
 import type { AgencyDirectory, AgencyRecord, AgencyReport, AgencyStatus, InvocationRecord } from "./agency-directory.js";
 import { lifecycleTransitions, type AgentState, type LifecycleChange } from "./agent-lifecycle.js";
 import { agencyTools, invocationTask, writeAgentPolicy, writesWorkspace } from "./agent-task.js";
@@ -208,6 +209,7 @@ export class Orchestrator {
               subject: agent.name,
               id: `${id}-conflict`,
               cause: event,
+              spanId: invocationSpanId(id),
               data: { invocation_id: id, agent: agent.name, run_id: report.run_id, branch: report.branch, files: conflicts, detail: report.merge!.detail },
             },
           ),
@@ -250,6 +252,7 @@ export class Orchestrator {
             subject: agent.name,
             id: `${id}-finished`,
             cause: event,
+            spanId: invocationSpanId(id),
             data: {
               invocation_id: id,
               agent: agent.name,
@@ -306,10 +309,13 @@ export class Orchestrator {
     const { runner, record, directory } = this.options;
     const event = delivery.event;
     const writes = writesWorkspace(agent, record.definition.mode);
+    // One trace: the run's events hang under the invocation's span, an emitted event under its tool call's.
+    const trace = { traceId: record.trace_id, parentSpanId: invocationSpanId(id) };
     const hostTools = agencyTools({
       agent,
       context: record.definition.context,
-      build: (fields) => this.event({ kind: "agent", name: agent.name }, { ...fields, cause: event }),
+      build: (fields, toolCallId) =>
+        this.event({ kind: "agent", name: agent.name }, { ...fields, cause: event, spanId: toolCallSpanId(trace.parentSpanId, toolCallId) }),
       emit: (emitted) => directory.addToOutbox(id, emitted),
       // The model picks tool call ids: hashed under a prefix of their own, an agent's event id never equals the
       // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
@@ -319,6 +325,7 @@ export class Orchestrator {
     const embedding = {
       hostTools,
       readOnlyWorkspace: !writes,
+      trace,
       ...(writes ? { mergeInto: record.branch } : {}),
       ...(checkFinalAnswer ? { checkFinalAnswer } : {}),
     };

@@ -89,6 +89,12 @@ export interface AgencyEventInit {
   hops?: number;
   /** The agency's trace id (32 lower-case hex digits, see {@link newTraceId}) for an event without a cause; a cause's trace wins. */
   traceId?: string;
+  /**
+   * The span id of the `traceparent` (16 lower-case hex digits): the span that
+   * produced the event (CloudEvents distributed tracing: the producer's
+   * context), e.g. the agent's tool call that emitted it; default a random one.
+   */
+  spanId?: string;
   /** The event id (default a random UUID); an outside system's own id makes its retries dedupe. */
   id?: string;
   /** Default: now. */
@@ -117,8 +123,8 @@ export function newTraceId(): string {
 
 /**
  * A complete {@link AgencyEvent} (CloudEvents 1.0, structured JSON) from
- * `init`: a UUID id, the RFC 3339 time, a `traceparent` with a fresh span id
- * in the cause's trace (or `init.traceId`, or a new trace), and
+ * `init`: a UUID id, the RFC 3339 time, a `traceparent` with `init.spanId` (or
+ * a fresh span id) in the cause's trace (or `init.traceId`, or a new trace), and
  * `causationid`/`hops` from the cause. It is not checked here: `publish`
  * checks it (EventRejectedError); call {@link checkAgencyEvent} to check early.
  */
@@ -131,7 +137,7 @@ export function createAgencyEvent(init: AgencyEventInit): AgencyEvent {
     type: init.type,
     time: (init.time ?? new Date()).toISOString(),
     datacontenttype: "application/json",
-    traceparent: `00-${causeTrace ?? init.traceId ?? newTraceId()}-${randomHex(8)}-01`,
+    traceparent: `00-${causeTrace ?? init.traceId ?? newTraceId()}-${init.spanId ?? randomHex(8)}-01`,
     correlationid: init.correlationid,
     hops: init.hops ?? (init.cause ? init.cause.hops + 1 : 0),
   };

@@ -3,6 +3,8 @@ import { AgencyDirectory, exitCodeOfAgency, type AgencyReport } from "../agency/
 import { agencyEvent } from "../agency/agency-event.js";
 import { agencyRunning } from "../agency/agency-log.js";
 import { checkOutsideEvent, createRunner, type AgencyHandle, type OutsideEvent } from "../agency/agency.js";
+import { readAgencyTrace } from "../agency/trace/agency-trace.js";
+import { traceText } from "../agency/trace/trace-text.js";
 import { checkAgencyEvent } from "../bus/agency-event.js";
 import type { StoredEvent } from "../bus/event-bus.js";
 import { FileEventBus } from "../bus/file-event-bus.js";
@@ -76,12 +78,13 @@ export async function agencyShow(id: string, flags: { json?: boolean }): Promise
   const log: StoredEvent[] = [];
   for await (const stored of readBusLog(directory.busDirectory, { follow: false })) log.push(stored);
   const report = snapshot(directory, log);
+  const trace = await readAgencyTrace(directory, runnerHome());
   if (flags.json) {
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify({ ...report, trace }, null, 2)}\n`);
     return 0;
   }
-  process.stdout.write(`agency ${report.agency_id} (${report.name}): ${report.status}${report.reason ? ` (${report.reason})` : ""}\n\nevents:\n`);
-  for (const stored of log) process.stdout.write(`  ${timelineLine(stored)}\n`);
+  process.stdout.write(`agency ${report.agency_id} (${report.name}): ${report.status}${report.reason ? ` (${report.reason})` : ""}\n\ntrace:\n`);
+  process.stdout.write(traceText(trace));
   process.stdout.write(outcomeText(report));
   return 0;
 }

@@ -39,9 +39,9 @@ export function agencyCommand(signal: AbortSignal, exit: (code: number) => void)
   agency
     .command("show")
     .exitOverride()
-    .description("print an agency's timeline: events, invocations and their runs, the outcome")
+    .description("draw an agency's trace (event → invocation → its model and tool calls → next event, with times, costs, guards) and its outcome")
     .argument("<agency-id>", "the agency id")
-    .option("--json", "print agency-report.json (while it runs: the same shape, status running)")
+    .option("--json", "print agency-report.json (while it runs: the same shape, status running) with the trace tree as `trace`")
     .action(async (id: string, flags: { json?: boolean }) => {
       exit(await (await import("./agency-actions.js")).agencyShow(id, flags));
     });

@@ -11,6 +11,7 @@ import { RUN_FILES } from "../run/run-store.js";
 import { runnerHome } from "../runner/runner-home.js";
 import { Runner, type ModelText, type RunHandle } from "../runner/runner.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
+import { otlpTracesEnabled } from "../agency/trace/otlp-enabled.js";
 import { describeLeftOut, ProgressView } from "./progress-view.js";
 import { terminalApprovals } from "./terminal-approvals.js";
 
@@ -138,6 +139,11 @@ async function follow(
   const report = await run.result;
   await shown;
   view?.endStreamedText();
+  // OpenTelemetry (opt-in, OTEL_EXPORTER_OTLP_ENDPOINT): sent before the CLI exits.
+  if (otlpTracesEnabled(process.env)) {
+    const problem = await (await import("../agency/trace/otlp-export.js")).exportRunTrace({ directory: run.directory, report, model: task.model });
+    if (problem) process.stderr.write(terminalSafe(`warning: ${problem}\n`));
+  }
   // For scripts: the agent's final answer alone (empty when it gave none), whatever the outcome.
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
   if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(resultLine(report, run.directory))}\n`));

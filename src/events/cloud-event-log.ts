@@ -4,13 +4,16 @@ import type { Redactor } from "../redaction/redactor.js";
 import { AppendOnlyFile } from "./append-only-file.js";
 import { cloudEventType } from "./event-catalogue.js";
 import type { EventSink, RunEvent } from "./run-events.js";
+import { runSpanId, spanIdOfRunEvent, traceparentOf } from "./trace-context.js";
 
 export interface CloudEventLogOptions {
   /** Redacts secrets in every event's data before it is written or handed to {@link CloudEventLog.onEnvelope}. */
   redactor?: Redactor | null;
+  /** The span the run's events hang under (`RunEmbedding.trace.parentSpanId`); default a span of the run's own. */
+  parentSpanId?: string | null;
 }
 
-/** W3C trace context for a run: one trace id, a span id per event. */
+/** A new W3C trace id for a run: 32 lower-case hex digits. */
 export function newTraceId(): string {
   return randomBytes(16).toString("hex");
 }
@@ -18,7 +21,9 @@ export function newTraceId(): string {
 /**
  * Wraps run events in CloudEvents 1.0 envelopes (type `dev.agent-runner.<event>.v<N>`
  * with N from the event catalogue, `traceparent` from the W3C Trace Context /
- * CloudEvents distributed-tracing extension; docs/events.md) and appends
+ * CloudEvents distributed-tracing extension: the span of the model or tool
+ * call the event belongs to, else the run's, see trace-context.ts;
+ * docs/events.md) and appends
  * them, one JSON object per line, to events.jsonl.
  * Each line is written with a single write() so a crash never leaves half a line.
  * With a redactor, event data is redacted (every string, at any depth) before
@@ -30,6 +35,7 @@ export class CloudEventLog implements EventSink {
   onEnvelope: ((line: string) => void) | null = null;
 
   private readonly redactor: Redactor | null;
+  private readonly runSpan: string;
 
   constructor(
     path: string,
@@ -38,6 +44,7 @@ export class CloudEventLog implements EventSink {
     options: CloudEventLogOptions = {},
   ) {
     this.redactor = options.redactor ?? null;
+    this.runSpan = runSpanId(runId, options.parentSpanId ?? null);
     this.file = new AppendOnlyFile(path);
   }
 
@@ -48,7 +55,7 @@ export class CloudEventLog implements EventSink {
       type: cloudEventType(event.type),
       datacontenttype: "application/json",
       time: new Date().toISOString(),
-      traceparent: `00-${this.traceId}-${randomBytes(8).toString("hex")}-01`,
+      traceparent: traceparentOf(this.traceId, spanIdOfRunEvent(this.runSpan, event)),
       runid: this.runId,
       data: this.redactor ? this.redactor.redactDeep(event.data) : event.data,
     });

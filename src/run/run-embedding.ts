@@ -3,9 +3,10 @@ import type { Tool } from "../tools/define-tool.js";
 /**
  * How a front end that builds on runs (the agency, docs/agency.md) places one
  * run among its others: where its work starts and lands, which extra tools it
- * gets, whether it may write. Given to `Runner.start` and again to
- * `Runner.resume` (nothing of it is recorded: host tools are functions of the
- * caller's process). Every field is optional; an empty embedding is a plain run.
+ * gets, whether it may write, which trace it joins. Given to `Runner.start`
+ * and again to `Runner.resume` (nothing of it is recorded but `trace`: host
+ * tools are functions of the caller's process). Every field is optional; an
+ * empty embedding is a plain run.
  */
 export interface RunEmbedding {
   /**
@@ -45,4 +46,13 @@ export interface RunEmbedding {
    * process, so it only judges text.
    */
   checkFinalAnswer?: (answer: string) => string[] | null;
+  /**
+   * The W3C trace the run joins instead of starting its own: `traceId` (32
+   * lower-case hex digits) becomes report.json `trace_id` and every event's
+   * `traceparent` trace; `parentSpanId` (16 hex digits) is the run's span
+   * (the agency's invocation), under which each model call and tool call has
+   * a span of its own (src/events/trace-context.ts). Recorded in run.json,
+   * so a resume keeps it even when the caller gives none.
+   */
+  trace?: { traceId: string; parentSpanId: string };
 }

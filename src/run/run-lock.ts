@@ -18,6 +18,8 @@ import { registeredRunDisks, RUN_DISK_REGISTRY } from "../workspace/run-disk-reg
 export interface RunLock extends RecordedWorktree {
   run_id: string;
   trace_id?: string;
+  /** The span the run's events hang under when a front end gave one (RunEmbedding.trace). */
+  parent_span_id?: string;
   /** `<host>:<pid>:<start ticks>` of the runner process. */
   owner: string;
   /** How many times `runner resume` continued the run. */

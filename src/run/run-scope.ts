@@ -32,6 +32,8 @@ export interface RunScope {
   /** Where a front end places the run ({} for a plain run). */
   readonly embedding: RunEmbedding;
   readonly traceId: string;
+  /** The span the run's events hang under (RunEmbedding.trace.parentSpanId), or null for a span of the run's own. */
+  readonly parentSpanId: string | null;
   readonly store: RunStore;
   /** Where the run's worktree, workers, verify checkouts and sandbox scratch go (on the run's disk). */
   readonly paths: ReturnType<typeof runPaths>;
@@ -80,6 +82,7 @@ export interface RunScopeOptions {
   task: Task;
   runId: string;
   traceId: string;
+  parentSpanId: string | null;
   runDirectory: string;
   resume: ResumableRun | null;
   signal: AbortSignal;
@@ -109,7 +112,7 @@ export function openRunScope(options: RunScopeOptions): RunScope {
   const redactor = redactorFor(task, options.hostEnvironment);
   const redactDeep = <T>(value: T): T => redactor.redactDeep(value);
   const releaseLogRedactor = addLogRedactor(redactor);
-  const log = new CloudEventLog(store.path("events"), runId, traceId);
+  const log = new CloudEventLog(store.path("events"), runId, traceId, { parentSpanId: options.parentSpanId });
   log.onEnvelope = options.onEnvelope ?? null;
   // Every record of an event (events.jsonl, --json, the terminal view that ends up in CI logs)
   // gets it redacted, once; the report's counters read the event as it is.
@@ -130,6 +133,7 @@ export function openRunScope(options: RunScopeOptions): RunScope {
     runId,
     embedding: options.embedding,
     traceId,
+    parentSpanId: options.parentSpanId,
     store,
     paths: runPaths(options.runDirectory),
     resume,

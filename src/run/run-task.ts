@@ -71,7 +71,12 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
   mkdirSync(runDirectory, { recursive: true, mode: 0o700 });
   // What `runner resume` needs to continue the run: the validated task, paths made absolute.
   new RunStore(runDirectory).writeJson("task", task);
-  return executeRun({ task, runId, traceId: newTraceId(), runDirectory, resume: null }, dependencies, options);
+  const trace = options.embedding?.trace;
+  return executeRun(
+    { task, runId, traceId: trace?.traceId ?? newTraceId(), parentSpanId: trace?.parentSpanId ?? null, runDirectory, resume: null },
+    dependencies,
+    options,
+  );
 }
 
 /**
@@ -99,7 +104,9 @@ export async function resumeRun(
   // Raised limits are the run's from now on (a later resume reads task.json).
   if (maxSteps || maxCostUsd !== undefined || timeoutSec) store.writeJson("task", task);
   store.remove("report");
-  return executeRun({ task, runId: run.runId, traceId: run.traceId, runDirectory: run.runDirectory, resume: run }, dependencies, options);
+  // The trace recorded in run.json wins: a resume stays in the trace the run began in.
+  const parentSpanId = run.lock.parent_span_id ?? options.embedding?.trace?.parentSpanId ?? null;
+  return executeRun({ task, runId: run.runId, traceId: run.traceId, parentSpanId, runDirectory: run.runDirectory, resume: run }, dependencies, options);
 }
 
 /**
@@ -109,7 +116,7 @@ export async function resumeRun(
  * scope's clean-up stack; finalize undoes it whatever happened.
  */
 async function executeRun(
-  run: { task: Task; runId: string; traceId: string; runDirectory: string; resume: ResumableRun | null },
+  run: { task: Task; runId: string; traceId: string; parentSpanId: string | null; runDirectory: string; resume: ResumableRun | null },
   dependencies: RunDependencies,
   options: RunOptions,
 ): Promise<RunResult> {

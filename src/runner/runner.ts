@@ -481,4 +481,12 @@ function checkStartOptions(options: StartOptions): void {
     throw new ConfigError("embedding.hostTools: expected an array of tools (defineTool)");
   if (embedding.checkFinalAnswer !== undefined && typeof embedding.checkFinalAnswer !== "function")
     throw new ConfigError("embedding.checkFinalAnswer: expected a function (answer: string) => string[] | null");
+  const trace = embedding.trace as { traceId?: unknown; parentSpanId?: unknown } | undefined;
+  if (trace !== undefined) {
+    // W3C Trace Context: ids are lower-case hex, never all zero.
+    if (typeof trace?.traceId !== "string" || !/^(?!0{32})[0-9a-f]{32}$/.test(trace.traceId))
+      throw new ConfigError(`embedding.trace.traceId: expected 32 lower-case hex digits (a W3C trace id), got ${JSON.stringify(trace?.traceId)}`);
+    if (typeof trace.parentSpanId !== "string" || !/^(?!0{16})[0-9a-f]{16}$/.test(trace.parentSpanId))
+      throw new ConfigError(`embedding.trace.parentSpanId: expected 16 lower-case hex digits (a W3C span id), got ${JSON.stringify(trace.parentSpanId)}`);
+  }
 }

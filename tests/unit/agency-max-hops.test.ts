@@ -81,7 +81,8 @@ describe("max_hops", () => {
     });
     expect(shown.status, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(`agency ${agency.id} (test-agency): failed (max_hops)`);
-    expect(shown.stdout).toMatch(/agency\.chain\.stopped \[coder\] {2}hops_exhausted \(max_hops\) at hop 8/);
+    // The trace tree marks the guard's event (src/agency/trace/trace-text.ts).
+    expect(shown.stdout).toMatch(/!!.*agency\.chain\.stopped/);
     expect(shown.stdout).toContain("stopped chains:\n  hops_exhausted (max_hops) at hop 8 after review.changes_requested");
     expect(shown.stdout).toContain("why: hops_exhausted: the chain reached max_hops");
     expect(shown.stdout).toContain("mode normal · max_hops 8");

@@ -91,6 +91,7 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
   writeRunLock(scope.store.directory, {
     run_id: runId,
     trace_id: scope.traceId,
+    ...(scope.parentSpanId ? { parent_span_id: scope.parentSpanId } : {}),
     owner: currentOwner(),
     repository: worktree.repositoryRoot,
     worktree: worktree.path,

@@ -20,7 +20,7 @@ function cli(home: string, ...args: string[]) {
 }
 
 describe("runner agency show, events, publish", () => {
-  it("show --json is the report; events --json prints the log from --from; publish into an idle agency is handled by resume", async () => {
+  it("show --json is the report with its trace; show draws the trace tree; events --json prints the log from --from; publish into an idle agency is handled by resume", async () => {
     await using directory = temporaryDirectory();
     await using fake = await fakeAgencyRunner({ exec: fakeShell() });
     const { agencyFile } = writeAgency(directory.path, {
@@ -33,10 +33,18 @@ describe("runner agency show, events, publish", () => {
 
     const shown = cli(fake.home, "show", agency.id, "--json");
     expect(shown.status, shown.stderr).toBe(0);
-    expect(JSON.parse(shown.stdout)).toEqual(report);
+    const { trace, ...shownReport } = JSON.parse(shown.stdout);
+    expect(shownReport).toEqual(report);
+    expect(trace).toMatchObject({
+      kind: "workflow",
+      name: "test-agency",
+      children: [{ kind: "event", name: "task.ready", children: [{ kind: "invocation", name: "solo" }] }],
+    });
     const timeline = cli(fake.home, "show", agency.id);
     expect(timeline.stdout).toContain(`agency ${agency.id} (test-agency): failed (quiescent)`);
-    expect(timeline.stdout).toMatch(/#0 \S+ orchestrator +task\.ready \[t1\]/);
+    expect(timeline.stdout).toMatch(
+      /└─ event task\.ready #0 \[t1\] \+\d+\.\ds\n {3}└─ invoke solo \+\d+\.\ds \d+\.\ds succeeded run \S+ \(finished_unverified\)\n {6}└─ chat scripted step 0 /,
+    );
 
     const log = readFileSync(join(agency.directory, "bus.jsonl"), "utf8").split("\n").filter(Boolean);
     const events = cli(fake.home, "events", agency.id, "--json", "--from", "2");
