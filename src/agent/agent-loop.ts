@@ -473,19 +473,25 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
     events.emit({ type: "tool_call.interrupted", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name } });
     return content;
   }
-  events.emit({
-    type: "tool_call.started",
-    // The full arguments are in the session; the event keeps a bounded copy.
-    data: {
-      agent_id: agentId,
-      step,
-      tool_call_id: call.id,
-      name: call.function.name,
-      arguments: capText(redact(call.function.arguments), EVENT_ARGUMENTS_CHARACTERS),
-    },
-  });
-  const started = Date.now();
+  // Set when the call goes ahead (after the guard and any approval question): a refused call never starts.
+  let started: number | null = null;
+  const onStarted = () => {
+    started = Date.now();
+    events.emit({
+      type: "tool_call.started",
+      // The full arguments are in the session; the event keeps a bounded copy.
+      data: {
+        agent_id: agentId,
+        step,
+        tool_call_id: call.id,
+        name: call.function.name,
+        arguments: capText(redact(call.function.arguments), EVENT_ARGUMENTS_CHARACTERS),
+      },
+    });
+  };
+  const asked = Date.now();
   const result = await state.options.tools.execute(call.function.name, call.function.arguments, {
+    onStarted,
     sandbox: state.options.sandbox,
     signal: state.options.signal,
     toolCallId: call.id,
@@ -521,7 +527,7 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
       tool_call_id: call.id,
       name: call.function.name,
       is_error: result.isError ?? false,
-      duration_ms: Date.now() - started,
+      duration_ms: Date.now() - (started ?? asked),
       result_preview: recorded.slice(0, 500),
       ...(result.details ? { details: result.details } : {}),
     },

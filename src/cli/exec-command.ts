@@ -59,7 +59,7 @@ export async function execCommand(taskFile: string | undefined, options: ExecOpt
   // Fail on what the user can fix before anything starts (no branch, no container yet).
   const runner = Runner.create({ home: runnerHome() });
   const view = options.json ? null : new ProgressView();
-  const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals(), ...streamedText(view) });
+  const run = await runner.startTask(task, { signal, merge: options.merge, ...approvals(view), ...streamedText(view) });
   return follow(run, task, options, view);
 }
 
@@ -108,7 +108,7 @@ export async function resumeCommand(
     ...(maxSteps ? { maxSteps } : {}),
     ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
     ...(timeoutSec === undefined ? {} : { timeoutSec }),
-    ...approvals(),
+    ...approvals(view),
     ...streamedText(view),
   });
   if (!options.json) process.stdout.write(`resuming run ${run.id} at model call ${run.resumed!.atModelCall}\n`);
@@ -137,7 +137,7 @@ async function follow(
   })();
   const report = await run.result;
   await shown;
-  view?.endStreamedText();
+  view?.close();
   // For scripts: the agent's final answer alone (empty when it gave none), whatever the outcome.
   if (options.outputLastMessage) writeFileSync(options.outputLastMessage, report.final_message ?? "");
   if (options.json) process.stdout.write(terminalSafeJson(`${JSON.stringify(resultLine(report, run.directory))}\n`));
@@ -170,20 +170,33 @@ function resultLine(report: RunReport, runDirectory: string) {
 /** How long an approval question waits for an answer; no answer is a no. */
 const APPROVAL_TIMEOUT_MS = 5 * 60 * 1000;
 
-/** The terminal prompt as the run's approval broker; without a terminal on both ends, none (the policy's `confirmations` decides). */
-function approvals(): { approvals?: ApprovalBroker } {
+/**
+ * The terminal prompt as the run's approval broker; without a terminal on
+ * both ends, none (the policy's `confirmations` decides). With the progress
+ * view on the same terminal, the prompt waits until the view has shown
+ * everything up to the question's `approval.requested` and holds its output
+ * while the question waits, so the prompt stands alone on its lines.
+ */
+function approvals(view: ProgressView | null): { approvals?: ApprovalBroker } {
   if (!process.stdin.isTTY || !process.stderr.isTTY) return {};
+  view?.expectApprovalPrompts();
   return {
     approvals: {
-      request: ({ question, canRemember }, signal) =>
-        promptForApproval({
-          input: process.stdin,
-          output: process.stderr,
-          question: terminalSafe(question),
-          canRemember,
-          timeoutMs: APPROVAL_TIMEOUT_MS,
-          signal,
-        }),
+      request: async ({ question, canRemember, toolCallId }, signal) => {
+        await view?.questionShown(toolCallId);
+        try {
+          return await promptForApproval({
+            input: process.stdin,
+            output: process.stderr,
+            question: terminalSafe(question),
+            canRemember,
+            timeoutMs: APPROVAL_TIMEOUT_MS,
+            signal,
+          });
+        } finally {
+          view?.releaseAfterPrompt();
+        }
+      },
     },
   };
 }
