@@ -124,7 +124,7 @@ export class ProgressView implements EventSink {
     this.track(safe);
     const line = this.describe(safe);
     const lines = Array.isArray(line) ? line : [line];
-    for (const text of lines) this.writeLine(text);
+    for (const [index, text] of lines.entries()) this.writeLine(text, index > 0);
     if (safe.type === "approval.requested") this.holdForPrompt(safe.data.tool_call_id);
     else this.drawStatus();
   }
@@ -284,10 +284,12 @@ export class ProgressView implements EventSink {
     }
   }
 
-  /** Prints one line (a newline in it made visible), after erasing the status line; kept for later while a prompt waits. The caller redraws the status. */
-  private writeLine(line: string | null): void {
+  /** Prints one line (a newline in it made visible; `continued`: no time, it belongs to the line before), after erasing the status line; kept for later while a prompt waits. The caller redraws the status. */
+  private writeLine(line: string | null, continued = false): void {
     if (!line) return;
-    const text = `${this.colours.dim(this.elapsed())} ${line.replace(/\n/g, "\\n")}\n`;
+    const elapsed = this.elapsed();
+    // A continuation (a multi-line command's next lines) leaves the time column blank, so the call's line leads.
+    const text = `${continued ? " ".repeat(elapsed.length) : this.colours.dim(elapsed)} ${line.replace(/\n/g, "\\n")}\n`;
     if (this.held) {
       this.held.push(text);
       return;
@@ -322,7 +324,7 @@ export class ProgressView implements EventSink {
     const arrow = outcome.failed ? c.yellow(`→ ${outcome.text}`) : `→ ${outcome.text}`;
     return [
       `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} ${c.bold(event.data.name)}${head ? ` ${head}` : ""} ${arrow} ${c.dim(`(${seconds(event.data.duration_ms)})`)}`,
-      ...rest.map((line) => c.dim(`         │ ${line}`)),
+      ...rest.map((line) => c.dim(`    │ ${line}`)),
     ];
   }
 
