@@ -17,7 +17,7 @@ import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
 import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js";
 import { commitRunWorktree, createBranchWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
 import { WorkDelivery } from "../delivery/deliver.js";
-import { verifyEnding } from "../delivery/verify-commit.js";
+import { verifyEnding } from "../delivery/verify-ending.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
 
 /** How a report says an agent stopped without finishing, by its end reason. */

@@ -5,6 +5,7 @@ import type { ModelText } from "../runner/runner.js";
 import { oneLine, terminalSafe } from "../terminal-text.js";
 import { formatUsd } from "../model/pricing.js";
 import { describeArguments, describeOutcome } from "./tool-call-text.js";
+import { describeLeftOut } from "./run-summary.js";
 
 /** Back to the start of the line and erase it (CR, then `CSI 2 K`: ECMA-48 §8.3.41). */
 const ERASE_LINE = "\r\x1b[2K";
@@ -451,12 +452,6 @@ export class ProgressView implements EventSink {
         return null;
     }
   }
-}
-
-/** `".GIT" (dotgit_name), "big.bin" (file_too_large) and 3 more`: paths quoted, so trailing spaces and control characters show. */
-export function describeLeftOut(leftOut: readonly { path: string; reason: string }[], count: number): string {
-  const shown = leftOut.slice(0, 5).map((entry) => `${terminalSafe(JSON.stringify(entry.path))} (${entry.reason})`);
-  return `${shown.join(", ")}${count > shown.length ? ` and ${count - shown.length} more` : ""}`;
 }
 
 function leftOutSuffix(leftOut: readonly { path: string; reason: string }[], count: number): string {
