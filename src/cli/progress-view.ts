@@ -326,6 +326,7 @@ export class ProgressView implements EventSink {
     return [
       `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} ${c.bold(event.data.name)}${head ? ` ${head}` : ""} ${arrow} ${c.dim(`(${seconds(event.data.duration_ms)})`)}`,
       ...rest.map((line) => c.dim(`    │ ${line}`)),
+      ...(typeof event.data.details?.network_hint === "string" ? [c.yellow(`    note: ${event.data.details.network_hint}`)] : []),
     ];
   }
 
