@@ -65,7 +65,7 @@ export function packageIndexHosts(options: PackageIndexOptions = {}): PackageInd
  * `indexes` (from {@link packageIndexHosts}) to put in it, or where to find
  * them when the configuration names none.
  */
-export function offlineHint(indexes: readonly PackageIndex[]): string {
+function offlineHint(indexes: readonly PackageIndex[]): string {
   const named = indexes.map((index) => `${index.hosts.join(", ")} (${index.tool}: ${index.source})`);
   return (
     "the sandbox has no network: sandbox.network.allow is empty, so no name resolves. To let it reach a package index, list its host under " +
