@@ -181,8 +181,8 @@ function approvals(view: ProgressView | null): { approvals?: ApprovalBroker } {
   view?.expectApprovalPrompts();
   return {
     approvals: {
-      request: async ({ question, canRemember, toolCallId }, signal) => {
-        await view?.questionShown(toolCallId);
+      request: async ({ question, canRemember, agentId, toolCallId }, signal) => {
+        await view?.questionShown(agentId, toolCallId);
         try {
           return await promptForApproval({
             input: process.stdin,

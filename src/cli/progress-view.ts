@@ -65,7 +65,7 @@ export class ProgressView implements EventSink {
   /** Whether an approval prompt may be on the screen: lines wait in {@link held} until it is answered. */
   private promptExpected = false;
   private held: string[] | null = null;
-  /** Approval questions shown (by tool call id), and who waits for one. */
+  /** Approval questions shown and not yet waited for, and who waits for one (by `<agent id> <tool call id>`). */
   private readonly questionsShown = new Set<string>();
   private readonly questionWaiters = new Map<string, () => void>();
 
@@ -106,9 +106,11 @@ export class ProgressView implements EventSink {
    * `toolCallId` (everything before it is on the screen and the view holds
    * its output): the moment to write the prompt.
    */
-  questionShown(toolCallId: string): Promise<void> {
-    if (this.questionsShown.has(toolCallId)) return Promise.resolve();
-    return new Promise((resolve) => this.questionWaiters.set(toolCallId, resolve));
+  questionShown(agentId: string, toolCallId: string): Promise<void> {
+    const key = `${agentId} ${toolCallId}`;
+    // Each question is waited for once: a later call with the same id waits for its own event.
+    if (this.questionsShown.delete(key)) return Promise.resolve();
+    return new Promise((resolve) => this.questionWaiters.set(key, resolve));
   }
 
   /** The prompt was answered (its own lines end with a newline): print the lines kept meanwhile and go on. */
@@ -126,12 +128,14 @@ export class ProgressView implements EventSink {
     const line = this.describe(safe);
     const lines = Array.isArray(line) ? line : [line];
     for (const [index, text] of lines.entries()) this.writeLine(text, index > 0);
-    if (safe.type === "approval.requested") this.holdForPrompt(safe.data.tool_call_id);
+    if (event.type === "approval.requested") this.holdForPrompt(`${event.data.agent_id} ${event.data.tool_call_id}`);
     else this.drawStatus();
   }
 
   /** Erases the status line and stops the timer; calls started without a result yet are shown `→ no result` (the run ended first, or the record stops there). */
   close(): void {
+    // A prompt cut short (the run ended while it waited): what it held is still to be shown.
+    if (this.held) this.releaseAfterPrompt();
     this.streaming = null;
     if (this.statusShown) this.put(ERASE_LINE);
     this.statusShown = false;
@@ -146,14 +150,16 @@ export class ProgressView implements EventSink {
     this.startedCalls.clear();
   }
 
-  private holdForPrompt(toolCallId: string): void {
+  /** `key`: the question's agent and tool call id, as the event gives them (not made terminal-safe: it is matched, never shown). */
+  private holdForPrompt(key: string): void {
     if (!this.promptExpected) return;
     if (this.statusShown) this.put(ERASE_LINE);
     this.statusShown = false;
     this.held ??= [];
-    this.questionsShown.add(toolCallId);
-    this.questionWaiters.get(toolCallId)?.();
-    this.questionWaiters.delete(toolCallId);
+    const waiter = this.questionWaiters.get(key);
+    this.questionWaiters.delete(key);
+    if (waiter) waiter();
+    else this.questionsShown.add(key);
   }
 
   /** Keeps {@link running} and the calls' arguments up to date with `event`. */

@@ -194,7 +194,7 @@ describe("approval prompts and the view", () => {
     view.emit({ type: "model_call.started", data: { agent_id: "w1", step: 2, messages: 2, estimated_tokens: 100, prefix_stable: null } });
     vi.advanceTimersByTime(1000);
     let shown = false;
-    const waiting = view.questionShown("push").then(() => (shown = true));
+    const waiting = view.questionShown("main", "push").then(() => (shown = true));
     await Promise.resolve();
     expect(shown).toBe(false);
     view.emit({
