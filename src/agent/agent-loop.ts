@@ -20,6 +20,10 @@ import {
 import { toolCallKey, type RestoredAgent, type SessionJournal } from "./session-journal.js";
 import type { ToolResultStore } from "./tool-result-store.js";
 
+/** What the model is told when a failed call could not resolve a name in a sandbox without network. */
+const OFFLINE_NOTE =
+  "[note] the sandbox has no network (the task's sandbox.network.allow is empty): nothing can be downloaded or installed in this run; work with what is installed, and say in your answer what needed the network.";
+
 /** Longest tool-call arguments copied into a `tool_call.started` event, characters. */
 const EVENT_ARGUMENTS_CHARACTERS = 4000;
 /**
@@ -61,6 +65,14 @@ export interface AgentLoopOptions {
   maxSteps: number;
   /** Default run_shell timeout, ms. */
   toolTimeoutMs: number;
+  /**
+   * For a sandbox without network: the hint for a failed call's output that
+   * shows a name that did not resolve (`offlineHintFor`), else null. The
+   * model gets a short note that the sandbox is offline; the whole hint
+   * (which names the user's package index hosts) goes only to the call's
+   * `tool_call.finished` details (`network_hint`), for the person.
+   */
+  networkHint?: (output: string) => string | null;
   events: EventSink;
   signal: AbortSignal;
   /** Window, thresholds and caps of context management. */
@@ -518,19 +530,25 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
     events.emit({ type: "tool_call.interrupted", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name } });
     return content;
   }
-  events.emit({
-    type: "tool_call.started",
-    // The full arguments are in the session; the event keeps a bounded copy.
-    data: {
-      agent_id: agentId,
-      step,
-      tool_call_id: call.id,
-      name: call.function.name,
-      arguments: capText(redact(call.function.arguments), EVENT_ARGUMENTS_CHARACTERS),
-    },
-  });
-  const started = Date.now();
+  // Set when the call goes ahead (after the guard and any approval question): a refused call never starts.
+  let started: number | null = null;
+  const onStarted = () => {
+    started = Date.now();
+    events.emit({
+      type: "tool_call.started",
+      // The full arguments are in the session; the event keeps a bounded copy.
+      data: {
+        agent_id: agentId,
+        step,
+        tool_call_id: call.id,
+        name: call.function.name,
+        arguments: capText(redact(call.function.arguments), EVENT_ARGUMENTS_CHARACTERS),
+      },
+    });
+  };
+  const asked = Date.now();
   const result = await state.options.tools.execute(call.function.name, call.function.arguments, {
+    onStarted,
     sandbox: state.options.sandbox,
     signal: state.options.signal,
     toolCallId: call.id,
@@ -542,7 +560,11 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
   // A call cut short by cancellation did not finish: it is not recorded, so a resume reports it as interrupted.
   if (state.options.signal.aborted) throw new CancelledError();
   const capCharacters = context.toolResultMaxTokens * 4;
-  let content = result.content;
+  const exitCode = result.details?.exit_code;
+  const failed = (result.isError ?? false) || (typeof exitCode === "number" && exitCode !== 0);
+  const networkHint = failed ? (state.options.networkHint?.(result.content) ?? null) : null;
+  let content = networkHint ? `${result.content}\n${OFFLINE_NOTE}` : result.content;
+  const details = networkHint ? { ...result.details, network_hint: networkHint } : result.details;
   // What the records keep: redacted before any cut.
   let recorded = redact(content);
   let file: string | undefined;
@@ -566,9 +588,9 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
       tool_call_id: call.id,
       name: call.function.name,
       is_error: result.isError ?? false,
-      duration_ms: Date.now() - started,
+      duration_ms: Date.now() - (started ?? asked),
       result_preview: recorded.slice(0, 500),
-      ...(result.details ? { details: result.details } : {}),
+      ...(details ? { details } : {}),
     },
   });
   return content;

@@ -17,7 +17,7 @@ import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
 import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js";
 import { commitRunWorktree, createBranchWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
 import { WorkDelivery } from "../delivery/deliver.js";
-import { verifyEnding } from "../delivery/verify-commit.js";
+import { verifyEnding } from "../delivery/verify-ending.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
 
 /** How a report says an agent stopped without finishing, by its end reason. */
@@ -95,6 +95,8 @@ export interface SubagentHost {
   /** Bounds of every host commit of a worktree (task.yaml `commit`). */
   commitLimits: CommitLimits;
   limits: { maxSteps: number; timeoutMs: number; toolTimeoutMs: number };
+  /** The offline hint for a failed call's output (the agent loop's `networkHint`). */
+  networkHint: (output: string) => string | null;
   /** The cost of a model call's usage, USD; absent when the model is not priced. */
   costOf?: (usage: Usage) => number;
   /** The run's cost budget, shared with the main agent (see AgentLoopOptions.budget). */
@@ -293,6 +295,7 @@ async function runSubagent(
       instruction: request.prompt,
       maxSteps: host.maxStepsFor(request.mode),
       toolTimeoutMs: host.limits.toolTimeoutMs,
+      networkHint: host.networkHint,
       guard: host.guardFor(request.mode),
       events: host.events,
       signal,

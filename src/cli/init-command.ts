@@ -2,14 +2,15 @@ import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, readdirSync, readFileSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { basename, join, relative, resolve } from "node:path";
 import { ConfigError } from "../errors.js";
+import { packageIndexHosts, type PackageIndex } from "../process/package-index-hosts.js";
 
 /** A test command found in the repository, and where it was found (said in the task's comment). */
 export interface DetectedTestCommand {
   command: string;
   /** Why, e.g. `package.json scripts.test`. */
   source: string;
-  /** Hosts the command's toolchain usually needs to fetch dependencies (a commented allow-list hint). */
-  hosts: string[];
+  /** The package index the command's toolchain fetches dependencies from (its hosts, from this machine's configuration, make a commented allow-list hint); null for none. */
+  index: PackageIndex["tool"] | null;
 }
 
 /** What `npm init` writes as scripts.test: not a test command. */
@@ -32,7 +33,7 @@ export function detectTestCommand(directory: string): DetectedTestCommand | null
     return existsSync(path) && statSync(path).isFile() ? readFileSync(path, "utf8") : null;
   };
   const makefile = file("Makefile") ?? file("makefile") ?? file("GNUmakefile");
-  if (makefile && /^test\s*:/m.test(makefile)) return { command: "make test", source: "the Makefile's test target", hosts: [] };
+  if (makefile && /^test\s*:/m.test(makefile)) return { command: "make test", source: "the Makefile's test target", index: null };
   const packageJson = file("package.json");
   if (packageJson) {
     let test: unknown;
@@ -43,7 +44,7 @@ export function detectTestCommand(directory: string): DetectedTestCommand | null
     }
     if (typeof test === "string" && test.trim() && !NPM_PLACEHOLDER_TEST.test(test)) {
       const manager = existsSync(join(directory, "pnpm-lock.yaml")) ? "pnpm" : existsSync(join(directory, "yarn.lock")) ? "yarn" : "npm";
-      return { command: `${manager} test`, source: "package.json scripts.test", hosts: ["registry.npmjs.org"] };
+      return { command: `${manager} test`, source: "package.json scripts.test", index: "npm" };
     }
   }
   const pytest =
@@ -54,9 +55,9 @@ export function detectTestCommand(directory: string): DetectedTestCommand | null
     file("conftest.py") !== null ||
     // pytest's own discovery: test_*.py or *_test.py files, at the top (the simplest layout) or in tests/ or test/.
     ["", "tests", "test"].some((folder) => hasPytestFiles(join(directory, folder)));
-  if (pytest) return { command: "python3 -m pytest -q", source: "pytest configuration or tests", hosts: ["pypi.org", "files.pythonhosted.org"] };
-  if (file("go.mod") !== null) return { command: "go test ./...", source: "go.mod", hosts: ["proxy.golang.org", "sum.golang.org"] };
-  if (file("Cargo.toml") !== null) return { command: "cargo test", source: "Cargo.toml", hosts: ["index.crates.io", "static.crates.io"] };
+  if (pytest) return { command: "python3 -m pytest -q", source: "pytest configuration or tests", index: "pip" };
+  if (file("go.mod") !== null) return { command: "go test ./...", source: "go.mod", index: "go" };
+  if (file("Cargo.toml") !== null) return { command: "cargo test", source: "Cargo.toml", index: null };
   return null;
 }
 
@@ -74,8 +75,20 @@ function taskName(directory: string): string {
   return name || "task";
 }
 
+/**
+ * The commented allow-list line of the task: the hosts of the package index
+ * the test command's toolchain uses, as this machine's configuration names
+ * it (else any index it names), or a placeholder to replace. No public
+ * index's host is built in (a team behind a mirror needs its own).
+ */
+function allowHint(test: DetectedTestCommand | null, indexes: readonly PackageIndex[]): string {
+  const index = indexes.find((candidate) => candidate.tool === test?.index) ?? (test?.index ? undefined : indexes[0]);
+  if (index) return `# allow: [${index.hosts.join(", ")}]   # ${index.tool}'s index, from ${index.source}, to install dependencies`;
+  return `# allow: [registry.example.com]   # your package index's host: this machine's ${test?.index ?? "npm, pip, apt or Go"} configuration names none`;
+}
+
 /** The commented task.yaml `runner init` writes. */
-function taskYaml(options: { name: string; workspace: string; test: DetectedTestCommand | null }): string {
+function taskYaml(options: { name: string; workspace: string; test: DetectedTestCommand | null; indexes: readonly PackageIndex[] }): string {
   const { test } = options;
   const instruction = test
     ? [`  Run the test suite (\`${test.command}\`) and fix what fails.`, "  Do not change the tests."]
@@ -88,9 +101,7 @@ function taskYaml(options: { name: string; workspace: string; test: DetectedTest
         '  # protect: ["tests/**"]         # restore these paths from the base commit before verifying (the agent cannot edit the tests)',
       ]
     : ["# verify:                         # no test command found: say how to check the work", "#   command: make test", "#   timeout_sec: 600"];
-  const allow = test?.hosts.length
-    ? `# allow: [${test.hosts.join(", ")}]   # e.g. to install ${test.command.split(" ")[0]} dependencies`
-    : "# allow: [pypi.org, files.pythonhosted.org]";
+  const allow = allowHint(test, options.indexes);
   return [
     `# A task for runner (\`runner exec ${"task.yaml"}\`); docs/task-yaml.md "task.yaml" lists every field.`,
     "# Generated by `runner init`. Keep this file (and script.yaml) out of your commits, or move them",
@@ -145,9 +156,14 @@ function scriptYaml(test: DetectedTestCommand | null): string {
  * example (script.yaml) into `dir` for the git repository it is in. Refuses
  * (ConfigError, exit 2) when `dir` is not in a git repository, or when
  * either file exists (nothing is overwritten, nothing half-written).
- * Returns the exit code.
+ * `indexes` gives the package indexes of this machine's configuration for
+ * the allow-list hint (default {@link packageIndexHosts}). Returns the exit code.
  */
-export function initCommand(dir: string | undefined, output: NodeJS.WritableStream = process.stdout): number {
+export function initCommand(
+  dir: string | undefined,
+  output: NodeJS.WritableStream = process.stdout,
+  indexes: () => PackageIndex[] = () => packageIndexHosts(),
+): number {
   const directory = resolve(dir ?? ".");
   if (!existsSync(directory) || !statSync(directory).isDirectory()) throw new ConfigError(`runner init: ${directory} is not a directory`);
   let topLevel: string;
@@ -167,7 +183,7 @@ export function initCommand(dir: string | undefined, output: NodeJS.WritableStre
     );
   const test = detectTestCommand(topLevel);
   const workspace = relative(directory, topLevel) || ".";
-  writeFileSync(files.task, taskYaml({ name: taskName(topLevel), workspace, test }), { flag: "wx" });
+  writeFileSync(files.task, taskYaml({ name: taskName(topLevel), workspace, test, indexes: indexes() }), { flag: "wx" });
   writeFileSync(files.script, scriptYaml(test), { flag: "wx" });
   output.write(
     [

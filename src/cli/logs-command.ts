@@ -65,5 +65,6 @@ export async function logsCommand(home: string, idOrPrefix: string, options: { f
     }
   } finally {
     reader.close();
+    view?.close();
   }
 }

@@ -69,7 +69,7 @@ async function main(argv: string[]): Promise<number> {
         "                                             an ad-hoc task on a repository (OPENAI_API_KEY, OPENAI_MODEL)",
         "  runner init                                a commented task.yaml (and script.yaml) for this repository",
         "  runner runs                                the runs so far, newest first",
-        "  runner show <run-id>                       a run's report and transcript",
+        "  runner show <run-id>                       a run's summary, transcript and diff",
         "  runner resume <run-id>                     continue an interrupted run",
         "  runner policy check worker                 what a policy allows",
         "  runner agency run agency.yaml              a team of agents reacting to events (docs/agency.md)",
@@ -161,7 +161,7 @@ async function main(argv: string[]): Promise<number> {
 
   program
     .command("show")
-    .description("print a run's report and a readable transcript")
+    .description("print a run's summary (as runner exec ends), its transcript and its diff")
     .argument("<run-id>", "run id, or a unique prefix of it")
     .option("--full", "tool results whole (the transcript cuts each to its first 12 lines)")
     .option("--json", "one JSON object: {run_id, directory, report, agents: {<id>: {messages}}}")

@@ -4,13 +4,39 @@ import type { EventSink, RunEvent } from "../events/run-events.js";
 import type { ModelText } from "../runner/runner.js";
 import { oneLine, terminalSafe } from "../terminal-text.js";
 import { formatUsd } from "../model/pricing.js";
+import { describeArguments, describeOutcome } from "./tool-call-text.js";
+import { describeLeftOut } from "./run-summary.js";
 
 /** Back to the start of the line and erase it (CR, then `CSI 2 K`: ECMA-48 §8.3.41). */
 const ERASE_LINE = "\r\x1b[2K";
+/** How often the status line's timer is redrawn while something runs, ms (it shows whole seconds). */
+const TICK_MS = 1000;
+
+/** Something under way that the status line shows with its time so far: a tool call, a model request, a setup or verify command. */
+interface Activity {
+  label: string;
+  /** When it started, ms since the epoch (the view's clock). */
+  since: number;
+}
 
 /**
  * The human view of a run on stderr: one line per model call, tool call and
  * phase, with step numbers and elapsed time. Colours only on a TTY.
+ *
+ * A tool call gets one line when it ends, with its outcome
+ * ({@link describeOutcome}: the exit code and first line of output of
+ * `run_shell`, lines and bytes of file tools, the error of a failed call);
+ * the lines of a multi-line command follow it, indented. Setup commands get
+ * a line each the same way. On a terminal, while a call, a model request, a
+ * setup or verify command runs, a status line shows it with a timer redrawn
+ * every second (a followed live run only: no timer without a terminal or
+ * for a recorded run).
+ *
+ * Approval questions: with {@link ProgressView.expectApprovalPrompts} the
+ * view stops printing at an `approval.requested` (its status line erased),
+ * so the prompt stands alone under everything before it; lines that arrive
+ * while the question waits are kept and printed at
+ * {@link ProgressView.releaseAfterPrompt}.
  *
  * Every string of an event is made {@link terminalSafe} before the line is
  * put together (the agent, the repository and tools choose most of them:
@@ -29,6 +55,19 @@ export class ProgressView implements EventSink {
   private streaming: { step: number; attempt: number; text: string } | null = null;
   /** Whether the status line is on the screen (the cursor is at its end). */
   private statusShown = false;
+  /** What runs now, by key (`tool <agent> <id>`, `model <agent>`, `setup <phase> <index>`, `verify <agent>`), in start order. */
+  private readonly running = new Map<string, Activity>();
+  /** The arguments of calls started and not finished, by `<agent> <id>`, for their line at the end. */
+  private readonly startedCalls = new Map<string, { step: number; name: string; arguments: string }>();
+  /** Calls refused by `tool_call.denied` (already shown): their `tool_call.finished` adds nothing. */
+  private readonly deniedCalls = new Set<string>();
+  private ticker: NodeJS.Timeout | null = null;
+  /** Whether an approval prompt may be on the screen: lines wait in {@link held} until it is answered. */
+  private promptExpected = false;
+  private held: string[] | null = null;
+  /** Approval questions shown and not yet waited for, and who waits for one (by `<agent id> <tool call id>`). */
+  private readonly questionsShown = new Set<string>();
+  private readonly questionWaiters = new Map<string, () => void>();
 
   /**
    * `clock`: what the elapsed time of each line counts: `now` (default) from
@@ -48,9 +87,144 @@ export class ProgressView implements EventSink {
     return Boolean(this.stream.isTTY);
   }
 
+  /** Whether the status line shows what runs with a timer: a live run on a terminal. */
+  private get showsTimer(): boolean {
+    return this.showsStreamedText && this.clock === "now";
+  }
+
+  /**
+   * Say that approval questions will be asked on this terminal (`runner
+   * exec`'s prompt): from now on an `approval.requested` holds the view's
+   * output until {@link releaseAfterPrompt}.
+   */
+  expectApprovalPrompts(): void {
+    this.promptExpected = true;
+  }
+
+  /**
+   * Resolves once the view has shown the `approval.requested` of
+   * `toolCallId` (everything before it is on the screen and the view holds
+   * its output): the moment to write the prompt.
+   */
+  questionShown(agentId: string, toolCallId: string): Promise<void> {
+    const key = `${agentId} ${toolCallId}`;
+    // Each question is waited for once: a later call with the same id waits for its own event.
+    if (this.questionsShown.delete(key)) return Promise.resolve();
+    return new Promise((resolve) => this.questionWaiters.set(key, resolve));
+  }
+
+  /** The prompt was answered (its own lines end with a newline): print the lines kept meanwhile and go on. */
+  releaseAfterPrompt(): void {
+    const held = this.held ?? [];
+    this.held = null;
+    for (const line of held) this.put(line);
+    this.drawStatus();
+  }
+
   emit(event: RunEvent): void {
     if (event.type === "model_call.finished" && event.data.agent_id === "main") this.streaming = null;
-    this.writeLine(this.describe(safeStrings(event)));
+    const safe = safeStrings(event);
+    this.track(safe);
+    const line = this.describe(safe);
+    const lines = Array.isArray(line) ? line : [line];
+    for (const [index, text] of lines.entries()) this.writeLine(text, index > 0);
+    if (event.type === "approval.requested") this.holdForPrompt(`${event.data.agent_id} ${event.data.tool_call_id}`);
+    else this.drawStatus();
+  }
+
+  /** Erases the status line and stops the timer; calls started without a result yet are shown `→ no result` (the run ended first, or the record stops there). */
+  close(): void {
+    // A prompt cut short (the run ended while it waited): what it held is still to be shown.
+    if (this.held) this.releaseAfterPrompt();
+    this.streaming = null;
+    if (this.statusShown) this.put(ERASE_LINE);
+    this.statusShown = false;
+    this.running.clear();
+    this.stopTicker();
+    for (const [key, call] of this.startedCalls) {
+      const agent = key.slice(0, key.indexOf(" "));
+      this.writeLine(
+        `${this.colours.cyan(stepLabel(agent, call.step))} ${this.colours.bold(call.name)} ${describeArguments(call.name, call.arguments).head} ${this.colours.yellow("→ no result")}`,
+      );
+    }
+    this.startedCalls.clear();
+  }
+
+  /** `key`: the question's agent and tool call id, as the event gives them (not made terminal-safe: it is matched, never shown). */
+  private holdForPrompt(key: string): void {
+    if (!this.promptExpected) return;
+    if (this.statusShown) this.put(ERASE_LINE);
+    this.statusShown = false;
+    this.held ??= [];
+    const waiter = this.questionWaiters.get(key);
+    this.questionWaiters.delete(key);
+    if (waiter) waiter();
+    else this.questionsShown.add(key);
+  }
+
+  /** Keeps {@link running} and the calls' arguments up to date with `event`. */
+  private track(event: RunEvent): void {
+    const now = this.now();
+    switch (event.type) {
+      case "model_call.started":
+        this.running.set(`model ${event.data.agent_id}`, { label: `${stepLabel(event.data.agent_id, event.data.step)} model`, since: now });
+        break;
+      case "model_call.finished":
+        this.running.delete(`model ${event.data.agent_id}`);
+        break;
+      case "tool_call.started": {
+        const { head } = describeArguments(event.data.name, event.data.arguments);
+        this.startedCalls.set(`${event.data.agent_id} ${event.data.tool_call_id}`, event.data);
+        this.running.set(`tool ${event.data.agent_id} ${event.data.tool_call_id}`, {
+          label: `${stepLabel(event.data.agent_id, event.data.step)} ${event.data.name} ${head}`,
+          since: now,
+        });
+        break;
+      }
+      case "tool_call.finished":
+        this.running.delete(`tool ${event.data.agent_id} ${event.data.tool_call_id}`);
+        break;
+      case "tool_call.denied":
+        this.deniedCalls.add(`${event.data.agent_id} ${event.data.tool_call_id}`);
+        break;
+      case "setup.started":
+        this.running.set(`setup ${event.data.phase} ${event.data.index}`, {
+          label: `${setupLabel(event.data)} ${oneLine(event.data.command, 100)}`,
+          since: now,
+        });
+        break;
+      case "setup.finished":
+        this.running.delete(`setup ${event.data.phase} ${event.data.index}`);
+        break;
+      case "verify.started":
+        this.running.set(`verify ${event.data.agent_id ?? "main"}`, {
+          label: `${whose(event.data.agent_id)}verify ${oneLine(event.data.command, 100)}`,
+          since: now,
+        });
+        break;
+      case "verify.finished":
+        this.running.delete(`verify ${event.data.agent_id ?? "main"}`);
+        break;
+      case "run.finished":
+        this.running.clear();
+        break;
+      default:
+        break;
+    }
+    if (this.running.size && this.showsTimer) this.startTicker();
+    else this.stopTicker();
+  }
+
+  private startTicker(): void {
+    if (this.ticker) return;
+    this.ticker = setInterval(() => this.drawStatus(), TICK_MS);
+    // The timer never keeps the process alive on its own.
+    this.ticker.unref();
+  }
+
+  private stopTicker(): void {
+    if (this.ticker) clearInterval(this.ticker);
+    this.ticker = null;
   }
 
   /**
@@ -69,21 +243,30 @@ export class ProgressView implements EventSink {
     this.drawStatus();
   }
 
-  /** Erases the status line, if shown (the run ended mid-reply); call before printing anything else. */
-  endStreamedText(): void {
-    this.streaming = null;
-    if (this.statusShown) this.put(ERASE_LINE);
-    this.statusShown = false;
-  }
-
+  /** Redraws the status line: the streamed reply, else what runs longest with its time so far (live, on a terminal); nothing while a prompt waits. */
   private drawStatus(): void {
-    if (!this.streaming) return;
-    const label = `${this.elapsed()} ${stepLabel("main", this.streaming.step)} model: `;
-    // Room for the text on one terminal row, so the status line never wraps (a wrapped line cannot be erased with one CR).
-    const room = Math.max(10, (this.stream.columns || 80) - label.length - 1);
-    const flat = terminalSafe(this.streaming.text.replace(/\s+/g, " ").trimStart());
-    const tail = flat.length > room ? `…${flat.slice(flat.length - room + 1)}` : flat;
-    this.put(`${ERASE_LINE}${this.colours.dim(`${label}${tail}`)}`);
+    if (this.held) return;
+    // Room on one terminal row, so the status line never wraps (a wrapped line cannot be erased with one CR).
+    const columns = (this.stream.columns || 80) - 1;
+    if (this.streaming) {
+      const label = `${this.elapsed()} ${stepLabel("main", this.streaming.step)} model: `;
+      const room = Math.max(10, columns - label.length);
+      const flat = terminalSafe(this.streaming.text.replace(/\s+/g, " ").trimStart());
+      const tail = flat.length > room ? `…${flat.slice(flat.length - room + 1)}` : flat;
+      this.put(`${ERASE_LINE}${this.colours.dim(`${label}${tail}`)}`);
+      this.statusShown = true;
+      return;
+    }
+    const [oldest, ...others] = this.showsTimer ? this.running.values() : [];
+    if (!oldest) {
+      if (this.statusShown) this.put(ERASE_LINE);
+      this.statusShown = false;
+      return;
+    }
+    const timer = ` … ${Math.floor((this.now() - oldest.since) / 1000)}s${others.length ? ` (+${others.length} more)` : ""}`;
+    const label = `${this.elapsed()} ${oldest.label}`;
+    const shown = label.length + timer.length > columns ? `${label.slice(0, Math.max(10, columns - timer.length - 1))}…` : label;
+    this.put(`${ERASE_LINE}${this.colours.dim(`${shown}${timer}`)}`);
     this.statusShown = true;
   }
 
@@ -102,15 +285,25 @@ export class ProgressView implements EventSink {
     }
     const read = readEvent(envelope);
     if (read.kind === "event") this.emit(read.event);
-    else this.writeLine(this.colours.dim(`event ${terminalSafe(read.type ?? "?")} not shown (${read.kind}): ${oneLine(terminalSafe(read.reason), 160)}`));
+    else {
+      this.writeLine(this.colours.dim(`event ${terminalSafe(read.type ?? "?")} not shown (${read.kind}): ${oneLine(terminalSafe(read.reason), 160)}`));
+      this.drawStatus();
+    }
   }
 
-  private writeLine(line: string | null): void {
+  /** Prints one line (a newline in it made visible; `continued`: no time, it belongs to the line before), after erasing the status line; kept for later while a prompt waits. The caller redraws the status. */
+  private writeLine(line: string | null, continued = false): void {
     if (!line) return;
+    const elapsed = this.elapsed();
+    // A continuation (a multi-line command's next lines) leaves the time column blank, so the call's line leads.
+    const text = `${continued ? " ".repeat(elapsed.length) : this.colours.dim(elapsed)} ${line.replace(/\n/g, "\\n")}\n`;
+    if (this.held) {
+      this.held.push(text);
+      return;
+    }
     const erase = this.statusShown ? ERASE_LINE : "";
     this.statusShown = false;
-    this.put(`${erase}${this.colours.dim(this.elapsed())} ${line.replace(/\n/g, "\\n")}\n`);
-    this.drawStatus();
+    this.put(`${erase}${text}`);
   }
 
   /** The one way to the terminal: text made of the view's own escapes and terminal-safe strings. */
@@ -118,11 +311,32 @@ export class ProgressView implements EventSink {
     this.stream.write(text);
   }
 
-  private elapsed(): string {
-    return `[${(((this.shownAt ?? Date.now()) - this.started) / 1000).toFixed(1).padStart(6)}s]`;
+  private now(): number {
+    return this.shownAt ?? Date.now();
   }
 
-  private describe(event: RunEvent): string | null {
+  private elapsed(): string {
+    return `[${((this.now() - this.started) / 1000).toFixed(1).padStart(6)}s]`;
+  }
+
+  /** The finished call's line: step, tool, readable arguments, outcome and duration; then a multi-line command's further lines. */
+  private finishedCall(event: Extract<RunEvent, { type: "tool_call.finished" }>): string[] | null {
+    const c = this.colours;
+    const key = `${event.data.agent_id} ${event.data.tool_call_id}`;
+    const started = this.startedCalls.get(key);
+    this.startedCalls.delete(key);
+    if (this.deniedCalls.delete(key)) return null;
+    const { head, rest } = started ? describeArguments(event.data.name, started.arguments) : { head: "", rest: [] };
+    const outcome = describeOutcome(event.data);
+    const arrow = outcome.failed ? c.yellow(`→ ${outcome.text}`) : `→ ${outcome.text}`;
+    return [
+      `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} ${c.bold(event.data.name)}${head ? ` ${head}` : ""} ${arrow} ${c.dim(`(${seconds(event.data.duration_ms)})`)}`,
+      ...rest.map((line) => c.dim(`    │ ${line}`)),
+      ...(typeof event.data.details?.network_hint === "string" ? [c.yellow(`    note: ${event.data.details.network_hint}`)] : []),
+    ];
+  }
+
+  private describe(event: RunEvent): string | string[] | null {
     const c = this.colours;
     switch (event.type) {
       case "run.started":
@@ -150,9 +364,24 @@ export class ProgressView implements EventSink {
       case "model_call.finished":
         return event.data.content ? `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} model: ${oneLine(event.data.content, 160)}` : null;
       case "tool_call.started":
-        return `${c.cyan(stepLabel(event.data.agent_id, event.data.step))} ${c.bold(event.data.name)} ${oneLine(event.data.arguments, 140)}`;
+        // Its line comes when it ends, with the outcome; meanwhile the status line shows it with a timer.
+        return null;
       case "tool_call.finished":
-        return event.data.is_error ? `  ${c.yellow("↳")} ${oneLine(event.data.result_preview, 160)}` : null;
+        return this.finishedCall(event);
+      case "approval.requested":
+        // The prompt shows the question itself; a recorded run says it was asked.
+        return this.promptExpected ? null : `  ${c.yellow("approval asked")}: ${oneLine(event.data.question, 200)}`;
+      case "approval.resolved":
+        return `  approval: ${event.data.answer === "no" ? c.yellow(`no${event.data.timed_out ? " (no answer in time)" : event.data.reason ? ` (${oneLine(event.data.reason, 120)})` : ""}`) : event.data.answer}`;
+      case "setup.started":
+        return null;
+      case "setup.finished": {
+        const failed = event.data.timed_out || event.data.exit_code !== 0;
+        const ending = event.data.timed_out ? "timed out" : event.data.exit_code === null ? "killed" : `exit ${event.data.exit_code}`;
+        const last = failed ? event.data.output_tail.trimEnd().split("\n").at(-1) : undefined;
+        const text = `${setupLabel(event.data)} ${oneLine(event.data.command, 100)} → ${ending}${last ? ` · ${oneLine(last, 120)}` : ""} (${seconds(event.data.duration_ms)})`;
+        return failed ? c.red(text) : text;
+      }
       case "workspace.committed": {
         if (event.data.timed_out)
           return c.red(`commit ran past its time limit: nothing of it was committed${leftOutSuffix(event.data.left_out, event.data.left_out_count)}`);
@@ -232,12 +461,6 @@ export class ProgressView implements EventSink {
   }
 }
 
-/** `".GIT" (dotgit_name), "big.bin" (file_too_large) and 3 more`: paths quoted, so trailing spaces and control characters show. */
-export function describeLeftOut(leftOut: readonly { path: string; reason: string }[], count: number): string {
-  const shown = leftOut.slice(0, 5).map((entry) => `${terminalSafe(JSON.stringify(entry.path))} (${entry.reason})`);
-  return `${shown.join(", ")}${count > shown.length ? ` and ${count - shown.length} more` : ""}`;
-}
-
 function leftOutSuffix(leftOut: readonly { path: string; reason: string }[], count: number): string {
   return count ? `; left out: ${describeLeftOut(leftOut, count)}` : "";
 }
@@ -257,6 +480,16 @@ function safeStrings<T>(value: T): T {
   if (Array.isArray(value)) return value.map(safeStrings) as T;
   if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, safeStrings(item)])) as T;
   return value;
+}
+
+/** `setup[0]`, or `verify setup[0]` for the verification's sandbox, or `[w1] setup[0]` for a worker's. */
+function setupLabel(data: { agent_id: string; phase: "agent" | "verify"; index: number }): string {
+  return `${whose(data.agent_id)}${data.phase === "verify" ? "verify " : ""}setup[${data.index}]`;
+}
+
+/** `0.4 s`, `12.3 s`. */
+function seconds(milliseconds: number): string {
+  return `${(milliseconds / 1000).toFixed(1)} s`;
 }
 
 /** A worker's verify lines name it (`[w1] `); the main agent's need no name. */

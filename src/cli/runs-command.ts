@@ -1,7 +1,12 @@
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Task } from "../config/load-task.js";
 import type { ChatMessage } from "../model/messages.js";
+import type { RunReport } from "../run/run-report.js";
+import { RUN_FILES } from "../run/run-store.js";
 import { listRuns, readRunRecord, wholeToolResults } from "../runner/run-records.js";
 import { oneLine, terminalSafe, terminalSafeJson } from "../terminal-text.js";
+import { outcomeText } from "./run-summary.js";
 
 /** `runner runs`: a table (or JSON lines) of the runs in RUNNER_HOME. */
 export function runsCommand(home: string, options: { json?: boolean }): number {
@@ -30,9 +35,10 @@ export function runsCommand(home: string, options: { json?: boolean }): number {
 }
 
 /**
- * `runner show <run-id>`: the report and a readable transcript, tool results
- * cut to their first {@link RESULT_PREVIEW_LINES} lines; with `full`, tool
- * results whole (see {@link wholeToolResults}). With `json`, one JSON object:
+ * `runner show <run-id>`: the summary `runner exec` printed when the run
+ * ended ({@link outcomeText}), then a readable transcript, tool results cut
+ * to their first {@link RESULT_PREVIEW_LINES} lines (with `full`, whole: see
+ * {@link wholeToolResults}), then the run's diff (patch.diff). With `json`, one JSON object:
  * `{run_id, directory, report, agents: {<agent id>: {messages}}}`, the
  * messages as the model got them (with `full`, tool messages' content whole).
  * Accepts a unique prefix of the id; throws ConfigError when none or several match.
@@ -54,14 +60,46 @@ export function showCommand(home: string, idOrPrefix: string, options: { full?: 
     process.stdout.write(`${terminalSafeJson(JSON.stringify({ run_id: run.id, directory: run.directory, report: run.report, agents }))}\n`);
     return 0;
   }
-  const out: string[] = [`run ${run.id}  (${run.directory})`, ""];
-  out.push(run.report ? JSON.stringify(run.report, null, 2) : "(no report.json: the run has not finished)", "");
+  const out: string[] = [`run ${run.id}  (${run.directory})`, summaryOf(run.directory, run.report)];
   for (const [agent, { messages }] of Object.entries(agents)) {
     out.push(`== transcript (${agent})`);
     for (const message of messages) out.push(...describeMessage(message, options.full ? Infinity : RESULT_PREVIEW_LINES));
   }
+  const patch = readText(join(run.directory, RUN_FILES.patch));
+  out.push("", `== diff (${join(run.directory, RUN_FILES.patch)})`);
+  out.push(patch === null ? "(no patch.diff: the run has not finished)" : patch.trim() ? patch.trimEnd() : "(no changes)");
   process.stdout.write(`${out.map(terminalSafe).join("\n")}\n`);
   return 0;
+}
+
+/**
+ * The summary `runner exec` printed for the run (the run's task.json says
+ * what its verify was), without its leading blank line; a note for a run
+ * still going; report.json as JSON when it is not one this runner can
+ * summarise (a record of another version, or damaged).
+ */
+function summaryOf(directory: string, report: unknown): string {
+  if (!report) return "(no report.json: the run has not finished)\n";
+  const taskText = readText(join(directory, RUN_FILES.task));
+  let task: Pick<Task, "verify"> = {};
+  try {
+    if (taskText) task = JSON.parse(taskText) as Task;
+  } catch {
+    // A damaged task.json only loses the verify time limit in the summary.
+  }
+  try {
+    return outcomeText(task, { report: report as RunReport, runDirectory: directory }).replace(/^\n/, "");
+  } catch {
+    return `${JSON.stringify(report, null, 2)}\n`;
+  }
+}
+
+function readText(path: string): string | null {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return null;
+  }
 }
 
 /** Lines of a tool result `runner show` prints without `--full`. */

@@ -26,9 +26,13 @@ export interface SetupCommandResult {
  * and the tail of its output.
  */
 export class SetupFailedError extends RunnerError {
-  constructor(readonly result: SetupCommandResult) {
+  /** `note`: a line after the output, e.g. the offline hint. */
+  constructor(
+    readonly result: SetupCommandResult,
+    note: string | null = null,
+  ) {
     super(
-      `sandbox.setup command ${JSON.stringify(result.command)} ${result.timed_out ? `timed out after ${SETUP_COMMAND_TIMEOUT_MS / 1000} s` : `exited ${result.exit_code ?? "without a code (killed)"}`}; fix the command or the image. Its output:\n${result.output_tail}`,
+      `sandbox.setup command ${JSON.stringify(result.command)} ${result.timed_out ? `timed out after ${SETUP_COMMAND_TIMEOUT_MS / 1000} s` : `exited ${result.exit_code ?? "without a code (killed)"}`}; ${note ? "see the note after its output" : "fix the command or the image"}. Its output:\n${result.output_tail}${note ? `\nnote: ${note}` : ""}`,
       3,
       { reason: "setup_failed" },
     );
@@ -44,9 +48,10 @@ export const UNRUNNABLE_EXIT_CODES: ReadonlySet<number> = new Set([126, 127]);
  * bash could not run (exit 126 or 127: a program that is not in the image)
  * is the task's mistake, a ConfigError (reason `task_invalid`, exit 2)
  * naming `sandbox.setup[i]`; any other failure is the environment's,
- * {@link SetupFailedError}.
+ * {@link SetupFailedError}, with the note `networkHint` gives for its output
+ * (a sandbox without network that could not resolve a name: `offlineHintFor`).
  */
-export function setupFailure(results: readonly SetupCommandResult[]): RunnerError {
+export function setupFailure(results: readonly SetupCommandResult[], networkHint: (output: string) => string | null = () => null): RunnerError {
   const failed = results.at(-1)!;
   const index = results.length - 1;
   if (!failed.timed_out && failed.exit_code !== null && UNRUNNABLE_EXIT_CODES.has(failed.exit_code)) {
@@ -56,7 +61,7 @@ export function setupFailure(results: readonly SetupCommandResult[]): RunnerErro
       { reason: "task_invalid" },
     );
   }
-  return new SetupFailedError(failed);
+  return new SetupFailedError(failed, networkHint(failed.output_tail));
 }
 
 /**

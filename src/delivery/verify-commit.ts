@@ -48,18 +48,6 @@ const REPORT_TAIL_CHARACTERS = 4000;
 const EVENT_HEAD_CHARACTERS = 1000;
 const EVENT_TAIL_CHARACTERS = 1000;
 
-/**
- * How a verification that ran ended, for people: `exit 1`, `timed out after
- * 600 s` (a timed-out command has no exit code of its own), or `the sandbox
- * was lost while it ran`. `timeoutSec` is the limit it ran under (task.yaml
- * `verify.timeout_sec`).
- */
-export function verifyEnding(verify: Pick<VerifyResult, "exit_code" | "timed_out" | "sandbox_lost">, timeoutSec: number): string {
-  if (verify.sandbox_lost !== null) return "the sandbox was lost while it ran";
-  if (verify.timed_out) return `timed out after ${timeoutSec} s`;
-  return verify.exit_code === null ? "did not run" : `exit ${verify.exit_code}`;
-}
-
 export interface VerifyContext {
   /** Whose work is verified (`main`, `w1`, ...): named in the verify events. */
   agentId: string;

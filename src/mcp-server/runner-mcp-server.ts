@@ -4,7 +4,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult, ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { TaskDefaults } from "../config/defaults-file.js";
-import { verifyEnding } from "../delivery/verify-commit.js";
+import { verifyEnding } from "../delivery/verify-ending.js";
 import { ConfigError, RunnerError } from "../errors.js";
 import { shippedPolicyNames } from "../policy/load-policy.js";
 import { RunStore } from "../run/run-store.js";

@@ -36,6 +36,15 @@ export interface ToolContext {
   /** Default run_shell timeout from the task, ms. */
   defaultTimeoutMs: number;
   /**
+   * Called once by the {@link ToolRegistry} when the call goes ahead: after
+   * the guard let it through (policy, approval, hooks), just before the tool
+   * runs, or when it fails before reaching the guard (unknown tool, bad
+   * arguments). Never for a refused call. The agent loop emits
+   * `tool_call.started` here, so a call that waits for approval is started
+   * only after the answer (docs/events.md).
+   */
+  onStarted?: () => void;
+  /**
    * Starts work that outlives the tool call (`run_shell` with `background:
    * true`) as a task and returns its id; absent where background work is not
    * available. `body` gets a signal aborted by `task_stop` or the run's end.

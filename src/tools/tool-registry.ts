@@ -52,20 +52,23 @@ export class ToolRegistry {
   async execute(name: string, rawArguments: string, context: ToolContext): Promise<ToolResult> {
     const tool = this.tools.get(name);
     const refusal = Object.hasOwn(this.denied, name) ? this.denied[name] : undefined;
-    if (tool && refusal !== undefined) return { content: `[denied] ${refusal}`, isError: true };
-    if (!tool) {
-      return toolError(`unknown tool "${name}". Available tools: ${this.names().join(", ")}`);
-    }
+    if (tool && refusal !== undefined) return { content: `[denied] ${refusal}`, isError: true, details: { denied: true } };
+    // A call that never reaches the guard still starts (and fails at once): its arguments are worth seeing.
+    const failedEarly = (message: string) => {
+      context.onStarted?.();
+      return toolError(message);
+    };
+    if (!tool) return failedEarly(`unknown tool "${name}". Available tools: ${this.names().join(", ")}`);
     let parsedJson: unknown;
     try {
       parsedJson = rawArguments.trim() === "" ? {} : JSON.parse(rawArguments);
     } catch (error) {
-      return toolError(`arguments for ${name} are not valid JSON (${errorMessage(error)}); received ${rawArguments.length} characters. Send a JSON object.`);
+      return failedEarly(`arguments for ${name} are not valid JSON (${errorMessage(error)}); received ${rawArguments.length} characters. Send a JSON object.`);
     }
     const parsed = tool.input.safeParse(parsedJson);
     if (!parsed.success) {
       const problems = parsed.error.issues.map((issue) => `- ${issue.path.join(".") || "(arguments)"}: ${issue.message}`);
-      return toolError(`invalid arguments for ${name}:\n${problems.join("\n")}`);
+      return failedEarly(`invalid arguments for ${name}:\n${problems.join("\n")}`);
     }
     const call = {
       name,
@@ -78,6 +81,7 @@ export class ToolRegistry {
       const verdict = await context.guard.check(call);
       if (!verdict.allowed) return { content: `[denied] ${verdict.reason}`, isError: true, details: { denied: true } };
     }
+    context.onStarted?.();
     try {
       // Uncapped: the agent loop caps results to its context budget and keeps the whole text.
       const result = await tool.execute(parsed.data, context);

@@ -48,13 +48,14 @@ describe("runner init", () => {
   it("writes a commented task.yaml and a scripted example that validate with load-task; refuses to overwrite, and outside a repository", async () => {
     await using home = temporaryDirectory();
     await using repository = createGitRepository({ "package.json": '{"name":"my-app","scripts":{"test":"node -e 0"}}', "index.js": "\n" });
-    const result = await runCli(["init", repository.root], { RUNNER_HOME: home.path });
+    // The allow-list hint names the registry of the user's npm configuration (here the environment's).
+    const result = await runCli(["init", repository.root], { RUNNER_HOME: home.path, npm_config_registry: "https://npm.example.com/" });
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain(`wrote ${join(repository.root, "task.yaml")} (verify: npm test, from package.json scripts.test)`);
     const taskFile = join(repository.root, "task.yaml");
     const taskYaml = readFileSync(taskFile, "utf8");
     expect(taskYaml).toMatch(/^ {2}command: npm test +# found: package\.json scripts\.test$/m);
-    expect(taskYaml).toMatch(/^# allow: \[registry\.npmjs\.org\]|^ {4}# allow: \[registry\.npmjs\.org\]/m);
+    expect(taskYaml).toMatch(/^ {4}# allow: \[npm\.example\.com\] +# npm's index, from npm config get registry/m);
     const task = loadTaskFile(taskFile);
     expect(task).toMatchObject({
       workspacePath: repository.root,

@@ -67,6 +67,12 @@ function hostileEvents(text: string): RunEvent[] {
       data: { phase: "pre_tool_use", command: text, tool_name: text, tool_call_id: text, exit_code: 1, timed_out: false, outcome: "failed", error: text },
     },
     { type: "cleanup.failed", data: { what: text, error: text } },
+    { type: "approval.requested", data: { agent_id: text, tool_call_id: text, name: text, question: text, can_remember: false } },
+    { type: "approval.resolved", data: { agent_id: text, tool_call_id: text, answer: "no", reason: text, timed_out: false } },
+    {
+      type: "setup.finished",
+      data: { agent_id: text, phase: "agent", index: 0, command: text, exit_code: 1, timed_out: false, duration_ms: 1, output_tail: text },
+    },
   ];
 }
 
@@ -115,16 +121,20 @@ describe("ProgressView", () => {
     const events = hostileEvents(HOSTILE);
     for (const event of events) view.emit(event);
     const lines = output().split("\n").slice(0, -1);
-    expect(lines).toHaveLength(events.length);
+    // tool_call.started has no line of its own: the call's line comes with tool_call.finished, with its outcome.
+    expect(lines).toHaveLength(events.length - 1);
     for (const line of lines) expect(line).not.toMatch(RAW);
     // context.repaired shows none of the event's strings; every other line shows them, escaped.
-    expect(lines.filter((line) => line.includes("\\x1b]52;c;"))).toHaveLength(events.length - 1);
+    expect(lines.filter((line) => line.includes("\\x1b]52;c;"))).toHaveLength(events.length - 2);
   });
 
-  it("on a TTY, its own colours are the only escape sequences", () => {
+  it("on a TTY, its own colours and the status line's erasing are the only escape sequences", () => {
     const { view, output } = captureView(true);
     for (const event of hostileEvents(HOSTILE)) view.emit(event);
-    const withoutColours = output().replace(/\u001b\[[0-9;]*m/g, "");
+    view.close();
+    const withoutColours = output()
+      .replaceAll("\r\u001b[2K", "")
+      .replace(/\u001b\[[0-9;]*m/g, "");
     expect(withoutColours.split("\n").join("")).not.toMatch(RAW);
   });
 
@@ -169,7 +179,10 @@ describe("ProgressView", () => {
     const source = readFileSync(join(import.meta.dirname, "..", "..", "src", "cli", "progress-view.ts"), "utf8");
     expect(source.match(/\.write\(/g)).toHaveLength(1);
     expect(source.match(/this\.describe\(/g)).toEqual(["this.describe("]);
-    expect(source).toContain("this.describe(safeStrings(event))");
+    expect(source).toContain("const safe = safeStrings(event);");
+    expect(source).toContain("this.describe(safe)");
+    expect(source.match(/this\.track\(/g)).toEqual(["this.track("]);
+    expect(source).toContain("this.track(safe)");
     expect(source).not.toMatch(/console\.|process\.stdout/);
   });
 });

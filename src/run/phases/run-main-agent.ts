@@ -1,3 +1,4 @@
+import { offlineHintFor, packageIndexHosts } from "../../process/package-index-hosts.js";
 import { Mutex } from "async-mutex";
 import { runAgentLoop, type AgentOutcome } from "../../agent/agent-loop.js";
 import { contextSettings, type ContextSettings } from "../../agent/context-window.js";
@@ -85,6 +86,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       verify: task.verify ? { ...task.verify, setup: task.sandbox.setup } : null,
       commitLimits: scope.commitLimits,
       limits: { maxSteps: task.subagents.max_steps, timeoutMs: task.subagents.timeout_sec * 1000, toolTimeoutMs: task.tool_timeout_ms },
+      networkHint: offlineHintFor(task.sandbox.network.allow, () => packageIndexHosts({ env: scope.hostEnvironment, home: scope.hostEnvironment.HOME })),
       mainChecker: guards.main.checker,
       guardFor: (mode) => (mode === "explore" ? guards.explore : guards.worker),
       maxStepsFor: (mode) =>
@@ -110,6 +112,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       maxSteps: Math.min(task.max_steps, scope.policies.main.limits.max_steps ?? Number.POSITIVE_INFINITY),
       guard: guards.main,
       toolTimeoutMs: task.tool_timeout_ms,
+      networkHint: host.networkHint,
       events,
       signal,
       context,

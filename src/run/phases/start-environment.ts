@@ -1,3 +1,4 @@
+import { offlineHintFor, packageIndexHosts } from "../../process/package-index-hosts.js";
 import { realpathSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Task } from "../../config/load-task.js";
@@ -121,7 +122,11 @@ export async function startEnvironment(scope: RunScope, workspace: RunWorkspace,
   // sandbox.setup, once, before anything else runs in the sandbox (a resumed run's new container too).
   const setup = await runSetupCommands(sandbox, task.sandbox.setup, { phase: "agent", agentId: MAIN_AGENT, events, signal });
   throwIfAborted(signal);
-  if (setup.failed) throw setupFailure(setup.results);
+  if (setup.failed)
+    throw setupFailure(
+      setup.results,
+      offlineHintFor(task.sandbox.network.allow, () => packageIndexHosts({ env: scope.hostEnvironment, home: scope.hostEnvironment.HOME })),
+    );
   // A verify command whose program is not there would be found out only after the paid run, and blamed on the agent.
   if (task.verify) await checkVerifyProgram(sandbox, task.verify.command, task.sandbox.image, signal);
   throwIfAborted(signal);

@@ -14,7 +14,12 @@ export const writeFileTool = defineTool({
     const written = await sandbox.writeFile(input.path, Buffer.from(input.content, "utf8"));
     return {
       content: `Wrote ${written.bytesWritten} bytes to ${input.path}`,
-      details: { path: written.path, bytes: written.bytesWritten },
+      // Lines as `wc -l` would count them, plus an unterminated last line.
+      details: {
+        path: written.path,
+        bytes: written.bytesWritten,
+        lines: input.content.split("\n").length - (input.content.endsWith("\n") || input.content === "" ? 1 : 0),
+      },
     };
   },
 });

@@ -9,7 +9,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { outcomeText } from "../../../src/cli/exec-command.js";
+import { outcomeText } from "../../../src/cli/run-summary.js";
 import { ProgressView } from "../../../src/cli/progress-view.js";
 import { loadTaskFile } from "../../../src/config/load-task.js";
 import { readEvent } from "../../../src/events/event-catalogue.js";
