@@ -21,7 +21,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RunEnvelope } from "../src/events/event-catalogue.js";
 import { EventReplay } from "../src/runner/event-replay.js";
-import type { Runner, RunHandle } from "../src/runner/runner.js";
+import type { AgencyRunner } from "../src/agency/agency.js";
+import type { RunHandle } from "../src/runner/runner.js";
 import { listen } from "../src/server/listen.js";
 import { createServerApp } from "../src/server/server-app.js";
 import { stepLines, syntheticRun } from "../tests/helpers/synthetic-run.js";
@@ -59,7 +60,7 @@ const runner = {
     };
   },
   async close() {},
-} as unknown as Runner;
+} as unknown as AgencyRunner;
 
 const server = createServerApp({ runner, token: TOKEN, tasksRoots: [tasks] });
 const listening = await listen(server.app, "127.0.0.1", 0);

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { streamSSE, type SSEStreamingApi } from "hono/streaming";
-import type { RunEnvelope } from "../events/event-catalogue.js";
+import { HttpProblem } from "./problem.js";
 
 /** Seconds between SSE comments that keep an idle connection open through proxies (and let a client see the server is alive). */
 const KEEPALIVE_MS = 15_000;
@@ -11,14 +11,17 @@ const RETRY_MS = 2_000;
 /** Bytes of SSE text sent in one chunk at most (events queued together go out together, up to this). */
 const CHUNK_BYTES = 64 * 1024;
 
+/** A CloudEvent of a run's log or an agency's bus: what the SSE streams carry. */
+type StreamedEvent = { readonly type: string };
+
 /**
  * Each event's SSE message, made once for every client of the run: the
  * subscribers of a RunHandle get the same envelope objects, at the same
  * sequence numbers, so 50 clients cost one JSON.stringify, not 50.
  */
-const messages = new WeakMap<RunEnvelope, Buffer>();
+const messages = new WeakMap<StreamedEvent, Buffer>();
 
-function messageOf(envelope: RunEnvelope, sequence: number): Buffer {
+function messageOf(envelope: StreamedEvent, sequence: number): Buffer {
   // An envelope has one place in its run's log: its message is the same for every client.
   let message = messages.get(envelope);
   if (!message) {
@@ -44,11 +47,11 @@ function messageOf(envelope: RunEnvelope, sequence: number): Buffer {
  * a slow client costs the server at most one chunk. With one write per event
  * `streamSSE` measured p50 22 ms for 50 clients (bench/serve.bench.ts).
  */
-export function runEventStream(context: Context, events: AsyncIterable<RunEnvelope>, from: number): Response {
+export function runEventStream(context: Context, events: AsyncIterable<StreamedEvent>, from: number): Response {
   const iterator = events[Symbol.asyncIterator]();
   const encoder = new TextEncoder();
   let sequence = from;
-  let pending: Promise<IteratorResult<RunEnvelope>> | null = null;
+  let pending: Promise<IteratorResult<StreamedEvent>> | null = null;
   let keepalive: ReturnType<typeof setInterval> | undefined;
   const next = () => (pending ??= iterator.next());
   const idle = Symbol("idle");
@@ -97,6 +100,17 @@ export function runEventStream(context: Context, events: AsyncIterable<RunEnvelo
     cancel: stop,
   });
   return context.body(body, 200, { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" });
+}
+
+/** The first sequence number to send: after `Last-Event-ID` when given, else `?from=`, else 0. */
+export function startSequence(lastEventId: string | undefined, from: number | undefined): number {
+  if (lastEventId === undefined) return from ?? 0;
+  if (!/^\d+$/.test(lastEventId.trim())) {
+    throw new HttpProblem(400, "Invalid request", `header.last-event-id: expected a sequence number (the id: of an event), got "${lastEventId}"`, {
+      errors: [{ field: "header.last-event-id", message: "expected a sequence number" }],
+    });
+  }
+  return Number(lastEventId.trim()) + 1;
 }
 
 /** One message of the board's stream ({@link BoardStream}). */

@@ -26,7 +26,7 @@ import {
   StartRunRequest,
 } from "./api-schemas.js";
 import type { ApiRoutes } from "./api-routes.js";
-import { runEventStream } from "./event-streams.js";
+import { runEventStream, startSequence } from "./event-streams.js";
 import { HttpProblem, problemOfError } from "./problem.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import { adopt, approvalBody, findRunRecord, runEvents, runRecord, visibleRuns, type ServerContext } from "./server-context.js";
@@ -306,17 +306,6 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       return c.json(ApprovalAnsweredSchema.parse({ id: params.approval_id, run_id: params.id, decision: body.decision }));
     },
   );
-}
-
-/** The first sequence number to send: after `Last-Event-ID` when given, else `?from=`, else 0. */
-function startSequence(lastEventId: string | undefined, from: number | undefined): number {
-  if (lastEventId === undefined) return from ?? 0;
-  if (!/^\d+$/.test(lastEventId.trim())) {
-    throw new HttpProblem(400, "Invalid request", `header.last-event-id: expected a sequence number (the id: of an event), got "${lastEventId}"`, {
-      errors: [{ field: "header.last-event-id", message: "expected a sequence number" }],
-    });
-  }
-  return Number(lastEventId.trim()) + 1;
 }
 
 function runFile(c: Context, context: ServerContext, id: string, file: string, contentType: string): Response {

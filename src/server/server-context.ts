@@ -6,7 +6,8 @@ import type { PendingApproval } from "../runner/approval-inbox.js";
 import type { ApprovalInbox } from "../runner/approval-inbox.js";
 import { listRuns, type RunSummary } from "../runner/run-records.js";
 import { recordedRunRefusal } from "../runner/untrusted-task.js";
-import type { Runner, RunHandle } from "../runner/runner.js";
+import type { AgencyHandle, AgencyRunner } from "../agency/agency.js";
+import type { RunHandle } from "../runner/runner.js";
 import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
 import { RunRecordSchema } from "./api-schemas.js";
 import type { BoardStream } from "./event-streams.js";
@@ -15,10 +16,12 @@ import { HttpProblem } from "./problem.js";
 
 /** What every route of the server works with: the Runner, the handles of the runs it started that have not ended, the approvals inbox, the board's stream. */
 export interface ServerContext {
-  runner: Runner;
+  runner: AgencyRunner;
   inbox: ApprovalInbox;
   /** Runs this server started or resumed, until they end: what cancel and live events need. Everything else is read from RUNNER_HOME. */
   handles: Map<string, RunHandle>;
+  /** Agencies this server started, until they end: what live agency events and stopping the server need. */
+  agencies: Map<string, AgencyHandle>;
   /** `--tasks-root` directories: where task files, task objects' paths and batch directories may point. */
   roots: string[];
   board: BoardStream;
