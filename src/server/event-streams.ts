@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { streamSSE, type SSEStreamingApi } from "hono/streaming";
 import { HttpProblem } from "./problem.js";
+import type { SharedFrames } from "./shared-frames.js";
 
 /** Seconds between SSE comments that keep an idle connection open through proxies (and let a client see the server is alive). */
 const KEEPALIVE_MS = 15_000;
@@ -98,6 +99,53 @@ export function runEventStream(context: Context, events: AsyncIterable<StreamedE
       controller.enqueue(parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes));
     },
     cancel: stop,
+  });
+  return context.body(body, 200, { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" });
+}
+
+/**
+ * A run's events as Server-Sent Events from its {@link SharedFrames} (a run
+ * this server runs): the same messages as {@link runEventStream}, read from
+ * the one frame log every client of the run shares. A pull takes what is
+ * there from the client's position (a page slice when it is behind, the
+ * newest frames when it is live), so a slow client holds nothing but its
+ * position and the chunk the socket has not taken yet.
+ */
+export function sharedFrameStream(context: Context, frames: SharedFrames, from: number): Response {
+  const encoder = new TextEncoder();
+  let next = from;
+  let keepalive: ReturnType<typeof setInterval> | undefined;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(encoder.encode(`retry: ${RETRY_MS}\n\n`));
+      keepalive = setInterval(() => {
+        try {
+          controller.enqueue(encoder.encode(": keepalive\n\n"));
+        } catch {
+          clearInterval(keepalive);
+        }
+      }, KEEPALIVE_MS);
+    },
+    async pull(controller) {
+      for (;;) {
+        const chunk = frames.read(next);
+        if (chunk === "end") {
+          controller.enqueue(encoder.encode(`event: end\ndata: ${JSON.stringify({ next: Math.max(next, frames.length) })}\n\n`));
+          controller.close();
+          clearInterval(keepalive);
+          return;
+        }
+        if (chunk) {
+          next += chunk.count;
+          controller.enqueue(chunk.bytes);
+          return;
+        }
+        await frames.wait();
+      }
+    },
+    cancel() {
+      clearInterval(keepalive);
+    },
   });
   return context.body(body, 200, { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" });
 }

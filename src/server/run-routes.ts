@@ -26,7 +26,8 @@ import {
   StartRunRequest,
 } from "./api-schemas.js";
 import type { ApiRoutes } from "./api-routes.js";
-import { runEventStream, startSequence } from "./event-streams.js";
+import { runEventStream, sharedFrameStream, startSequence } from "./event-streams.js";
+import { SharedFrames } from "./shared-frames.js";
 import { HttpProblem, problemOfError } from "./problem.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import { adopt, approvalBody, findRunRecord, runEvents, runRecord, visibleRuns, type ServerContext } from "./server-context.js";
@@ -126,7 +127,8 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
     (c, { params, query }) => {
       findRunRecord(context, params.id);
       const from = startSequence(c.req.header("last-event-id"), query.from);
-      return runEventStream(c, runEvents(context, params.id, from), from);
+      const events = runEvents(context, params.id, from);
+      return events instanceof SharedFrames ? sharedFrameStream(c, events, from) : runEventStream(c, events, from);
     },
   );
 

@@ -48,6 +48,8 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   const context: ServerContext = {
     runner: options.runner,
     handles: new Map(),
+    frames: new Map(),
+    progress: new Map(),
     agencies: new Map(),
     roots: options.tasksRoots ?? [],
     board,
