@@ -3,7 +3,10 @@
  * emitting it to an SSE client receiving it, p50/p99, with 1 and 50 clients
  * on one run; and the server's RSS with 50 clients following a 10 000-event
  * run. Baseline row: the same emit → receive through the Runner's own
- * `RunHandle.events()` in-process (no HTTP), measured in the same run.
+ * `RunHandle.events()` in-process (no HTTP), measured in the same run; and,
+ * for 50 clients, the stream as it was before the shared frame log (one
+ * iterator of the run's events and one chunk copy per client,
+ * `runEventStream`), on a route of the bench's own.
  *
  *   npx tsx bench/serve.bench.ts [--events=1000] [--interval-ms=5]
  *
@@ -21,7 +24,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RunEnvelope } from "../src/events/event-catalogue.js";
 import { EventReplay } from "../src/runner/event-replay.js";
-import type { Runner, RunHandle } from "../src/runner/runner.js";
+import type { AgencyRunner } from "../src/agency/agency.js";
+import type { RunHandle } from "../src/runner/runner.js";
+import { runEventStream } from "../src/server/event-streams.js";
 import { listen } from "../src/server/listen.js";
 import { createServerApp } from "../src/server/server-app.js";
 import { stepLines, syntheticRun } from "../tests/helpers/synthetic-run.js";
@@ -59,9 +64,11 @@ const runner = {
     };
   },
   async close() {},
-} as unknown as Runner;
+} as unknown as AgencyRunner;
 
 const server = createServerApp({ runner, token: TOKEN, tasksRoots: [tasks] });
+// The "before" row: the stream as it was before the shared frames, one iterator of the run's events per client.
+server.app.get("/bench/per-client/:id/events", (c) => runEventStream(c, current!.replay.subscribe(0), 0));
 const listening = await listen(server.app, "127.0.0.1", 0);
 const headers = { authorization: `Bearer ${TOKEN}` };
 
@@ -82,7 +89,7 @@ async function startRun(): Promise<string> {
  * across processes of one machine) every event arrived. Resolves once all
  * are connected with `done`, which resolves with each event's receive times.
  */
-async function clientProcess(id: string, clients: number, expected: number, record: boolean) {
+async function clientProcess(path: string, clients: number, expected: number, record: boolean) {
   const code = `
     const [url, token, clients, expected, record] = [process.argv[1], process.argv[2], Number(process.argv[3]), Number(process.argv[4]), process.argv[5] === "1"];
     const received = [];
@@ -113,7 +120,7 @@ async function clientProcess(id: string, clients: number, expected: number, reco
   `;
   const child = spawn(
     process.execPath,
-    ["--input-type=module", "-e", code, `${listening.url}/v1/runs/${id}/events`, TOKEN, String(clients), String(expected), record ? "1" : "0"],
+    ["--input-type=module", "-e", code, `${listening.url}${path}`, TOKEN, String(clients), String(expected), record ? "1" : "0"],
     {
       stdio: ["ignore", "pipe", "inherit"],
     },
@@ -144,19 +151,19 @@ async function measure(
   clients: number,
   count: number,
   intervalMs: number,
-  record = true,
+  options: { record?: boolean; perClient?: boolean } = {},
 ): Promise<{ latencies: number[]; rssBefore: number; rssPeak: number }> {
   const id = await startRun();
-  const readers = await clientProcess(id, clients, count, record);
+  const path = options.perClient ? `/bench/per-client/${id}/events` : `/v1/runs/${id}/events`;
+  const readers = await clientProcess(path, clients, count, options.record ?? true);
   global.gc?.();
   const rssBefore = process.memoryUsage().rss;
   let rssPeak = rssBefore;
   const events = envelopes(count, id);
   const { replay, pushed } = current!;
-  let detail = process.memoryUsage();
   const watch = setInterval(() => {
     const usage = process.memoryUsage();
-    if (usage.rss > rssPeak) [rssPeak, detail] = [usage.rss, usage];
+    if (usage.rss > rssPeak) rssPeak = usage.rss;
   }, 20);
   for (let index = 0; index < events.length; index++) {
     pushed.set(index, performance.timeOrigin + performance.now());
@@ -170,7 +177,6 @@ async function measure(
   rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
   const latencies: number[] = [];
   for (let index = 0; index < received.length; index += 2) latencies.push(received[index + 1]! - pushed.get(received[index]!)!);
-  if (process.env.BENCH_SERVE_DETAIL) console.log(JSON.stringify(detail));
   return { latencies, rssBefore, rssPeak };
 }
 
@@ -199,27 +205,25 @@ function percentile(samples: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? NaN;
 }
 
+/** The RSS measurement of one stream in a new process of this script (`--rss=per-client|shared`). */
+function rssProcess(variant: "per-client" | "shared"): Promise<{ rssBefore: number; rssPeak: number }> {
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, `--rss=${variant}`], { stdio: ["ignore", "pipe", "inherit"] });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  return new Promise((resolve, reject) =>
+    child.on("close", (code) => (code === 0 ? resolve(JSON.parse(output.trim().split("\n").at(-1)!)) : reject(new Error(`--rss=${variant} exited ${code}`)))),
+  );
+}
+
+const RSS_VARIANT = process.argv.find((argument) => argument.startsWith("--rss="))?.slice("--rss=".length);
+
 try {
-  const base = await baseline(EVENTS, INTERVAL_MS);
-  const one = await measure(1, EVENTS, INTERVAL_MS);
-  const fifty = await measure(50, EVENTS, INTERVAL_MS);
-  const rows: Row[] = [
-    { name: "in-process RunHandle.events()", samples: base },
-    { name: "SSE, 1 client", samples: one.latencies, baseline: "in-process RunHandle.events()" },
-    { name: "SSE, 50 clients", samples: fifty.latencies, baseline: "in-process RunHandle.events()" },
-  ];
-  printTable(`event emitted → received (${EVENTS} events, one every ${INTERVAL_MS} ms)`, rows);
-  for (const row of rows) console.log(`   ${row.name}: p50 ${percentile(row.samples, 0.5).toFixed(2)} ms, p99 ${percentile(row.samples, 0.99).toFixed(2)} ms`);
-  const big = await measure(50, 10_000, 0, false);
-  const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
-  console.log(`\n== RSS, 50 clients following a 10 000-event run (events pushed as fast as the loop takes them)`);
-  console.log(`   before ${mib(big.rssBefore)} MiB, peak ${mib(big.rssPeak)} MiB, growth ${mib(big.rssPeak - big.rssBefore)} MiB`);
-  const p50 = percentile(fifty.latencies, 0.5);
-  const p99 = percentile(fifty.latencies, 0.99);
-  console.log("\nGoals (issue 23):");
-  console.log(`  50 clients p50 <= 5 ms: ${p50 <= 5 ? "MET " : "MISS"} (${p50.toFixed(2)} ms)`);
-  console.log(`  50 clients p99 <= 50 ms: ${p99 <= 50 ? "MET " : "MISS"} (${p99.toFixed(2)} ms)`);
-  console.log(`  RSS growth <= 50 MiB: ${big.rssPeak - big.rssBefore <= 50 * 1024 * 1024 ? "MET " : "MISS"} (${mib(big.rssPeak - big.rssBefore)} MiB)`);
+  if (RSS_VARIANT) {
+    const run = await measure(50, 10_000, 0, { record: false, perClient: RSS_VARIANT === "per-client" });
+    console.log(JSON.stringify({ rssBefore: run.rssBefore, rssPeak: run.rssPeak }));
+  } else {
+    await main();
+  }
 } finally {
   await server.close().catch(() => undefined);
   await listening.close();
@@ -227,3 +231,35 @@ try {
   rmSync(tasks, { recursive: true, force: true });
 }
 process.exit(0);
+
+/** The latency rows, then the RSS of each stream in a process of its own, then the goals. */
+async function main(): Promise<void> {
+  const base = await baseline(EVENTS, INTERVAL_MS);
+  const one = await measure(1, EVENTS, INTERVAL_MS);
+  const fiftyBefore = await measure(50, EVENTS, INTERVAL_MS, { perClient: true });
+  const fifty = await measure(50, EVENTS, INTERVAL_MS);
+  const rows: Row[] = [
+    { name: "in-process RunHandle.events()", samples: base },
+    { name: "SSE, 1 client", samples: one.latencies, baseline: "in-process RunHandle.events()" },
+    { name: "SSE, 50 clients, per-client iterator (before)", samples: fiftyBefore.latencies, baseline: "in-process RunHandle.events()" },
+    { name: "SSE, 50 clients", samples: fifty.latencies, baseline: "SSE, 50 clients, per-client iterator (before)" },
+  ];
+  printTable(`event emitted → received (${EVENTS} events, one every ${INTERVAL_MS} ms)`, rows);
+  for (const row of rows) console.log(`   ${row.name}: p50 ${percentile(row.samples, 0.5).toFixed(2)} ms, p99 ${percentile(row.samples, 0.99).toFixed(2)} ms`);
+  // Each in a fresh process: RSS does not shrink back, so a second measurement in this one would start at the first's peak.
+  const bigBefore = await rssProcess("per-client");
+  const big = await rssProcess("shared");
+  const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+  console.log(`\n== RSS, 50 clients following a 10 000-event run (events pushed as fast as the loop takes them; a fresh server process each)`);
+  for (const [name, run] of [
+    ["per-client iterator (before)", bigBefore],
+    ["shared frames", big],
+  ] as const)
+    console.log(`   ${name}: before ${mib(run.rssBefore)} MiB, peak ${mib(run.rssPeak)} MiB, growth ${mib(run.rssPeak - run.rssBefore)} MiB`);
+  const p50 = percentile(fifty.latencies, 0.5);
+  const p99 = percentile(fifty.latencies, 0.99);
+  console.log("\nGoals (issue 23):");
+  console.log(`  50 clients p50 <= 5 ms: ${p50 <= 5 ? "MET " : "MISS"} (${p50.toFixed(2)} ms)`);
+  console.log(`  50 clients p99 <= 50 ms: ${p99 <= 50 ? "MET " : "MISS"} (${p99.toFixed(2)} ms)`);
+  console.log(`  RSS growth <= 50 MiB: ${big.rssPeak - big.rssBefore <= 50 * 1024 * 1024 ? "MET " : "MISS"} (${mib(big.rssPeak - big.rssBefore)} MiB)`);
+}

@@ -66,10 +66,10 @@ async function serve(flags: ServeFlags, signal: AbortSignal): Promise<number> {
     return absolute;
   });
   const approvalTimeoutMs = flags.approvalTimeout === undefined ? undefined : seconds(flags.approvalTimeout) * 1000;
-  const { Runner } = await import("../runner/runner.js");
+  const { createRunner } = await import("../agency/agency.js");
   const { createServerApp } = await import("../server/server-app.js");
   const { listen } = await import("../server/listen.js");
-  const runner = Runner.create({ home: runnerHome() });
+  const runner = await createRunner({ home: runnerHome() });
   const server = createServerApp({ runner, token, tasksRoots: roots, ...(approvalTimeoutMs === undefined ? {} : { approvalTimeoutMs }) });
   const listening = await listen(server.app, flags.host, port).catch((error: NodeJS.ErrnoException) => {
     throw new ConfigError(

@@ -25,21 +25,26 @@ export function listRuns(home: string): RunSummary[] {
   const runs = join(home, "runs");
   if (!existsSync(runs)) return [];
   return readdirSync(runs)
-    .map((id) => {
-      const store = new RunStore(join(runs, id));
-      const report = store.readJson("report") as { task?: string; status?: string; branch?: string } | null;
-      const lock = store.readJson("lock") as { owner?: string; branch?: string } | null;
-      const recordedTask = store.readJson("task") as { name?: string } | null;
-      const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
-      return {
-        id,
-        task: report?.task ?? recordedTask?.name ?? "?",
-        status,
-        branch: report?.branch ?? lock?.branch ?? "-",
-        started: statSync(store.directory).birthtime,
-      };
-    })
+    .map((id) => runSummary(home, id)!)
     .sort((a, b) => (a.id < b.id ? 1 : -1));
+}
+
+/** One run's line of {@link listRuns}, read alone (null: no such run directory): what a caller following one run needs without listing them all. */
+export function runSummary(home: string, id: string): RunSummary | null {
+  const directory = join(home, "runs", id);
+  if (!existsSync(directory)) return null;
+  const store = new RunStore(directory);
+  const report = store.readJson("report") as { task?: string; status?: string; branch?: string } | null;
+  const lock = store.readJson("lock") as { owner?: string; branch?: string } | null;
+  const recordedTask = store.readJson("task") as { name?: string } | null;
+  const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
+  return {
+    id,
+    task: report?.task ?? recordedTask?.name ?? "?",
+    status,
+    branch: report?.branch ?? lock?.branch ?? "-",
+    started: statSync(store.directory).birthtime,
+  };
 }
 
 /** A run's records for reading: its report (null before it ended) and each agent's conversation. */

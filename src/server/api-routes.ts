@@ -20,6 +20,8 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
   params?: P;
   query?: Q;
   body?: B;
+  /** A body the handler reads itself (not JSON of a schema): its media types for the OpenAPI document. */
+  rawBody?: { description: string; mediaTypes: string[] };
   /** Request headers worth naming (Idempotency-Key, Last-Event-ID). */
   headers?: Record<string, string>;
   responses: Record<number, ResponseSpec>;
@@ -101,6 +103,15 @@ export class ApiRoutes {
           ...(spec.public ? { security: [] } : {}),
           ...(parameters.length ? { parameters } : {}),
           ...(spec.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(spec.body, "input") } } } } : {}),
+          ...(spec.rawBody
+            ? {
+                requestBody: {
+                  required: true,
+                  description: spec.rawBody.description,
+                  content: Object.fromEntries(spec.rawBody.mediaTypes.map((type) => [type, {}])),
+                },
+              }
+            : {}),
           responses,
         },
       };

@@ -141,3 +141,63 @@ export const EventPageSchema = z.object({
   events: z.array(z.object({ sequence: z.number().int(), event: z.record(z.string(), z.unknown()) })),
   total: z.number().int().describe("events in the log so far"),
 });
+
+export const AgencyIdParams = z.object({ id: z.string().regex(/^[\w.-]+$/, "an agency id as POST /v1/agencies gives it") });
+
+/** An outside event given when an agency starts (`runner agency run --event`). */
+const StartEventSchema = z
+  .object({
+    type: z.string().min(1).describe("an event type of dot-separated lower-case words, like coding.task.received; not agency.*"),
+    subject: z.string().min(1).optional(),
+    data: z.unknown().optional().describe("any JSON, at most 16 KiB"),
+    dataref: z.string().min(1).optional(),
+    id: z.string().min(1).optional().describe("your own id: a retried start publishes it once"),
+  })
+  .strict();
+
+export const StartAgencyRequest = z
+  .object({
+    agency_file: z.string().min(1).optional().describe("an agency.yaml under one of the server's --tasks-root directories"),
+    agency: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe("an agency object (agency.yaml's fields, agents as a directory or a list of agent-file objects); untrusted: each agent as a task object"),
+    event: StartEventSchema.optional().describe("published when the agency starts, after its start events"),
+  })
+  .strict()
+  .refine((body) => (body.agency_file === undefined) !== (body.agency === undefined), {
+    message: "give exactly one of agency_file (a path under --tasks-root) or agency (an agency object)",
+  });
+
+const AgencyStatusSchema = z.enum(["running", "unfinished", "succeeded", "failed", "error", "cancelled"]);
+
+export const AgencyRecordSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  status: AgencyStatusSchema.describe("agency-report.json's, or running (a process runs it) / unfinished (it stopped without a report; runner agency resume)"),
+  reason: z.string().nullable().describe("goal_reached, quiescent, cancelled, or what failed; null while running"),
+  goal: z.string(),
+  branch: z.string().describe("agency/<id>: where its work lands"),
+  created_at: z.string().describe("ISO 8601"),
+  events: z.number().int().describe("events in its bus log"),
+  invocations: z.array(z.record(z.string(), z.unknown())).describe("each invocation with its agent, event, run id and outcome (docs/agency.md)"),
+  report: z.record(z.string(), z.unknown()).nullable().describe("agency-report.json once it ended"),
+});
+export type AgencyRecordBody = z.infer<typeof AgencyRecordSchema>;
+
+export const AgencyListSchema = z.object({ agencies: z.array(AgencyRecordSchema), next_cursor: z.string().nullable() });
+
+export const ListAgenciesQuery = z
+  .object({
+    cursor: z.string().optional().describe("next_cursor of the previous page"),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+  })
+  .strict();
+
+export const AgencyEventAcceptedSchema = z.object({
+  agency_id: z.string(),
+  id: z.string().describe("the event's id (the CloudEvent's own: a redelivery with the same id is stored once)"),
+  type: z.string(),
+  sequence: z.number().int().describe("its place in the agency's log"),
+  resumed: z.boolean().describe("true: the agency was not running anywhere and this server resumed it to handle the event"),
+});

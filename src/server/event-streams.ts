@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { streamSSE, type SSEStreamingApi } from "hono/streaming";
-import type { RunEnvelope } from "../events/event-catalogue.js";
+import { HttpProblem } from "./problem.js";
+import type { SharedFrames } from "./shared-frames.js";
 
 /** Seconds between SSE comments that keep an idle connection open through proxies (and let a client see the server is alive). */
 const KEEPALIVE_MS = 15_000;
@@ -11,14 +12,17 @@ const RETRY_MS = 2_000;
 /** Bytes of SSE text sent in one chunk at most (events queued together go out together, up to this). */
 const CHUNK_BYTES = 64 * 1024;
 
+/** A CloudEvent of a run's log or an agency's bus: what the SSE streams carry. */
+type StreamedEvent = { readonly type: string };
+
 /**
  * Each event's SSE message, made once for every client of the run: the
  * subscribers of a RunHandle get the same envelope objects, at the same
  * sequence numbers, so 50 clients cost one JSON.stringify, not 50.
  */
-const messages = new WeakMap<RunEnvelope, Buffer>();
+const messages = new WeakMap<StreamedEvent, Buffer>();
 
-function messageOf(envelope: RunEnvelope, sequence: number): Buffer {
+function messageOf(envelope: StreamedEvent, sequence: number): Buffer {
   // An envelope has one place in its run's log: its message is the same for every client.
   let message = messages.get(envelope);
   if (!message) {
@@ -44,11 +48,11 @@ function messageOf(envelope: RunEnvelope, sequence: number): Buffer {
  * a slow client costs the server at most one chunk. With one write per event
  * `streamSSE` measured p50 22 ms for 50 clients (bench/serve.bench.ts).
  */
-export function runEventStream(context: Context, events: AsyncIterable<RunEnvelope>, from: number): Response {
+export function runEventStream(context: Context, events: AsyncIterable<StreamedEvent>, from: number): Response {
   const iterator = events[Symbol.asyncIterator]();
   const encoder = new TextEncoder();
   let sequence = from;
-  let pending: Promise<IteratorResult<RunEnvelope>> | null = null;
+  let pending: Promise<IteratorResult<StreamedEvent>> | null = null;
   let keepalive: ReturnType<typeof setInterval> | undefined;
   const next = () => (pending ??= iterator.next());
   const idle = Symbol("idle");
@@ -97,6 +101,64 @@ export function runEventStream(context: Context, events: AsyncIterable<RunEnvelo
     cancel: stop,
   });
   return context.body(body, 200, { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" });
+}
+
+/**
+ * A run's events as Server-Sent Events from its {@link SharedFrames} (a run
+ * this server runs): the same messages as {@link runEventStream}, read from
+ * the one frame log every client of the run shares. A pull takes what is
+ * there from the client's position (a page slice when it is behind, the
+ * newest frames when it is live), so a slow client holds nothing but its
+ * position and the chunk the socket has not taken yet.
+ */
+export function sharedFrameStream(context: Context, frames: SharedFrames, from: number): Response {
+  const encoder = new TextEncoder();
+  let next = from;
+  let keepalive: ReturnType<typeof setInterval> | undefined;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(encoder.encode(`retry: ${RETRY_MS}\n\n`));
+      keepalive = setInterval(() => {
+        try {
+          controller.enqueue(encoder.encode(": keepalive\n\n"));
+        } catch {
+          clearInterval(keepalive);
+        }
+      }, KEEPALIVE_MS);
+    },
+    async pull(controller) {
+      for (;;) {
+        const chunk = frames.read(next);
+        if (chunk === "end") {
+          controller.enqueue(encoder.encode(`event: end\ndata: ${JSON.stringify({ next: Math.max(next, frames.length) })}\n\n`));
+          controller.close();
+          clearInterval(keepalive);
+          return;
+        }
+        if (chunk) {
+          next += chunk.count;
+          controller.enqueue(chunk.bytes);
+          return;
+        }
+        await frames.wait();
+      }
+    },
+    cancel() {
+      clearInterval(keepalive);
+    },
+  });
+  return context.body(body, 200, { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" });
+}
+
+/** The first sequence number to send: after `Last-Event-ID` when given, else `?from=`, else 0. */
+export function startSequence(lastEventId: string | undefined, from: number | undefined): number {
+  if (lastEventId === undefined) return from ?? 0;
+  if (!/^\d+$/.test(lastEventId.trim())) {
+    throw new HttpProblem(400, "Invalid request", `header.last-event-id: expected a sequence number (the id: of an event), got "${lastEventId}"`, {
+      errors: [{ field: "header.last-event-id", message: "expected a sequence number" }],
+    });
+  }
+  return Number(lastEventId.trim()) + 1;
 }
 
 /** One message of the board's stream ({@link BoardStream}). */

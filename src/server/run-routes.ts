@@ -26,7 +26,8 @@ import {
   StartRunRequest,
 } from "./api-schemas.js";
 import type { ApiRoutes } from "./api-routes.js";
-import { runEventStream } from "./event-streams.js";
+import { runEventStream, sharedFrameStream, startSequence } from "./event-streams.js";
+import { SharedFrames } from "./shared-frames.js";
 import { HttpProblem, problemOfError } from "./problem.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import { adopt, approvalBody, findRunRecord, runEvents, runRecord, visibleRuns, type ServerContext } from "./server-context.js";
@@ -126,7 +127,8 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
     (c, { params, query }) => {
       findRunRecord(context, params.id);
       const from = startSequence(c.req.header("last-event-id"), query.from);
-      return runEventStream(c, runEvents(context, params.id, from), from);
+      const events = runEvents(context, params.id, from);
+      return events instanceof SharedFrames ? sharedFrameStream(c, events, from) : runEventStream(c, events, from);
     },
   );
 
@@ -306,17 +308,6 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       return c.json(ApprovalAnsweredSchema.parse({ id: params.approval_id, run_id: params.id, decision: body.decision }));
     },
   );
-}
-
-/** The first sequence number to send: after `Last-Event-ID` when given, else `?from=`, else 0. */
-function startSequence(lastEventId: string | undefined, from: number | undefined): number {
-  if (lastEventId === undefined) return from ?? 0;
-  if (!/^\d+$/.test(lastEventId.trim())) {
-    throw new HttpProblem(400, "Invalid request", `header.last-event-id: expected a sequence number (the id: of an event), got "${lastEventId}"`, {
-      errors: [{ field: "header.last-event-id", message: "expected a sequence number" }],
-    });
-  }
-  return Number(lastEventId.trim()) + 1;
 }
 
 function runFile(c: Context, context: ServerContext, id: string, file: string, contentType: string): Response {

@@ -2,7 +2,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Hono, type MiddlewareHandler } from "hono";
 import { ApprovalInbox } from "../runner/approval-inbox.js";
-import type { Runner } from "../runner/runner.js";
+import type { AgencyRunner } from "../agency/agency.js";
+import { addAgencyRoutes, visibleAgency } from "./agency-routes.js";
 import { ApiRoutes } from "./api-routes.js";
 import { HealthSchema } from "./api-schemas.js";
 import { requireToken } from "./auth.js";
@@ -15,7 +16,8 @@ import { addRunRoutes } from "./run-routes.js";
 import { approvalBody, publishRun, runRecord, runRefusal, visibleRuns, type ServerContext } from "./server-context.js";
 
 export interface ServerAppOptions {
-  runner: Runner;
+  /** A Runner that also runs agencies (the library's `createRunner`, src/agency/agency.ts). */
+  runner: AgencyRunner;
   /** The token every request but GET /v1/health needs. */
   token: string;
   /** `--tasks-root` directories (task files, task objects' paths, batch directories must lie inside one). */
@@ -27,7 +29,7 @@ export interface ServerAppOptions {
 /** The HTTP app of `runner serve` and what stopping it needs. */
 export interface ServerApp {
   app: Hono;
-  /** Cancels the runs and batches this server started and waits until they ended. */
+  /** Cancels the runs, batches and agencies this server started and waits until they ended. */
   close(): Promise<void>;
 }
 
@@ -46,6 +48,9 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   const context: ServerContext = {
     runner: options.runner,
     handles: new Map(),
+    frames: new Map(),
+    progress: new Map(),
+    agencies: new Map(),
     roots: options.tasksRoots ?? [],
     board,
     idempotency: new IdempotencyKeys(),
@@ -84,6 +89,8 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   };
   app.use("/v1/runs/:id", visibleRun);
   app.use("/v1/runs/:id/*", visibleRun);
+  app.use("/v1/agencies/:id", visibleAgency(context));
+  app.use("/v1/agencies/:id/*", visibleAgency(context));
 
   const api = new ApiRoutes(app);
   api.add(
@@ -98,6 +105,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   );
   addRunRoutes(api, context);
   addBatchRoutes(api, context, stopping.signal, batches);
+  addAgencyRoutes(api, context);
   api.add(
     {
       method: "get",
@@ -124,7 +132,10 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     app,
     async close() {
       stopping.abort();
-      await Promise.all([...context.handles.values()].map((handle) => handle.cancel("the server stopped")));
+      await Promise.all([
+        ...[...context.handles.values()].map((handle) => handle.cancel("the server stopped")),
+        ...[...context.agencies.values()].map((agency) => agency.cancel()),
+      ]);
       await Promise.all([...batches]);
     },
   };

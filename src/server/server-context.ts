@@ -4,21 +4,29 @@ import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import type { PendingApproval } from "../runner/approval-inbox.js";
 import type { ApprovalInbox } from "../runner/approval-inbox.js";
-import { listRuns, type RunSummary } from "../runner/run-records.js";
+import { listRuns, runSummary, type RunSummary } from "../runner/run-records.js";
 import { recordedRunRefusal } from "../runner/untrusted-task.js";
-import type { Runner, RunHandle } from "../runner/runner.js";
+import type { AgencyHandle, AgencyRunner } from "../agency/agency.js";
+import type { RunHandle } from "../runner/runner.js";
 import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
 import { RunRecordSchema } from "./api-schemas.js";
 import type { BoardStream } from "./event-streams.js";
 import type { IdempotencyKeys } from "./idempotency.js";
+import { SharedFrames } from "./shared-frames.js";
 import { HttpProblem } from "./problem.js";
 
 /** What every route of the server works with: the Runner, the handles of the runs it started that have not ended, the approvals inbox, the board's stream. */
 export interface ServerContext {
-  runner: Runner;
+  runner: AgencyRunner;
   inbox: ApprovalInbox;
   /** Runs this server started or resumed, until they end: what cancel and live events need. Everything else is read from RUNNER_HOME. */
   handles: Map<string, RunHandle>;
+  /** The SSE frames of the runs in `handles`, read once from each handle and shared by all their clients. */
+  frames: Map<string, SharedFrames>;
+  /** Steps of the main agent and USD so far of the runs in `handles`, counted as their events pass (a record need not read events.jsonl again). */
+  progress: Map<string, { steps: number; cost: number | null }>;
+  /** Agencies this server started, until they end: what live agency events and stopping the server need. */
+  agencies: Map<string, AgencyHandle>;
   /** `--tasks-root` directories: where task files, task objects' paths and batch directories may point. */
   roots: string[];
   board: BoardStream;
@@ -32,14 +40,25 @@ export interface ServerContext {
  */
 export function adopt(context: ServerContext, handle: RunHandle): void {
   context.handles.set(handle.id, handle);
+  // The one subscription to the run: its frames for every SSE client, its run-level events for the board.
+  const frames = new SharedFrames();
+  context.frames.set(handle.id, frames);
   const boardTypes = new Set(["run.started", "run.resumed", "model_call.finished", "verify.finished", "run.finished", "workspace.merged"]);
+  const progress = { steps: 0, cost: null as number | null };
+  context.progress.set(handle.id, progress);
   void (async () => {
     for await (const envelope of handle.events()) {
-      if (boardTypes.has(eventName(envelope.type))) publishRun(context, handle.id);
+      frames.push(envelope);
+      const name = eventName(envelope.type);
+      countProgress(progress, name, envelope.data);
+      if (boardTypes.has(name)) publishRun(context, handle.id);
     }
   })()
     .catch(() => undefined)
     .finally(() => {
+      frames.end();
+      context.frames.delete(handle.id);
+      context.progress.delete(handle.id);
       context.handles.delete(handle.id);
       publishRun(context, handle.id);
     });
@@ -59,10 +78,10 @@ export function visibleRuns(context: ServerContext): RunSummary[] {
   return listRuns(context.runner.home).filter((run) => runRefusal(context, run.id) === null);
 }
 
-/** Sends the board the run's fresh record. */
+/** Sends the board the run's fresh record (reading that run's records only: this runs at every step of every run). */
 export function publishRun(context: ServerContext, id: string): void {
-  const summary = visibleRuns(context).find((run) => run.id === id);
-  if (summary) context.board.publish({ event: "run", data: runRecord(context, summary) });
+  const summary = runSummary(context.runner.home, id);
+  if (summary && runRefusal(context, id) === null) context.board.publish({ event: "run", data: runRecord(context, summary) });
 }
 
 /** `dev.agent-runner.run.started.v1` → `run.started`. */
@@ -80,7 +99,7 @@ export function findRunRecord(context: ServerContext, id: string): RunRecordBody
 export function runRecord(context: ServerContext, summary: RunSummary): RunRecordBody {
   const directory = join(context.runner.home, "runs", summary.id);
   const report = readJson(join(directory, "report.json")) as { steps?: number; cost_usd?: number | null } | null;
-  const live = report ? null : progressOf(join(directory, "events.jsonl"));
+  const live = report ? null : (context.progress.get(summary.id) ?? progressOf(join(directory, "events.jsonl")));
   const status = context.handles.has(summary.id) && !report ? "running" : summary.status;
   return RunRecordSchema.parse({
     id: summary.id,
@@ -97,15 +116,17 @@ export function runRecord(context: ServerContext, summary: RunSummary): RunRecor
 
 /** Steps of the main agent and USD spent so far, from events.jsonl (a run still going has no report). */
 function progressOf(file: string): { steps: number; cost: number | null } {
-  let steps = 0;
-  let cost: number | null = null;
-  for (const envelope of readEnvelopes(file)) {
-    const name = eventName(envelope.type);
-    const data = envelope.data as { agent_id?: string; cost_usd?: number | null } | undefined;
-    if (name === "model_call.finished" && data?.agent_id === "main") steps++;
-    if ((name === "model_call.finished" || name === "context.summary_usage") && typeof data?.cost_usd === "number") cost = (cost ?? 0) + data.cost_usd;
-  }
-  return { steps, cost: cost === null ? null : Math.round(cost * 1e6) / 1e6 };
+  const progress = { steps: 0, cost: null as number | null };
+  for (const envelope of readEnvelopes(file)) countProgress(progress, eventName(envelope.type), envelope.data);
+  return progress;
+}
+
+/** Adds one event to `progress`: a main-agent model call is a step; model calls and summaries add their USD. */
+function countProgress(progress: { steps: number; cost: number | null }, name: string, data: unknown): void {
+  const fields = data as { agent_id?: string; cost_usd?: number | null } | undefined;
+  if (name === "model_call.finished" && fields?.agent_id === "main") progress.steps++;
+  if ((name === "model_call.finished" || name === "context.summary_usage") && typeof fields?.cost_usd === "number")
+    progress.cost = Math.round(((progress.cost ?? 0) + fields.cost_usd) * 1e6) / 1e6;
 }
 
 export function approvalBody(approval: PendingApproval): ApprovalBody {
@@ -127,13 +148,13 @@ export function approvalBody(approval: PendingApproval): ApprovalBody {
 }
 
 /**
- * A run's events from sequence number `from`: the live handle's when this
- * server runs it, else events.jsonl, followed (every `pollMs`) while another
- * process still runs it, until its report.json exists.
+ * A run's events from sequence number `from`: the shared frames of the live
+ * handle when this server runs it, else events.jsonl, followed (every
+ * `pollMs`) while another process still runs it, until its report.json exists.
  */
-export function runEvents(context: ServerContext, id: string, from: number, pollMs = 250): AsyncIterable<RunEnvelope> {
-  const handle = context.handles.get(id);
-  if (handle) return handle.events({ from });
+export function runEvents(context: ServerContext, id: string, from: number, pollMs = 250): AsyncIterable<RunEnvelope> | SharedFrames {
+  const frames = context.frames.get(id);
+  if (frames) return frames;
   return followFile(join(context.runner.home, "runs", id), from, pollMs);
 }
 

@@ -36,6 +36,21 @@ async function openPage(url: string, path: string): Promise<Page> {
   return page;
 }
 
+/**
+ * Runs in the page (source text: this file is typed without the DOM): keeps every state of the connection badge
+ * (`data-state`: each mutation's old value, then the current one) from now on, read back by `connectionStates()`.
+ */
+const RECORD_CONNECTION_STATES = `(() => {
+  const badge = document.getElementById("connection");
+  const seen = [];
+  const observer = new MutationObserver((records) => { for (const record of records) seen.push(record.oldValue ?? ""); });
+  observer.observe(badge, { attributes: true, attributeFilter: ["data-state"], attributeOldValue: true });
+  globalThis.connectionStates = () => {
+    for (const record of observer.takeRecords()) seen.push(record.oldValue ?? "");
+    return [...seen, badge.dataset.state ?? ""];
+  };
+})()`;
+
 /** Sequence numbers the run page rendered: each entry's, and each tool card's result. */
 function renderedSequences(page: Page): Promise<number[]> {
   return page.$$eval("[data-sequence], [data-result-sequence]", (elements) =>
@@ -82,10 +97,20 @@ describe("runner serve: the page", () => {
       const first = await openPage(listening.url, `/runs/${id}`);
       const second = await openPage(listening.url, `/runs/${id}`);
       for (const page of [first, second]) await page.locator("details.tool summary", { hasText: "wait-for cut" }).waitFor();
+      // Every state the header's connection badge takes from here on (each mutation's old value, then the last).
+      for (const page of [first, second]) await page.evaluate(RECORD_CONNECTION_STATES);
       // Cut every connection (the pages' SSE streams included); the server keeps listening.
       listening.dropConnections();
       gates.open("cut");
       for (const page of [first, second]) await page.locator("li[data-type='run.finished']").waitFor({ timeout: 30_000 });
+      // The lost connection was shown, never a silent stale page: live → reconnecting… → live → ended.
+      for (const page of [first, second]) {
+        const states = await page.evaluate<string[]>("globalThis.connectionStates()");
+        expect(states[0]).toBe("live");
+        expect(states.indexOf("reconnecting…")).toBeGreaterThan(0);
+        expect(states.slice(states.indexOf("reconnecting…"))).toContain("live");
+        expect(states.at(-1)).toBe("ended");
+      }
 
       const lines = eventsFile(join(server.home, "runs", id));
       for (const page of [first, second]) {

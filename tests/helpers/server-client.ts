@@ -4,14 +4,14 @@
  */
 import type { Hono } from "hono";
 import { createServerApp, type ServerApp } from "../../src/server/server-app.js";
-import { fakeRunner } from "./fake-runner.js";
+import { fakeAgencyRunner } from "./agency-fixture.js";
 import type { HostDirectorySandboxOptions } from "../../src/sandbox/fake/host-directory-sandbox.js";
 
 export const TOKEN = "test-token-0123456789";
 
 /** A server app on a fake-tier Runner (HostDirectorySandboxProvider, scripted model) whose tasks root is `root`. */
 export async function fakeServer(root: string, options: HostDirectorySandboxOptions & { approvalTimeoutMs?: number } = {}) {
-  const fake = await fakeRunner(options);
+  const fake = await fakeAgencyRunner(options);
   const server: ServerApp = createServerApp({
     runner: fake.runner,
     token: TOKEN,

@@ -7,14 +7,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createServerApp } from "../../../src/server/server-app.js";
-import type { Runner } from "../../../src/runner/runner.js";
+import type { AgencyRunner } from "../../../src/agency/agency.js";
 
 const ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 
 describe("docs/http-api.md", () => {
   it("lists every route of /v1/openapi.json and names only files that exist", async () => {
     const text = readFileSync(join(ROOT, "docs/http-api.md"), "utf8");
-    const { app } = createServerApp({ runner: { home: "/nonexistent" } as unknown as Runner, token: "docs-test-token-0123456789" });
+    const { app } = createServerApp({ runner: { home: "/nonexistent" } as unknown as AgencyRunner, token: "docs-test-token-0123456789" });
     const document = (await (await app.request("/v1/openapi.json", { headers: { authorization: "Bearer docs-test-token-0123456789" } })).json()) as {
       paths: Record<string, Record<string, unknown>>;
     };
