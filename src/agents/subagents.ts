@@ -15,7 +15,7 @@ import { defineTool, toolError, type Tool, type ToolGuard } from "../tools/defin
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { mergeBranchInto, type MergeOutcome } from "../workspace/merge.js";
 import type { CommitLimits, LeftOutPath } from "../workspace/commit-selection.js";
-import { commitRunWorktree, createBranchWorktree, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
+import { commitRunWorktree, createBranchWorktree, syncContainerGit, type CommitOutcome, type RunWorktree } from "../workspace/run-worktree.js";
 import { WorkDelivery } from "../delivery/deliver.js";
 import { verifyEnding } from "../delivery/verify-ending.js";
 import type { TaskManager, TaskResult } from "./task-manager.js";
@@ -222,7 +222,10 @@ async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promi
     throw new Error(
       `committing your worktree as the worker's starting point ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); remove large or numerous generated files first`,
     );
-  return createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.workersDirectory, agentId), snapshot.head);
+  const created = await createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.workersDirectory, agentId), snapshot.head);
+  // The parent's git in its container follows the snapshot commit and knows the worker's branch.
+  await syncContainerGit(host.parent.sandbox, parent, [parent.branch, created.branch]);
+  return created;
 }
 
 interface SubagentRequest {
@@ -358,18 +361,24 @@ async function finishWorker(
   const parent = host.parent;
   const command = request.verify ?? host.verify?.command;
   const mergeIntoParent = () =>
-    host.parentGit.runExclusive(() =>
-      parent.sandbox.freeze(async () => {
-        await host.provider.ensureWorkspaceIdle(parent.worktree.path);
-        // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
-        const own = await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`, host.commitLimits);
-        if (own.timedOut)
-          throw new Error(
-            `committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`,
-          );
-        return mergeBranchInto(parent.worktree, worktree.branch, host.redact(`agent-runner: merge worker ${agentId} (${request.description})`));
-      }),
-    );
+    host.parentGit
+      .runExclusive(() =>
+        parent.sandbox.freeze(async () => {
+          await host.provider.ensureWorkspaceIdle(parent.worktree.path);
+          // The parent's own changes are committed first: nothing of its work is lost, stashed or half-merged.
+          const own = await commitRunWorktree(parent.worktree, `agent-runner: ${parent.agentId}'s work before merging worker ${agentId}`, host.commitLimits);
+          if (own.timedOut)
+            throw new Error(
+              `committing your own changes before the merge ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); the worker's branch ${worktree.branch} keeps its verified work`,
+            );
+          return mergeBranchInto(parent.worktree, worktree.branch, host.redact(`agent-runner: merge worker ${agentId} (${request.description})`));
+        }),
+      )
+      .then(async (merged) => {
+        // The parent's git in its container follows its branch (its own commit, the merge) and knows the worker's.
+        await syncContainerGit(parent.sandbox, parent.worktree, [parent.worktree.branch, worktree.branch]);
+        return merged;
+      });
   const delivered = await work.deliver({
     message: host.redact(`agent-runner: worker ${agentId}: ${request.description}`),
     skipVerify: (committed) => (outcome.reason !== "final_answer" ? outcome.reason : !committed.changed ? "no_changes" : !command ? "no_verify_command" : null),

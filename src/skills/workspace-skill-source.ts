@@ -178,9 +178,12 @@ export async function readWorkspaceSkills(options: WorkspaceSkillOptions): Promi
 /**
  * Environment of the git commands: no system or global config (the agent can
  * write `$HOME/.gitconfig`, HOME being /tmp), no replace refs, no locks, no
- * prompts, no lazy fetch.
+ * prompts, no lazy fetch, and a PATH of the image's system directories only:
+ * the container's PATH starts with `/tmp/.local/bin`, where the agent can put
+ * a `git` or `base64` of its own that answers with forged text.
  */
 export const GIT_ENVIRONMENT: Record<string, string> = {
+  PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
   GIT_CONFIG_NOSYSTEM: "1",
   GIT_CONFIG_GLOBAL: "/dev/null",
   GIT_CONFIG_COUNT: "0",

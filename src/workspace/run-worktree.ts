@@ -18,7 +18,7 @@ import { ConfigError, SandboxError, errorMessage } from "../errors.js";
 import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath } from "./commit-selection.js";
 import { driverOverrides, GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 import { checkStagedContent } from "./staged-content-check.js";
-import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
+import { WORKSPACE_ROOT, type Sandbox } from "../sandbox/sandbox.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
 const FALLBACK_SANDBOX_UID = 1000;
@@ -516,6 +516,35 @@ export async function containerGitView(worktree: RunWorktree, viewDirectory: str
     ],
     privateGit: { seed, containerPath: CONTAINER_GIT_DIRECTORY },
   };
+}
+
+/**
+ * Brings a running container's own git directory ({@link containerGitView})
+ * up to what the runner committed on the host: `refs/heads/<branch>` of each
+ * entry at its branch's head in the repository (the objects are there through
+ * the read-only alternate), and, when the container's HEAD is on
+ * `worktree.branch`, its index reset to that head (`git reset -q`: the files
+ * untouched). So after the runner committed the worktree (a worker's
+ * snapshot, a merge of a worker) `git status` shows no phantom changes, a
+ * `git stash -u` or `git clean` cannot drop merged work as untracked, and
+ * `git show <worker branch>:<path>` works. Runs in the container as the
+ * sandbox user with hooks and fsmonitor off; the host reads nothing back.
+ * Returns git's complaint (the agent's git is its own to break), never throws
+ * but for a lost sandbox.
+ */
+export async function syncContainerGit(sandbox: Sandbox, worktree: RunWorktree, branches: string[], signal?: AbortSignal): Promise<string | null> {
+  const heads = await Promise.all(branches.map(async (branch) => ({ branch, head: await branchHead(worktree.repositoryRoot, branch).catch(() => null) })));
+  const updates = heads.filter((entry): entry is { branch: string; head: string } => entry.head !== null);
+  if (!updates.length) return null;
+  const quote = (text: string) => `'${text.replaceAll("'", "'\\''")}'`;
+  const git = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false";
+  const command = [
+    "set -e",
+    ...updates.map(({ branch, head }) => `${git} update-ref ${quote(`refs/heads/${branch}`)} ${head}`),
+    `if [ "$(git symbolic-ref -q HEAD || true)" = ${quote(`refs/heads/${worktree.branch}`)} ]; then ${git} reset -q; fi`,
+  ].join("\n");
+  const result = await sandbox.exec({ command, timeoutMs: 60_000, ...(signal ? { signal } : {}) });
+  return result.exitCode === 0 ? null : `${result.stderr || result.stdout}`.trim().slice(0, 500) || `exit ${result.exitCode}`;
 }
 
 /** The content of `path` when it is a regular file (never through a link), else null. */

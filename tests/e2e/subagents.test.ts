@@ -187,8 +187,8 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       prompt: "Make scale multiply by 4.",
       verify: "python3 -c 'import calc; assert calc.scale(1) == 4'",
     });
-    // No MERGE_HEAD in the parent's container's own git directory, and a status that shows only the merged change
-    // (against the run's start: the host's commits never move the container's HEAD).
+    // No MERGE_HEAD in the parent's container's own git directory, and a clean status: the runner brought the
+    // container's git up to the merge it committed (syncContainerGit).
     const noMergeInProgress =
       'd=$(git rev-parse --absolute-git-dir) && echo "admin=$d" && if [ -e "$d/MERGE_HEAD" ]; then echo MERGE-IN-PROGRESS; else echo no-merge-head; fi; ' +
       'echo "status=[$(git status --porcelain --untracked-files=no)]"; grep -c "<<<<<<<" calc.py; cat calc.py';
@@ -214,7 +214,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
             tool_calls: [toolCall("run_shell", { command: noMergeInProgress })],
           },
           {
-            expect: { tool_result_matches: "no-merge-head\\nstatus=\\[ M calc\\.py\\]\\n0\\n[\\s\\S]*return x \\* 3\\n" },
+            expect: { tool_result_matches: "no-merge-head\\nstatus=\\[\\]\\n0\\n[\\s\\S]*return x \\* 3\\n" },
             content: "w1 merged; w2 conflicted.",
           },
         ],

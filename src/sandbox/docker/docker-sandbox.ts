@@ -66,7 +66,7 @@ export class DockerSandbox implements Sandbox {
    * What counts against `SandboxSpec.disk.limitBytes` now. `filesystem`: the
    * run's whole filesystem (statfs on the host, no file read). `monitor`: the
    * allocated blocks and the inodes of the files under the writable workspace
-   * and this container's scratch directories (full past the limit's bytes or
+   * and this container's scratch directories and own git directory (full past the limit's bytes or
    * past `limitBytes / BYTES_PER_INODE` inodes), each inode once, measured by the daemon
    * inside the container; a file the sandbox user cannot read into, or a
    * deleted one still held open, is not counted.
@@ -74,7 +74,13 @@ export class DockerSandbox implements Sandbox {
   async measureDisk(): Promise<DiskUsage> {
     const { disk, workspace } = this.made.spec;
     if (disk.enforcement === "filesystem") return filesystemUsage(this.made.scratch);
-    const roots = [...(workspace.readOnly ? [] : [this.workdir]), ...SCRATCH_MOUNTS.map((mount) => mount.target)];
+    const { privateGit } = this.made.spec;
+    const roots = [
+      ...(workspace.readOnly ? [] : [this.workdir]),
+      ...SCRATCH_MOUNTS.map((mount) => mount.target),
+      // The container's own git directory is on the run's disk too: what the agent commits or stashes counts.
+      ...(privateGit ? [privateGit.containerPath] : []),
+    ];
     const { bytes, inodes } = await this.channel.request<{ bytes: number; inodes: number }>({ op: "disk_usage", roots });
     const inodeLimit = Math.floor(disk.limitBytes / BYTES_PER_INODE);
     return { usedBytes: bytes, inodes: { used: inodes, limit: inodeLimit }, full: bytes > disk.limitBytes || inodes > inodeLimit };
