@@ -9,6 +9,7 @@ import { createBranch, resolveRepository } from "../workspace/run-worktree.js";
 import { AgencyDirectory, type AgencyRecord, type AgencyReport } from "./agency-directory.js";
 import { agencyEvent } from "./agency-event.js";
 import { EVENT_TYPE } from "./agency-schema.js";
+import type { AgencyClock } from "./guards/clock.js";
 import { loadAgency } from "./load-agency.js";
 import { Orchestrator } from "./orchestrator.js";
 
@@ -29,6 +30,8 @@ export interface AgencyOptions {
   event?: OutsideEvent;
   /** Where relative paths of an agency object resolve (default the current directory). */
   baseDirectory?: string;
+  /** The clock the guards decide by (breaker cooldowns, token buckets; src/agency/guards/clock.ts): default the wall clock; a test's moves by hand. */
+  clock?: AgencyClock;
 }
 
 /** One agency started or resumed (docs/agency.md "Library"). */
@@ -91,13 +94,13 @@ async function startAgency(runner: Runner, source: string | Record<string, unkno
     ...definition.start.map((event, index) => ({ ...event, id: event.id ?? `${agencyId}-start-${index}` })),
     ...(options.event ? [{ ...options.event, id: options.event.id ?? `${agencyId}-event` }] : []),
   ];
-  return launch(runner, directory, record, startEvents, options.signal);
+  return launch(runner, directory, record, startEvents, options);
 }
 
 /** Resumes agency `id` on `runner` (see {@link AgencyRunner.resumeAgency}). ConfigError for an unknown agency or one another process runs. */
 async function resumeAgency(runner: Runner, id: string, options: Omit<AgencyOptions, "event" | "baseDirectory"> = {}): Promise<AgencyHandle> {
   const directory = AgencyDirectory.existing(runner.home, id);
-  return launch(runner, directory, directory.readRecord(), [], options.signal);
+  return launch(runner, directory, directory.readRecord(), [], options);
 }
 
 async function launch(
@@ -105,7 +108,7 @@ async function launch(
   directory: AgencyDirectory,
   record: AgencyRecord,
   startEvents: { type: string; subject?: string; data?: unknown; id: string }[],
-  signal: AbortSignal | undefined,
+  { signal, clock }: Pick<AgencyOptions, "signal" | "clock">,
 ): Promise<AgencyHandle> {
   let bus: FileEventBus;
   try {
@@ -115,7 +118,7 @@ async function launch(
   }
   const controller = new AbortController();
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
-  const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents });
+  const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents, ...(clock ? { clock } : {}) });
   let ended = false;
   const result = orchestrator.run().finally(async () => {
     await bus.close();

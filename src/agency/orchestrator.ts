@@ -11,6 +11,9 @@ import { agencyEvent, invocationId, triggerMatches, type Publisher } from "./age
 import type { AgencyDirectory, AgencyRecord, AgencyReport, AgencyStatus, InvocationRecord } from "./agency-directory.js";
 import { lifecycleTransitions, type AgentState, type LifecycleChange } from "./agent-lifecycle.js";
 import { agencyTools, invocationTask, writeAgentPolicy, writesWorkspace } from "./agent-task.js";
+import { BreakerRouter, type BreakerRoute } from "./guards/breaker-router.js";
+import { systemClock, type AgencyClock } from "./guards/clock.js";
+import { RateLimits } from "./guards/rate-limits.js";
 import type { AgentDefinition } from "./load-agency.js";
 
 /** The durable consumer of agent `name` on the bus. */
@@ -29,6 +32,8 @@ export interface OrchestratorOptions {
   startEvents: { type: string; subject?: string; data?: unknown; id: string }[];
   /** The clock, ms (durations); injectable for tests. */
   now?: () => number;
+  /** The clock the guards decide by (breaker cooldowns and windows, token buckets); default the wall clock. */
+  clock?: AgencyClock;
 }
 
 /**
@@ -46,6 +51,8 @@ export interface OrchestratorOptions {
  */
 export class Orchestrator {
   private readonly invocations: Map<string, InvocationRecord>;
+  /** The event each running invocation serves (the cause of its `agency.rate_limited` events). */
+  private readonly invocationEvents = new Map<string, AgencyEvent>();
   private readonly inFlight = new Set<string>();
   private readonly running = new Map<string, number>();
   private readonly states = new Map<string, AgentState>();
@@ -59,11 +66,32 @@ export class Orchestrator {
   private checking = false;
   private checkAgain = false;
   private readonly now: () => number;
+  private readonly clock: AgencyClock;
+  private readonly breakers: BreakerRouter;
+  private readonly rateLimits: RateLimits;
+  private readonly slots: Map<string, Semaphore>;
 
   constructor(private readonly options: OrchestratorOptions) {
     this.invocations = options.directory.readInvocations();
     this.runs = new AbortController();
     this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? systemClock;
+    const agents = options.record.definition.agents;
+    this.slots = new Map(agents.map((agent) => [agent.name, new Semaphore(agent.policies.max_concurrency)]));
+    this.breakers = new BreakerRouter(agents, this.clock, async (fields) => {
+      const event = this.event({ kind: "orchestrator" }, fields);
+      await options.bus.publish(event);
+      return event;
+    });
+    this.rateLimits = new RateLimits(join(options.directory.path, "rate-limits.json"), this.clock, async (wait) => {
+      const cause = this.invocationEvents.get(wait.invocation_id);
+      await options.bus.publish(
+        this.event(
+          { kind: "orchestrator" },
+          { type: "agency.rate_limited", subject: wait.agent, data: wait, time: new Date(this.clock.now()), cause: cause ?? null },
+        ),
+      );
+    });
   }
 
   async run(): Promise<AgencyReport> {
@@ -78,6 +106,8 @@ export class Orchestrator {
       for (const start of this.options.startEvents) {
         await bus.publish(this.event({ kind: "orchestrator" }, { ...start, cause: null }));
       }
+      // The breakers' state is the fold of the log so far (a resume's too).
+      if (this.breakers.active) for await (const stored of bus.read({ from: 0, follow: false })) await this.breakers.observe(stored.event);
       for (const agent of agents) {
         this.states.set(agent.name, "spawn");
         await this.publishState(agent.name, "spawn", null);
@@ -95,6 +125,7 @@ export class Orchestrator {
       signal.removeEventListener("abort", onAbort);
     }
     for (const agent of agents) await this.change(agent.name, { kind: "stopped" }).catch(() => undefined);
+    this.rateLimits.flush();
     return this.report(this.outcome ?? { status: "error", reason: "the orchestrator stopped without an outcome" }, this.now() - started);
   }
 
@@ -121,27 +152,20 @@ export class Orchestrator {
   private async consume(agent: AgentDefinition): Promise<void> {
     const { bus } = this.options;
     const name = consumerName(agent.name);
-    const slots = new Semaphore(agent.policies.max_concurrency);
-    this.consuming.signal.addEventListener("abort", () => slots.cancel(), { once: true });
+    this.consuming.signal.addEventListener("abort", () => this.slots.get(agent.name)!.cancel(), { once: true });
     for await (const delivery of bus.consume(name, { signal: this.consuming.signal })) {
-      if (!agent.triggers.some((pattern) => triggerMatches(pattern, delivery.event.type))) {
+      const type = delivery.event.type;
+      // A fallback's copy of its primary's event: the primary's breaker routes it.
+      if (!agent.triggers.some((pattern) => triggerMatches(pattern, type)) || this.breakers.standsBy(agent.name, type)) {
         await bus.ack(name, delivery.sequence);
         void this.settle();
         continue;
       }
-      let release: () => void;
-      try {
-        [, release] = await slots.acquire();
-      } catch (error) {
-        if (error === E_CANCELED) return;
-        throw error;
-      }
-      if (this.consuming.signal.aborted) {
-        release();
-        return;
-      }
-      const work = this.invoke(agent, delivery)
-        .catch((error: unknown) => this.end("error", `invocation of ${agent.name} for ${delivery.event.id}: ${errorMessage(error)}`, true))
+      const admitted = await this.admit(agent, delivery);
+      if (admitted === null) return;
+      const { route, release } = admitted;
+      const work = this.invoke(route.agent, delivery, agent.name, route.fallbackFor)
+        .catch((error: unknown) => this.end("error", `invocation of ${route.agent.name} for ${delivery.event.id}: ${errorMessage(error)}`, true))
         .finally(() => {
           release();
           this.work.delete(work);
@@ -151,14 +175,44 @@ export class Orchestrator {
     }
   }
 
-  /** One invocation of `agent` for a delivery: start (or resume, or only acknowledge) its run, then publish, record, ack. */
-  private async invoke(agent: AgentDefinition, delivery: Delivery): Promise<void> {
+  /**
+   * Where a delivery of `agent`'s runs (its breaker's route) and a slot of that agent's `max_concurrency`,
+   * taken first from `agent` itself so that, with one slot, its breaker has seen the previous outcome.
+   * Null once the agency stops taking events.
+   */
+  private async admit(agent: AgentDefinition, delivery: Delivery): Promise<{ route: BreakerRoute; release: () => void } | null> {
+    let release: (() => void) | null = null;
+    try {
+      [, release] = await this.slots.get(agent.name)!.acquire();
+      const route = await this.breakers.route(agent, delivery.event, (id) => this.invocations.has(id), this.consuming.signal);
+      if (route.agent !== agent) {
+        release();
+        release = null;
+        [, release] = await this.slots.get(route.agent.name)!.acquire();
+      }
+      if (this.consuming.signal.aborted) {
+        release();
+        return null;
+      }
+      return { route, release };
+    } catch (error) {
+      release?.();
+      if (error === E_CANCELED || this.consuming.signal.aborted) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * One invocation of `agent` for a delivery of `consumer`'s (the agent itself, or the primary it is the
+   * fallback of, `fallbackFor`): start (or resume, or only acknowledge) its run, then publish, record, ack.
+   */
+  private async invoke(agent: AgentDefinition, delivery: Delivery, consumer: string, fallbackFor: string | null): Promise<void> {
     const { bus, directory } = this.options;
     const event = delivery.event;
     const id = invocationId(agent.name, event.id);
     const known = this.invocations.get(id);
     if (known && known.status !== "running") {
-      await bus.ack(consumerName(agent.name), delivery.sequence);
+      await bus.ack(consumerName(consumer), delivery.sequence);
       return;
     }
     // A redelivery of an invocation this process runs: its first delivery acks.
@@ -191,7 +245,7 @@ export class Orchestrator {
       const emitted = directory.outbox(id);
       const landed = report.status === "succeeded" && merged !== false;
       if (landed) for (const queued of emitted) await bus.publish(queued);
-      await bus.publish(
+      await this.publishFinished(
         this.event(
           { kind: "orchestrator" },
           {
@@ -199,6 +253,7 @@ export class Orchestrator {
             subject: agent.name,
             id: `${id}-finished`,
             cause: event,
+            time: new Date(this.clock.now()),
             data: {
               invocation_id: id,
               agent: agent.name,
@@ -211,6 +266,7 @@ export class Orchestrator {
               merged,
               emitted: landed ? emitted.map((queued) => queued.type) : [],
               discarded: landed ? [] : emitted.map((queued) => queued.type),
+              ...(fallbackFor === null ? {} : { fallback_for: fallbackFor }),
             },
           },
         ),
@@ -225,17 +281,25 @@ export class Orchestrator {
       };
       directory.appendInvocation({ kind: "finished", invocation_id: id, ...finished, time: new Date().toISOString() });
       Object.assign(this.invocations.get(id)!, finished);
-      await bus.ack(consumerName(agent.name), delivery.sequence);
+      await bus.ack(consumerName(consumer), delivery.sequence);
       await this.change(agent.name, { kind: "invocation_ended", crashed: report.status === "error", running: this.running.get(agent.name)! });
     } finally {
       this.inFlight.delete(id);
+      this.invocationEvents.delete(id);
     }
+  }
+
+  /** Publishes an `agency.invocation.finished` event and folds it into the breakers (which may publish a transition). */
+  private async publishFinished(event: AgencyEvent): Promise<void> {
+    await this.options.bus.publish(event);
+    await this.breakers.observe(event);
   }
 
   private async runInvocation(agent: AgentDefinition, delivery: Delivery, id: string, known: InvocationRecord | undefined): Promise<RunReport | null> {
     const { runner, record, directory } = this.options;
     const event = delivery.event;
     const writes = writesWorkspace(agent);
+    this.invocationEvents.set(id, event);
     const hostTools = agencyTools({
       agent,
       context: record.definition.context,
@@ -244,8 +308,12 @@ export class Orchestrator {
       // The model picks tool call ids: hashed under a prefix of their own, an agent's event id never equals the
       // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
       eventIdFor: (toolCallId) => `${id}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
+      ...(agent.policies.rate_limit?.events_per_minute === undefined
+        ? {}
+        : { beforeEmit: (signal: AbortSignal) => this.rateLimits.beforeEmit(agent, id, signal) }),
     });
-    const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}) };
+    const gate = this.rateLimits.gateFor(agent, id);
+    const embedding = { hostTools, readOnlyWorkspace: !writes, ...(writes ? { mergeInto: record.branch } : {}), ...(gate ? { gate } : {}) };
     if (known) {
       try {
         return await (

@@ -4,6 +4,7 @@ import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type ToolDefinit
 import type { ModelClient } from "../model/model-client.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { ToolContext, ToolGuard } from "../tools/define-tool.js";
+import type { RunGate } from "./run-gate.js";
 import { capText, type ToolRegistry } from "../tools/tool-registry.js";
 import {
   clearOldToolResults,
@@ -98,6 +99,8 @@ export interface AgentLoopOptions {
    * as a user message; `systemPrompt` is then unused.
    */
   forkFrom?: ChatMessage[];
+  /** Waited on before each model call and each tool call that runs; told each model call's usage (a front end's rate limits). */
+  gate?: RunGate;
 }
 
 /**
@@ -206,6 +209,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
         prefix_stable: previousRequest === null ? null : extendsPrefix(previousRequest, messages),
       },
     });
+    await options.gate?.beforeModelCall(signal);
     const started = Date.now();
     const response = await options.model.complete({
       messages,
@@ -219,6 +223,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     previousRequest = [...messages];
     state.estimator.calibrate(rawTokens, response.usage.prompt_tokens);
     state.usage = addUsage(state.usage, response.usage);
+    options.gate?.afterModelCall(response.usage);
     const cut =
       response.finishReason === "length" && (response.toolCalls.length === 0 || response.toolCalls.some((call) => !wholeJson(call.function.arguments)));
     // Calls of a refused or cut reply are never run, so the message keeps none (no call without its result).
@@ -398,6 +403,7 @@ async function compact(messages: ChatMessage[], step: number, state: LoopState):
       onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "compaction", retry) }),
     });
     state.usage = addUsage(state.usage, response.usage);
+    state.options.gate?.afterModelCall(response.usage);
     events.emit({
       type: "context.summary_usage",
       data: { agent_id: agentId, usage: response.usage, cost_usd: state.options.costOf?.(response.usage) ?? null },
@@ -473,6 +479,7 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
     events.emit({ type: "tool_call.interrupted", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name } });
     return content;
   }
+  await state.options.gate?.beforeToolCall({ name: call.function.name, toolCallId: call.id }, state.options.signal);
   events.emit({
     type: "tool_call.started",
     // The full arguments are in the session; the event keeps a bounded copy.

@@ -1,3 +1,4 @@
+import type { RunGate } from "../agent/run-gate.js";
 import type { Tool } from "../tools/define-tool.js";
 
 /**
@@ -33,4 +34,10 @@ export interface RunEmbedding {
   hostTools?: Tool[];
   /** Mount the workspace read-only in the agent's sandbox (verification still gets its own writable checkout). */
   readOnlyWorkspace?: boolean;
+  /**
+   * Asked by the main agent's loop before each tool call and each model call
+   * and told each model call's usage (src/agent/run-gate.ts): the agency's
+   * per-agent token buckets wait here. Subagents' calls do not pass it.
+   */
+  gate?: RunGate;
 }
