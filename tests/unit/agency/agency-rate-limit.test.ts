@@ -32,7 +32,7 @@ function runOfInvocation(agencyDirectory: string, index: number): string {
   return started[index]!.run_id;
 }
 
-describe("an agent's tool_calls_per_minute", () => {
+describe("an agent's rate_limit", () => {
   it("makes the 31st tool call in a minute wait for a refilled token, once announced; a fresh orchestrator keeps the bucket", async () => {
     await using directory = temporaryDirectory();
     await using fake = await fakeAgencyRunner({ exec: fakeShell() });
@@ -87,5 +87,39 @@ describe("an agent's tool_calls_per_minute", () => {
       .filter(Boolean)
       .map((line) => (JSON.parse(line) as AgencyEvent).type);
     expect(types.filter((type) => type === "agency.rate_limited")).toHaveLength(2);
+  });
+
+  it("tokens_per_minute holds a model call until the last one's tokens are paid back, events_per_minute holds an emit_event", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeAgencyRunner({ exec: fakeShell() });
+    const clock = new FakeClock();
+    const emit = (n: number) => toolCall("emit_event", { type: "note.made", data: { n } });
+    const { agencyFile } = writeAgency(directory.path, {
+      agents: {
+        writer: {
+          triggers: ["task.ready"],
+          emits: ["note.made"],
+          policies: { rate_limit: { tokens_per_minute: 600, events_per_minute: 1 } },
+          turns: [{ tool_calls: [emit(1)] }, { tool_calls: [emit(2)] }, { content: "two notes" }],
+        },
+      },
+    });
+    const agency = await fake.runner.agency(agencyFile, { clock });
+    const waits: { limit: string; tool: string | null }[] = [];
+    // Each wait is announced once; the test pays it with the clock and the invocation goes on.
+    for await (const event of agency.events()) {
+      if (event.type !== "agency.rate_limited") continue;
+      const data = event.data as { limit: string; tool: string | null; wait_ms: number };
+      waits.push({ limit: data.limit, tool: data.tool });
+      clock.advance(data.wait_ms);
+    }
+    const report = await agency.result;
+    expect(report.invocations.map((invocation) => invocation.status)).toEqual(["succeeded"]);
+    // The first model call (about 950 tokens) is over 600 a minute: the second and third calls wait; the second event waits for its token.
+    expect(waits).toEqual([
+      { limit: "tokens_per_minute", tool: null },
+      { limit: "events_per_minute", tool: "emit_event" },
+      { limit: "tokens_per_minute", tool: null },
+    ]);
   });
 });
