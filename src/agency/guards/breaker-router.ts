@@ -94,7 +94,8 @@ export class BreakerRouter {
     for (;;) {
       const now = this.clock.now();
       const decision = breaker.decide(now);
-      if (decision.state === "closed") return own;
+      // The probe's own event again (its invocation never started: the agency stopped in between) runs as the probe.
+      if (decision.state === "closed" || (decision.state === "probing" && decision.probe === invocationId(agent.name, event.id))) return own;
       if (decision.state === "probe") {
         const probe = invocationId(agent.name, event.id);
         const published = await this.publish({

@@ -184,6 +184,16 @@ describe("BreakerRouter", () => {
     expect(published.map((event) => event.type)).toEqual(["agency.breaker.opened", "agency.breaker.half_open"]);
   });
 
+  it("runs the probe's own event again as the probe when its invocation never started (the agency stopped in between)", async () => {
+    const clock = new FakeClock(T0);
+    const coder = agent("coder", ["task.ready"], {});
+    const { breakers } = router([coder], clock);
+    for (let index = 0; index < 4; index += 1) await breakers.observe(finished("coder", "failed", T0));
+    clock.advance(120_000);
+    await breakers.observe(halfOpen("coder", invocationId("coder", task.id), T0 + 120_000));
+    expect((await breakers.route(coder, task, () => false, new AbortController().signal)).agent.name).toBe("coder");
+  });
+
   it("a held event gives up when the agency stops taking events", async () => {
     const clock = new FakeClock(T0);
     const coder = agent("coder", ["task.ready"], {});
