@@ -110,7 +110,14 @@ export class RateLimits {
     buckets[knob] = taken.state;
     if (!this.writing) {
       this.writing = true;
-      setImmediate(() => this.flush());
+      setImmediate(() => {
+        try {
+          this.flush();
+        } catch {
+          // Written again by the next change or the agency's final flush, which reports the error.
+          this.writing = true;
+        }
+      });
     }
     return taken.wait_ms;
   }
