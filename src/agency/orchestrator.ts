@@ -48,6 +48,9 @@ export interface OrchestratorOptions {
  * new: a finished invocation is only acked, a running one (the process died)
  * is resumed with `Runner.resume`. An event is acked only after its
  * invocation's `agency.invocation.finished` is published and recorded.
+ * Guards: an agent's circuit breaker runs its event on its fallback or holds
+ * it (guards/breaker-router.ts); its token buckets gate each run's tool and
+ * model calls through the embedding's `gate` (guards/rate-limits.ts).
  */
 export class Orchestrator {
   private readonly invocations: Map<string, InvocationRecord>;
