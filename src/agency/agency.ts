@@ -9,6 +9,7 @@ import { createBranch, resolveRepository } from "../workspace/run-worktree.js";
 import { AgencyDirectory, type AgencyRecord, type AgencyReport } from "./agency-directory.js";
 import { agencyEvent } from "./agency-event.js";
 import { EVENT_TYPE } from "./agency-schema.js";
+import type { AgencyClock } from "./guards/clock.js";
 import { loadAgency } from "./load-agency.js";
 import { Orchestrator } from "./orchestrator.js";
 import { otlpTracesEnabled } from "./trace/otlp-enabled.js";
@@ -37,6 +38,8 @@ export interface AgencyOptions {
    * and the policy refuses those calls, saying so. Not recorded: give it to `resumeAgency` again.
    */
   approvals?: ApprovalBroker;
+  /** The clock the guards decide by (breaker cooldowns, token buckets; src/agency/guards/clock.ts): default the wall clock; a test's moves by hand. */
+  clock?: AgencyClock;
 }
 
 /** One agency started or resumed (docs/agency.md "Library"). */
@@ -115,7 +118,7 @@ async function launch(
   directory: AgencyDirectory,
   record: AgencyRecord,
   startEvents: { type: string; subject?: string; data?: unknown; id: string }[],
-  { signal, approvals }: Pick<AgencyOptions, "signal" | "approvals">,
+  { signal, approvals, clock }: Pick<AgencyOptions, "signal" | "approvals" | "clock">,
 ): Promise<AgencyHandle> {
   let bus: FileEventBus;
   try {
@@ -125,7 +128,16 @@ async function launch(
   }
   const controller = new AbortController();
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
-  const orchestrator = new Orchestrator({ runner, bus, record, directory, signal: stop, startEvents, ...(approvals ? { approvals } : {}) });
+  const orchestrator = new Orchestrator({
+    runner,
+    bus,
+    record,
+    directory,
+    signal: stop,
+    startEvents,
+    ...(approvals ? { approvals } : {}),
+    ...(clock ? { clock } : {}),
+  });
   let ended = false;
   const result = orchestrator
     .run()

@@ -131,6 +131,8 @@ export function agencyTools(options: {
   /** Queues the event durably; resolves with how many events the invocation has queued. */
   emit: (event: AgencyEvent) => Promise<number>;
   eventIdFor: (toolCallId: string) => string;
+  /** Waits the agent's turn to publish (its `events_per_minute` bucket) before an accepted event is queued. */
+  beforeEmit?: (signal: AbortSignal) => Promise<void>;
 }): Tool[] {
   const { agent } = options;
   const readContext = defineTool({
@@ -161,6 +163,7 @@ export function agencyTools(options: {
       if (!agent.emits.includes(input.type)) {
         return toolError(`${agent.name} may not publish ${JSON.stringify(input.type)}; the types it may publish (emits): ${agent.emits.join(", ")}`);
       }
+      await options.beforeEmit?.(context.signal);
       try {
         const event = options.build(
           {

@@ -9,6 +9,7 @@ import { resolveRepository } from "../workspace/run-worktree.js";
 import { agencyFileSchema, agentFileSchema, type AgencyFile, type AgentFile } from "./agency-schema.js";
 import { outputSchemaProblems } from "./guards/structured-output.js";
 import type { TriggerRule } from "./trigger-rule.js";
+import { fallbackProblems } from "./guards/circuit-breaker.js";
 
 /** One problem of an agency's files: the file, the dotted field, what is wrong and how to fix it. */
 export interface AgencyProblem {
@@ -107,6 +108,9 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
         message: `"${agent.name}" is also the name of ${earlier}; agent names are unique in an agency`,
       });
     else seen.set(agent.name, agent.file ?? label);
+  }
+  for (const { agent, message } of fallbackProblems(agents)) {
+    problems.push({ file: agent.file ?? label, field: "agent.policies.circuit_breaker.fallback", message });
   }
   if (!parsed) throw new AgencyFileError(problems);
   // A budget stops invocations by what they cost: a model without prices has costs nobody knows.

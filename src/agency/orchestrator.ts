@@ -19,6 +19,9 @@ import { AgencyBudget } from "./guards/agency-budget.js";
 import { CHAIN_STOPPED, ChainStops, invocationStop } from "./guards/chain-stops.js";
 import { hopsExhausted, withinHops } from "./guards/hop-limit.js";
 import type { ChainStop } from "./guards/stop-reasons.js";
+import { BreakerRouter, type BreakerRoute } from "./guards/breaker-router.js";
+import { systemClock, type AgencyClock } from "./guards/clock.js";
+import { RateLimits } from "./guards/rate-limits.js";
 import type { AgentDefinition } from "./load-agency.js";
 import { triggeredBy } from "./trigger-rule.js";
 
@@ -40,6 +43,8 @@ export interface OrchestratorOptions {
   now?: () => number;
   /** Who answers the `confirm` gates' questions (guards/agency-approvals.ts); absent: nobody, the policy refuses them. */
   approvals?: ApprovalBroker;
+  /** The clock the guards decide by (breaker cooldowns and windows, token buckets); default the wall clock. */
+  clock?: AgencyClock;
 }
 
 /**
@@ -54,9 +59,14 @@ export interface OrchestratorOptions {
  * new: a finished invocation is only acked, a running one (the process died)
  * is resumed with `Runner.resume`. An event is acked only after its
  * invocation's `agency.invocation.finished` is published and recorded.
+ * Guards: an agent's circuit breaker runs its event on its fallback or holds
+ * it (guards/breaker-router.ts); its token buckets gate each run's tool and
+ * model calls through the embedding's `gate` (guards/rate-limits.ts).
  */
 export class Orchestrator {
   private readonly invocations: Map<string, InvocationRecord>;
+  /** The event each running invocation serves (the cause of its `agency.rate_limited` events). */
+  private readonly invocationEvents = new Map<string, AgencyEvent>();
   private readonly inFlight = new Set<string>();
   private readonly running = new Map<string, number>();
   private readonly states = new Map<string, AgentState>();
@@ -74,11 +84,32 @@ export class Orchestrator {
   private readonly stops = new ChainStops();
   private readonly budget: AgencyBudget;
   private readonly approvals: AgencyApprovals;
+  private readonly clock: AgencyClock;
+  private readonly breakers: BreakerRouter;
+  private readonly rateLimits: RateLimits;
+  private readonly slots: Map<string, Semaphore>;
 
   constructor(private readonly options: OrchestratorOptions) {
     this.invocations = options.directory.readInvocations();
     this.runs = new AbortController();
     this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? systemClock;
+    const agents = options.record.definition.agents;
+    this.slots = new Map(agents.map((agent) => [agent.name, new Semaphore(agent.policies.max_concurrency)]));
+    this.breakers = new BreakerRouter(agents, this.clock, async (fields) => {
+      const event = this.event({ kind: "orchestrator" }, fields);
+      await options.bus.publish(event);
+      return event;
+    });
+    this.rateLimits = new RateLimits(join(options.directory.path, "rate-limits.json"), this.clock, async (wait) => {
+      const cause = this.invocationEvents.get(wait.invocation_id);
+      await options.bus.publish(
+        this.event(
+          { kind: "orchestrator" },
+          { type: "agency.rate_limited", subject: wait.agent, data: wait, time: new Date(this.clock.now()), cause: cause ?? null },
+        ),
+      );
+    });
     const ended = () => [...this.invocations.values()].filter((invocation) => invocation.status !== "running").map((invocation) => invocation.cost_usd);
     this.budget = new AgencyBudget(options.record.definition.budget?.max_cost_usd ?? null, ended);
     this.approvals = new AgencyApprovals(options.approvals ?? null, async (type, invocation, id, data) => {
@@ -98,6 +129,8 @@ export class Orchestrator {
       for (const start of this.options.startEvents) {
         await bus.publish(this.event({ kind: "orchestrator" }, { ...start, cause: null }));
       }
+      // The breakers' state is the fold of the log so far (a resume's too).
+      if (this.breakers.active) for await (const stored of bus.read({ from: 0, follow: false })) await this.breakers.observe(stored.event);
       for (const agent of agents) {
         this.states.set(agent.name, "spawn");
         await this.publishState(agent.name, "spawn", null);
@@ -115,6 +148,7 @@ export class Orchestrator {
       signal.removeEventListener("abort", onAbort);
     }
     for (const agent of agents) await this.change(agent.name, { kind: "stopped" }).catch(() => undefined);
+    this.rateLimits.flush();
     return this.report(this.outcome ?? { status: "error", reason: "the orchestrator stopped without an outcome" }, this.now() - started);
   }
 
@@ -142,27 +176,19 @@ export class Orchestrator {
   private async consume(agent: AgentDefinition): Promise<void> {
     const { bus } = this.options;
     const name = consumerName(agent.name);
-    const slots = new Semaphore(agent.policies.max_concurrency);
-    this.consuming.signal.addEventListener("abort", () => slots.cancel(), { once: true });
+    this.consuming.signal.addEventListener("abort", () => this.slots.get(agent.name)!.cancel(), { once: true });
     for await (const delivery of bus.consume(name, { signal: this.consuming.signal })) {
-      if (!triggeredBy(agent, delivery.event)) {
+      // A fallback's copy of its primary's event: the primary's breaker routes it.
+      if (!triggeredBy(agent, delivery.event) || this.breakers.standsBy(agent.name, delivery.event.type)) {
         await bus.ack(name, delivery.sequence);
         void this.settle();
         continue;
       }
-      let release: () => void;
-      try {
-        [, release] = await slots.acquire();
-      } catch (error) {
-        if (error === E_CANCELED) return;
-        throw error;
-      }
-      if (this.consuming.signal.aborted) {
-        release();
-        return;
-      }
-      const work = this.invoke(agent, delivery)
-        .catch((error: unknown) => this.end("error", `invocation of ${agent.name} for ${delivery.event.id}: ${errorMessage(error)}`, true))
+      const admitted = await this.admit(agent, delivery);
+      if (admitted === null) return;
+      const { route, release } = admitted;
+      const work = this.invoke(route.agent, delivery, agent.name, route.fallbackFor)
+        .catch((error: unknown) => this.end("error", `invocation of ${route.agent.name} for ${delivery.event.id}: ${errorMessage(error)}`, true))
         .finally(() => {
           release();
           this.work.delete(work);
@@ -172,15 +198,45 @@ export class Orchestrator {
     }
   }
 
-  /** One invocation of `agent` for a delivery: start (or resume, or only acknowledge) its run, then publish, record, ack. */
-  private async invoke(agent: AgentDefinition, delivery: Delivery): Promise<void> {
+  /**
+   * Where a delivery of `agent`'s runs (its breaker's route) and a slot of that agent's `max_concurrency`,
+   * taken first from `agent` itself so that, with one slot, its breaker has seen the previous outcome.
+   * Null once the agency stops taking events.
+   */
+  private async admit(agent: AgentDefinition, delivery: Delivery): Promise<{ route: BreakerRoute; release: () => void } | null> {
+    let release: (() => void) | null = null;
+    try {
+      [, release] = await this.slots.get(agent.name)!.acquire();
+      const route = await this.breakers.route(agent, delivery.event, (id) => this.invocations.has(id), this.consuming.signal);
+      if (route.agent !== agent) {
+        release();
+        release = null;
+        [, release] = await this.slots.get(route.agent.name)!.acquire();
+      }
+      if (this.consuming.signal.aborted) {
+        release();
+        return null;
+      }
+      return { route, release };
+    } catch (error) {
+      release?.();
+      if (error === E_CANCELED || this.consuming.signal.aborted) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * One invocation of `agent` for a delivery of `consumer`'s (the agent itself, or the primary it is the
+   * fallback of, `fallbackFor`): start (or resume, or only acknowledge) its run, then publish, record, ack.
+   */
+  private async invoke(agent: AgentDefinition, delivery: Delivery, consumer: string, fallbackFor: string | null): Promise<void> {
     const { bus, directory, record } = this.options;
     const agents = record.definition.agents;
     const event = delivery.event;
     const id = invocationId(agent.name, event.id);
     const known = this.invocations.get(id);
     if (known && known.status !== "running") {
-      await bus.ack(consumerName(agent.name), delivery.sequence);
+      await bus.ack(consumerName(consumer), delivery.sequence);
       return;
     }
     // A redelivery of an invocation this process runs: its first delivery acks.
@@ -244,7 +300,7 @@ export class Orchestrator {
       const landed = report.status === "succeeded" && merged !== false;
       const { deliver, refused } = landed ? withinHops(emitted, record.definition.max_hops) : { deliver: [], refused: emitted };
       for (const queued of deliver) await bus.publish(queued);
-      await bus.publish(
+      await this.publishFinished(
         this.event(
           { kind: "orchestrator" },
           {
@@ -253,6 +309,7 @@ export class Orchestrator {
             id: `${id}-finished`,
             cause: event,
             spanId: invocationSpanId(id),
+            time: new Date(this.clock.now()),
             data: {
               invocation_id: id,
               agent: agent.name,
@@ -266,6 +323,7 @@ export class Orchestrator {
               emitted: deliver.map((queued) => queued.type),
               discarded: refused.map((queued) => queued.type),
               output,
+              ...(fallbackFor === null ? {} : { fallback_for: fallbackFor }),
             },
           },
         ),
@@ -298,17 +356,25 @@ export class Orchestrator {
       directory.appendInvocation({ kind: "finished", invocation_id: id, ...finished, time: new Date().toISOString() });
       Object.assign(this.invocations.get(id)!, finished);
       this.budget.finished(id);
-      await bus.ack(consumerName(agent.name), delivery.sequence);
+      await bus.ack(consumerName(consumer), delivery.sequence);
       await this.change(agent.name, { kind: "invocation_ended", crashed: report.status === "error", running: this.running.get(agent.name)! });
     } finally {
       this.inFlight.delete(id);
+      this.invocationEvents.delete(id);
     }
+  }
+
+  /** Publishes an `agency.invocation.finished` event and folds it into the breakers (which may publish a transition). */
+  private async publishFinished(event: AgencyEvent): Promise<void> {
+    await this.options.bus.publish(event);
+    await this.breakers.observe(event);
   }
 
   private async runInvocation(agent: AgentDefinition, delivery: Delivery, id: string, known: InvocationRecord | undefined): Promise<RunReport | null> {
     const { runner, record, directory } = this.options;
     const event = delivery.event;
     const writes = writesWorkspace(agent, record.definition.mode);
+    this.invocationEvents.set(id, event);
     // One trace: the run's events hang under the invocation's span, an emitted event under its tool call's.
     const trace = { traceId: record.trace_id, parentSpanId: invocationSpanId(id) };
     const hostTools = agencyTools({
@@ -320,7 +386,11 @@ export class Orchestrator {
       // The model picks tool call ids: hashed under a prefix of their own, an agent's event id never equals the
       // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
       eventIdFor: (toolCallId) => `${id}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
+      ...(agent.policies.rate_limit?.events_per_minute === undefined
+        ? {}
+        : { beforeEmit: (signal: AbortSignal) => this.rateLimits.beforeEmit(agent, id, signal) }),
     });
+    const gate = this.rateLimits.gateFor(agent, id);
     const checkFinalAnswer = this.structuredOutput(agent)?.checkFinalAnswer;
     const embedding = {
       hostTools,
@@ -328,6 +398,7 @@ export class Orchestrator {
       trace,
       ...(writes ? { mergeInto: record.branch } : {}),
       ...(checkFinalAnswer ? { checkFinalAnswer } : {}),
+      ...(gate ? { gate } : {}),
     };
     const approvals = this.approvals.brokerFor({ invocationId: id, agent: agent.name, event });
     const options = { signal: this.runs.signal, ...(approvals ? { approvals } : {}) };

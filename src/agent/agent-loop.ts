@@ -4,6 +4,7 @@ import { addUsage, emptyUsage, type ChatMessage, type ToolCall, type ToolDefinit
 import type { ModelClient } from "../model/model-client.js";
 import type { Sandbox } from "../sandbox/sandbox.js";
 import type { ToolContext, ToolGuard } from "../tools/define-tool.js";
+import type { RunGate } from "./run-gate.js";
 import { capText, type ToolRegistry } from "../tools/tool-registry.js";
 import {
   clearOldToolResults,
@@ -130,6 +131,8 @@ export interface AgentLoopOptions {
    * journal), then the agent ends `output_invalid`.
    */
   checkFinalAnswer?: (answer: string) => string[] | null;
+  /** Waited on before each model call and each tool call that runs; told each model call's usage (a front end's rate limits). */
+  gate?: RunGate;
 }
 
 /**
@@ -261,6 +264,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
         prefix_stable: previousRequest === null ? null : extendsPrefix(previousRequest, messages),
       },
     });
+    await options.gate?.beforeModelCall(signal);
     const started = Date.now();
     const response = await options.model.complete({
       messages,
@@ -274,6 +278,7 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
     previousRequest = [...messages];
     state.estimator.calibrate(rawTokens, response.usage.prompt_tokens);
     state.usage = addUsage(state.usage, response.usage);
+    options.gate?.afterModelCall(response.usage);
     const cut =
       response.finishReason === "length" && (response.toolCalls.length === 0 || response.toolCalls.some((call) => !wholeJson(call.function.arguments)));
     // Calls of a refused or cut reply are never run, so the message keeps none (no call without its result).
@@ -455,6 +460,7 @@ async function compact(messages: ChatMessage[], step: number, state: LoopState):
       onRetry: (retry) => events.emit({ type: "model_call.retrying", data: retryEvent(agentId, step, "compaction", retry) }),
     });
     state.usage = addUsage(state.usage, response.usage);
+    state.options.gate?.afterModelCall(response.usage);
     events.emit({
       type: "context.summary_usage",
       data: { agent_id: agentId, usage: response.usage, cost_usd: state.options.costOf?.(response.usage) ?? null },
@@ -530,6 +536,7 @@ async function runToolCall(call: ToolCall, step: number, state: LoopState, mode:
     events.emit({ type: "tool_call.interrupted", data: { agent_id: agentId, step, tool_call_id: call.id, name: call.function.name } });
     return content;
   }
+  await state.options.gate?.beforeToolCall({ name: call.function.name, toolCallId: call.id }, state.options.signal);
   // Set when the call goes ahead (after the guard and any approval question): a refused call never starts.
   let started: number | null = null;
   const onStarted = () => {

@@ -1,3 +1,4 @@
+import type { RunGate } from "../agent/run-gate.js";
 import type { Tool } from "../tools/define-tool.js";
 
 /**
@@ -55,4 +56,10 @@ export interface RunEmbedding {
    * so a resume keeps it even when the caller gives none.
    */
   trace?: { traceId: string; parentSpanId: string };
+  /**
+   * Asked by the main agent's loop before each tool call and each model call
+   * and told each model call's usage (src/agent/run-gate.ts): the agency's
+   * per-agent token buckets wait here. Subagents' calls do not pass it.
+   */
+  gate?: RunGate;
 }

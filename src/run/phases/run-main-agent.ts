@@ -129,6 +129,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       toolGate: gate,
       ...(pricedCost ? { costOf: pricedCost } : {}),
       budget: scope.budget,
+      ...(scope.embedding.gate ? { gate: scope.embedding.gate } : {}),
       onConversation: (current) => {
         conversation = current;
       },
