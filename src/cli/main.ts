@@ -71,6 +71,7 @@ async function main(argv: string[]): Promise<number> {
         "  runner runs                                the runs so far, newest first",
         "  runner show <run-id>                       a run's report and transcript",
         "  runner resume <run-id>                     continue an interrupted run",
+        '  runner continue <run-id> "feedback"        talk back to an ended run',
         "  runner policy check worker                 what a policy allows",
         "  runner agency run agency.yaml              a team of agents reacting to events (docs/agency.md)",
         "",
@@ -149,6 +150,37 @@ async function main(argv: string[]): Promise<number> {
       const { resumeCommand } = await import("./exec-command.js");
       exitCode = await resumeCommand(id, options, controller.signal);
     });
+
+  program
+    .command("continue")
+    .description("talk back to an ended run: a new attempt on its branch with the conversation so far plus your message, verified and delivered as usual")
+    .argument("<run-id>", "run id, or a unique prefix of it")
+    .argument("<message>", "your feedback, the agent's next user message")
+    .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
+    .option("--max-steps <n>", "allow N more model calls (default: the run's max_steps)")
+    .option("--max-cost <usd>", "allow USD more than the run has spent (default: its model.max_cost_usd)")
+    .option("--timeout <duration>", "this attempt's wall-clock limit (90s, 10m, 1.5h; default: the run's timeout_sec)")
+    .option("--merge", "after a verified success, fast-forward your checked-out branch to the run's branch")
+    .option("-o, --output-last-message <file>", "write the agent's final answer (only it) to this file when the run ends")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        '  runner continue 20260101-120000-ab12cd "also handle negative numbers"',
+        '  runner continue 2026 "the tests pass but add a docstring" --merge',
+      ].join("\n"),
+    )
+    .action(
+      async (
+        id: string,
+        message: string,
+        options: { json?: boolean; maxSteps?: string; maxCost?: string; timeout?: string; merge?: boolean; outputLastMessage?: string },
+      ) => {
+        const { continueCommand } = await import("./exec-command.js");
+        exitCode = await continueCommand(id, message, options, controller.signal);
+      },
+    );
 
   program
     .command("runs")

@@ -102,7 +102,13 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
   if (resume) {
     events.emit({
       type: "run.resumed",
-      data: { run_id: runId, resumes: report.resumes, next_step: resume.restored.nextStep, worktree: reused ? "reused" : "recreated" },
+      data: {
+        run_id: runId,
+        resumes: report.resumes,
+        next_step: resume.restored.nextStep,
+        worktree: reused ? "reused" : "recreated",
+        ...(resume.followUp === null ? {} : { follow_up: resume.followUp }),
+      },
     });
   } else {
     events.emit({

@@ -42,7 +42,8 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
   for (const [callId, file] of resume?.restored.fullOutputs ?? []) results.remember(callId, { file });
   for (const recorded of resume?.restored.results.values() ?? []) results.remember(recorded.callId, { content: recorded.content });
   let outcome: AgentOutcome;
-  const finalAnswer = resume ? finalAnswerOf(resume.restored) : undefined;
+  // `runner continue` adds a message after the final answer: the agent goes on.
+  const finalAnswer = resume && resume.followUp === null ? finalAnswerOf(resume.restored) : undefined;
   if (resume && finalAnswer !== undefined) {
     // The agent had given its final answer; the runner stopped before committing or verifying.
     outcome = {
@@ -128,6 +129,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
         conversation = current;
       },
       ...(resume ? { resume: resume.restored } : {}),
+      ...(resume?.followUp ? { followUp: resume.followUp } : {}),
     });
   }
   // Background commands, subagents and MCP servers end with the agent.
