@@ -4,6 +4,7 @@ import { ConfigError, SandboxError, errorMessage } from "../errors.js";
 import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath } from "./commit-selection.js";
 import { driverOverrides, GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 import { checkStagedContent } from "./staged-content-check.js";
+import { authorshipConfig, recordedAuthorship, withCoAuthor, type CommitAuthorship } from "./commit-authorship.js";
 import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
@@ -24,8 +25,21 @@ export interface RunWorktree {
   baseCommit: string;
   /** Who the sandbox runs as: the owner, or {@link FALLBACK_SANDBOX_UID} when the owner is root. */
   sandboxUser: { uid: number; gid: number };
-  /** `-c` overrides disarming the repository's drivers. */
+  /** `-c` overrides disarming the repository's drivers (and, with {@link withAuthorship}, the commits' identity). */
   gitConfig: string[];
+  /** Who its commits are by ({@link withAuthorship}); absent: agent-runner, with no trailer. */
+  authorship?: CommitAuthorship;
+}
+
+/**
+ * The worktree whose commits (and merge commits) are authored and committed
+ * as `authorship` says, each commit of the agent's work ending with its
+ * co-author trailer; worktrees made from it (workers, verification
+ * checkouts) inherit it.
+ */
+export function withAuthorship(worktree: RunWorktree, authorship: CommitAuthorship): RunWorktree {
+  const others = worktree.gitConfig.filter((entry) => !entry.startsWith("user.name=") && !entry.startsWith("user.email="));
+  return { ...worktree, gitConfig: [...others, ...authorshipConfig(authorship)], authorship };
 }
 
 /**
@@ -146,6 +160,8 @@ export interface RecordedWorktree {
   git_directory?: string;
   branch: string;
   base_commit?: string;
+  /** Who the run's commits are by (src/workspace/commit-authorship.ts); absent in records of older runners. */
+  authorship?: CommitAuthorship;
 }
 
 /**
@@ -171,8 +187,10 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
     gitConfig,
   };
   const admin = recorded.git_directory;
+  const authorship = recordedAuthorship(recorded.authorship);
+  const authored = (worktree: RunWorktree) => (authorship ? withAuthorship(worktree, authorship) : worktree);
   if (admin && existsSync(recorded.worktree) && existsSync(admin) && realpathSync(admin).startsWith(`${repository.commonGitDirectory}/worktrees/`)) {
-    return { worktree: { ...base, path: realpathSync(recorded.worktree), gitDirectory: realpathSync(admin) }, reused: true };
+    return { worktree: authored({ ...base, path: realpathSync(recorded.worktree), gitDirectory: realpathSync(admin) }), reused: true };
   }
   if (!options.create) return null;
   await removeWorktreeDirectory(repository.root, recorded.worktree);
@@ -184,7 +202,7 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
     base.sandboxUser,
     `the worktree for ${recorded.branch}`,
   );
-  return { worktree: { ...base, ...added }, reused: false };
+  return { worktree: authored({ ...base, ...added }), reused: false };
 }
 
 /**
@@ -320,7 +338,11 @@ export async function commitRunWorktree(worktree: RunWorktree, message: string, 
     });
     const staged = await untilDeadline(worktree, options, ["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"], deadline, { mayExitOne: true });
     if (staged === null) return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: true };
-    if (staged === 1 && (await untilDeadline(worktree, options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message], deadline)) === null) {
+    const authoredMessage = worktree.authorship ? withCoAuthor(message, worktree.authorship) : message;
+    if (
+      staged === 1 &&
+      (await untilDeadline(worktree, options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", authoredMessage], deadline)) === null
+    ) {
       return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: true };
     }
     return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: false };
