@@ -192,6 +192,28 @@ async function main(argv: string[]): Promise<number> {
     });
 
   program
+    .command("prune")
+    .description("remove ended runs' branches and run directories; never a branch with commits no other branch holds (without --force), never a running run's")
+    .option("--merged", "only runs whose branches are merged into the repository's checked-out branch")
+    .option("--older-than <age>", "only runs that ended at least this long ago (7d, 12h, 2w)")
+    .option("--dry-run", "say what would be removed, remove nothing")
+    .option("--force", "also remove runs whose branches hold commits no other branch, tag or remote branch holds")
+    .option("--json", "one JSON object per run")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner prune --dry-run                    what would go",
+        "  runner prune --merged --older-than 7d     merged runs older than a week",
+      ].join("\n"),
+    )
+    .action(async (options: { merged?: boolean; olderThan?: string; dryRun?: boolean; force?: boolean; json?: boolean }) => {
+      const { pruneCommand } = await import("./prune-command.js");
+      exitCode = await pruneCommand(runnerHome(), options);
+    });
+
+  program
     .command("show")
     .description("print a run's report and a readable transcript")
     .argument("<run-id>", "run id, or a unique prefix of it")

@@ -27,7 +27,7 @@ export function listRuns(home: string): RunSummary[] {
   return readdirSync(runs)
     .map((id) => {
       const store = new RunStore(join(runs, id));
-      const report = store.readJson("report") as { task?: string; status?: string; branch?: string } | null;
+      const report = store.readJson("report") as { task?: string; status?: string; branch?: string | null } | null;
       const lock = store.readJson("lock") as { owner?: string; branch?: string } | null;
       const recordedTask = store.readJson("task") as { name?: string } | null;
       const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
@@ -35,7 +35,8 @@ export function listRuns(home: string): RunSummary[] {
         id,
         task: report?.task ?? recordedTask?.name ?? "?",
         status,
-        branch: report?.branch ?? lock?.branch ?? "-",
+        // A run that changed nothing has no branch (report.json branch null) once it ended.
+        branch: (report ? report.branch : lock?.branch) ?? "-",
         started: statSync(store.directory).birthtime,
       };
     })

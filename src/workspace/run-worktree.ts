@@ -2,7 +2,7 @@ import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, realpathSync
 import { join } from "node:path";
 import { ConfigError, SandboxError, errorMessage } from "../errors.js";
 import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath } from "./commit-selection.js";
-import { driverOverrides, GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
+import { driverOverrides, GitCommandError, rawSafeGit, safeGitResult, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 import { checkStagedContent } from "./staged-content-check.js";
 import { authorshipConfig, recordedAuthorship, withCoAuthor, type CommitAuthorship } from "./commit-authorship.js";
 import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
@@ -112,6 +112,17 @@ export async function createBranch(repositoryRoot: string, branch: string, commi
   }
 }
 
+/**
+ * Deletes branch `branch` when it points at `commit` (a run that changed
+ * nothing) and no worktree has it checked out (git refuses that). Returns
+ * whether it was deleted; never throws for a branch that moved or is in use.
+ */
+export async function deleteBranchAt(repositoryRoot: string, branch: string, commit: string): Promise<boolean> {
+  const head = await rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}^{commit}`]).catch(() => "");
+  if (head.trim() !== commit) return false;
+  return (await safeGitResult({ baseDirectory: repositoryRoot }, ["branch", "--delete", "--force", branch])).exitCode === 0;
+}
+
 /** The commit branch `branch` points at. Throws ConfigError when there is no such branch. */
 export async function branchHead(repositoryRoot: string, branch: string): Promise<string> {
   const head = await rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}^{commit}`]).catch(() => "");
@@ -162,6 +173,8 @@ export interface RecordedWorktree {
   base_commit?: string;
   /** Who the run's commits are by (src/workspace/commit-authorship.ts); absent in records of older runners. */
   authorship?: CommitAuthorship;
+  /** The run changed nothing and its branch was deleted when it ended; a later attempt makes it again at `base_commit`. */
+  branch_dropped?: boolean;
 }
 
 /**
@@ -177,7 +190,11 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
   const branchHead = await rawSafeGit({ baseDirectory: repository.root }, ["rev-parse", "--verify", "--quiet", `refs/heads/${recorded.branch}^{commit}`]).catch(
     () => "",
   );
-  if (!branchHead.trim()) throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  if (!branchHead.trim() && recorded.branch_dropped && recorded.base_commit && options.create) {
+    await createBranch(repository.root, recorded.branch, recorded.base_commit);
+  } else if (!branchHead.trim()) {
+    throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  }
   const base = {
     repositoryRoot: repository.root,
     commonGitDirectory: repository.commonGitDirectory,

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { HostDirectoryExecHandler } from "../../../src/sandbox/fake/host-directory-sandbox.js";
+import { listRuns } from "../../../src/runner/run-records.js";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
 import { eventData, eventsFile, fakeRunner, toolCall, writeScriptedTask } from "../../helpers/fake-runner.js";
 
@@ -102,6 +103,33 @@ describe("continue an ended run in the Docker-free tier", () => {
       "assistant: (calls)",
       "assistant: Added a note.",
     ]);
+  });
+
+  it("a run that changed nothing leaves no branch; continuing it makes the branch again at its base commit", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: verifyMedian });
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: {
+        turns: [
+          { content: "The median is already right." },
+          { tool_calls: [toolCall("write_file", { path: "median.txt", content: "3\n" })] },
+          { content: "Set it to 3." },
+        ],
+      },
+      files: { "median.txt": "2\n" },
+      task: { name: "unchanged", verify: { command: "check-median", timeout_sec: 30 } },
+    });
+    const first = await fake.runner.start(task);
+    const report = await first.result;
+    expect(report).toMatchObject({ status: "failed", reason: "verify_failed", branch: null });
+    expect(report.head_commit).toBe(report.base_commit);
+    expect(git("branch", "--list", "runner/*").trim()).toBe("");
+    expect(listRuns(fake.home)).toEqual([expect.objectContaining({ id: first.id, branch: "-" })]);
+
+    const again = await fake.runner.continue(first.id, "It is 2; the median of 1..5 is 3.");
+    expect(await again.result).toMatchObject({ status: "succeeded", reason: "verified", branch: `runner/${first.id}`, base_commit: report.base_commit });
+    expect(git("show", `runner/${first.id}:median.txt`)).toBe("3\n");
+    expect(git("rev-parse", `runner/${first.id}~1`).trim()).toBe(report.base_commit);
   });
 
   it("refuses what it cannot continue, naming the fix; resume of a finished run points at continue", async () => {
