@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { rawSafeGit } from "./safe-git.js";
 
 /** Name and email of agent-runner as a git identity: the author when the user has none, and the co-author otherwise. */
-export const RUNNER_IDENTITY = { name: "agent-runner", email: "agent-runner@localhost" } as const;
+const RUNNER_IDENTITY = { name: "agent-runner", email: "agent-runner@localhost" } as const;
 
 /**
  * Who a run's commits are by: the user's git identity as author and
