@@ -92,7 +92,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       ...(pricedCost ? { costOf: pricedCost } : {}),
       budget: scope.budget,
       parentGit: new Mutex(),
-      firstAgentNumber: await nextSubagentNumber(worktree, scope.runId, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
+      firstAgentNumber: await nextSubagentNumber(worktree, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
     };
     outcome = await runAgentLoop({
       agentId: MAIN_AGENT,
@@ -141,15 +141,15 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
 
 /**
  * The next free subagent number of a run: past every id earlier attempts used
- * (journal, report) and every worker branch `runner/<run-id>-w<n>` that exists.
+ * (journal, report) and every worker branch `<run branch>-w<n>` that exists.
  */
-async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds: string[]): Promise<number> {
+async function nextSubagentNumber(worktree: RunWorktree, usedIds: string[]): Promise<number> {
   const branches = await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, [
     "for-each-ref",
     "--format=%(refname:strip=2)",
-    `refs/heads/runner/${runId}-*`,
+    `refs/heads/${worktree.branch}-*`,
   ]);
-  const ids = [...usedIds, ...branches.split("\n").map((branch) => branch.slice(`runner/${runId}-`.length))];
+  const ids = [...usedIds, ...branches.split("\n").map((branch) => branch.slice(`${worktree.branch}-`.length))];
   const numbers = ids
     .map((id) => /^[we](\d+)$/.exec(id)?.[1])
     .filter((number): number is string => number !== undefined)
