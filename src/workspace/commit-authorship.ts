@@ -37,21 +37,24 @@ export interface CommitAuthorship {
  */
 export async function commitAuthorship(repositoryRoot: string, environment: NodeJS.ProcessEnv, model: string): Promise<CommitAuthorship> {
   const coAuthoredBy = `Co-authored-by: ${RUNNER_IDENTITY.name} (${oneLine(model)}) <${RUNNER_IDENTITY.email}>`;
-  const repository = ["--local"];
   const home = environment.HOME;
   const xdg = environment.XDG_CONFIG_HOME || (home ? join(home, ".config") : undefined);
   // Lowest precedence first, as git reads them.
   const userFiles = [xdg ? join(xdg, "git", "config") : null, home ? join(home, ".gitconfig") : null].filter(
     (file): file is string => file !== null && existsSync(file),
   );
-  const read = async (key: string): Promise<{ value: string; source: "repository" | "user" } | null> => {
-    const local = await configValue(repositoryRoot, repository, key);
-    if (local !== null) return { value: local, source: "repository" };
-    let found: string | null = null;
-    for (const file of userFiles) found = (await configValue(repositoryRoot, ["--file", file], key)) ?? found;
-    return found === null ? null : { value: found, source: "user" };
+  // One git call per file, all at once (each is ~30 ms of process start on a loaded machine).
+  const [local, ...users] = await Promise.all([
+    identityIn(repositoryRoot, ["--local"]),
+    ...userFiles.map((file) => identityIn(repositoryRoot, ["--file", file])),
+  ]);
+  const read = (key: "user.name" | "user.email"): { value: string; source: "repository" | "user" } | null => {
+    const own = local!.get(key);
+    if (own !== undefined) return { value: own, source: "repository" };
+    const found = users.reduce<string | undefined>((value, file) => file.get(key) ?? value, undefined);
+    return found === undefined ? null : { value: found, source: "user" };
   };
-  const [name, email] = await Promise.all([read("user.name"), read("user.email")]);
+  const [name, email] = [read("user.name"), read("user.email")];
   if (!name || !email) return { ...RUNNER_IDENTITY, source: "runner", coAuthoredBy };
   return { name: name.value, email: email.value, source: name.source === "repository" && email.source === "repository" ? "repository" : "user", coAuthoredBy };
 }
@@ -80,11 +83,25 @@ export function recordedAuthorship(value: unknown): CommitAuthorship | null {
   return { name, email, source, coAuthoredBy };
 }
 
-/** One value of `key` from the config `scope` names, or null (absent, unreadable, or one git would refuse as an identity). */
-async function configValue(repositoryRoot: string, scope: string[], key: string): Promise<string | null> {
-  const value = await rawSafeGit({ baseDirectory: repositoryRoot }, ["config", ...scope, "--no-includes", "--get", key]).catch(() => null);
-  const trimmed = value?.replace(/\n$/, "").trim() ?? "";
-  return validIdentityPart(trimmed) ? trimmed : null;
+/** `user.name` and `user.email` of the config `scope` names, the last of each (as git takes it), without values git would refuse as an identity; empty when absent or unreadable. */
+async function identityIn(repositoryRoot: string, scope: string[]): Promise<Map<string, string>> {
+  const listing = await rawSafeGit({ baseDirectory: repositoryRoot }, [
+    "config",
+    ...scope,
+    "--no-includes",
+    "-z",
+    "--get-regexp",
+    "^user\\.(name|email)$",
+  ]).catch(() => "");
+  const values = new Map<string, string>();
+  for (const record of listing.split("\0")) {
+    const newline = record.indexOf("\n");
+    if (newline < 0) continue;
+    const value = record.slice(newline + 1).trim();
+    if (validIdentityPart(value)) values.set(record.slice(0, newline), value);
+    else values.delete(record.slice(0, newline));
+  }
+  return values;
 }
 
 /** What git accepts in an identity: not empty, no angle brackets, no line break or NUL. */
