@@ -85,6 +85,12 @@ export interface AgentLoopOptions {
   /** Continue a persisted conversation instead of starting a new one. */
   resume?: RestoredAgent;
   /**
+   * With `resume`: a user message appended to the restored conversation (and
+   * journaled) before the next model call, after any interrupted turn is
+   * answered: the feedback of `runner continue`.
+   */
+  followUp?: string;
+  /**
    * Redacts secrets from text bound for records (journal, events). Applied
    * before the runner cuts text, so a cut never leaves part of a secret behind.
    */
@@ -195,6 +201,12 @@ export async function runAgentLoop(options: AgentLoopOptions): Promise<AgentOutc
       // Finished calls answer from the record; the rest were interrupted and are not run again.
       const results = await runTurnCalls(unfinished.calls, unfinished.step, state, { replayOnly: true });
       unfinished.calls.forEach((call, index) => messages.push({ role: "tool", tool_call_id: call.id, content: results[index]! }));
+      turnEnd();
+    }
+    if (options.followUp !== undefined) {
+      const message: ChatMessage = { role: "user", content: options.followUp };
+      messages.push(message);
+      journal?.append({ type: "message", agent_id: agentId, message });
       turnEnd();
     }
   } else {

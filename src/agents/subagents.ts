@@ -39,7 +39,7 @@ export interface SubagentReport {
   task_id: string | null;
   background: boolean;
   fork: boolean;
-  /** Worker branch `runner/<run-id>-w<n>`, kept whatever the outcome. */
+  /** Worker branch `<run branch>-w<n>` (`runner/<run-id>-w<n>`), kept whatever the outcome. */
   branch: string | null;
   status: "pending" | "running" | "merged" | "not_merged" | "finished" | "failed" | "cancelled";
   steps: number;
@@ -222,7 +222,8 @@ async function prepareWorkerWorktree(host: SubagentHost, agentId: string): Promi
     throw new Error(
       `committing your worktree as the worker's starting point ran past the commit time limit (${host.commitLimits.timeoutMs / 1000} s); remove large or numerous generated files first`,
     );
-  const created = await createBranchWorktree(parent, `runner/${host.runId}-${agentId}`, join(host.workersDirectory, agentId), snapshot.head);
+  // Named after the run's branch as recorded (one level of subagents: the parent is the main agent).
+  const created = await createBranchWorktree(parent, `${parent.branch}-${agentId}`, join(host.workersDirectory, agentId), snapshot.head);
   // The parent's git in its container follows the snapshot commit and knows the worker's branch.
   await syncContainerGit(host.parent.sandbox, parent, [parent.branch, created.branch]);
   return created;

@@ -118,6 +118,34 @@ export async function resumeCommand(
 }
 
 /**
+ * `runner continue <run-id> "message"`: a new attempt of an ended run with
+ * the user's message after its conversation (Runner.continue); returns the exit code.
+ */
+export async function continueCommand(
+  idOrPrefix: string,
+  message: string,
+  options: { json?: boolean; maxSteps?: string; maxCost?: string; timeout?: string; merge?: boolean; outputLastMessage?: string },
+  signal: AbortSignal,
+): Promise<number> {
+  const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
+  const maxCostUsd = options.maxCost === undefined ? undefined : parseUsd(options.maxCost, "--max-cost");
+  const timeoutSec = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout") / 1000;
+  const runner = Runner.create({ home: runnerHome() });
+  const view = options.json ? null : new ProgressView();
+  const run = await runner.continue(idOrPrefix, message, {
+    signal,
+    ...(maxSteps ? { maxSteps } : {}),
+    ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
+    ...(timeoutSec === undefined ? {} : { timeoutSec }),
+    ...(options.merge ? { merge: true } : {}),
+    ...terminalApprovals(view),
+    ...streamedText(view),
+  });
+  if (!options.json) process.stdout.write(`continuing run ${run.id} at model call ${run.resumed!.atModelCall}\n`);
+  return follow(run, run.task, options, view, run.resumed!.earlierEvents);
+}
+
+/**
  * Shows a run as it happens (the progress view on stderr, or with `--json`
  * the CloudEvents lines on stdout, from sequence number `from`), then the
  * outcome; returns the exit code.

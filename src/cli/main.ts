@@ -71,6 +71,7 @@ async function main(argv: string[]): Promise<number> {
         "  runner runs                                the runs so far, newest first",
         "  runner show <run-id>                       a run's summary, transcript and diff",
         "  runner resume <run-id>                     continue an interrupted run",
+        '  runner continue <run-id> "feedback"        talk back to an ended run',
         "  runner policy check worker                 what a policy allows",
         "  runner agency run agency.yaml              a team of agents reacting to events (docs/agency.md)",
         "",
@@ -151,12 +152,65 @@ async function main(argv: string[]): Promise<number> {
     });
 
   program
+    .command("continue")
+    .description("talk back to an ended run: a new attempt on its branch with the conversation so far plus your message, verified and delivered as usual")
+    .argument("<run-id>", "run id, or a unique prefix of it")
+    .argument("<message>", "your feedback, the agent's next user message")
+    .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
+    .option("--max-steps <n>", "allow N more model calls (default: the run's max_steps)")
+    .option("--max-cost <usd>", "allow USD more than the run has spent (default: its model.max_cost_usd)")
+    .option("--timeout <duration>", "this attempt's wall-clock limit (90s, 10m, 1.5h; default: the run's timeout_sec)")
+    .option("--merge", "after a verified success, fast-forward your checked-out branch to the run's branch")
+    .option("-o, --output-last-message <file>", "write the agent's final answer (only it) to this file when the run ends")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        '  runner continue 20260101-120000-ab12cd "also handle negative numbers"',
+        '  runner continue 2026 "the tests pass but add a docstring" --merge',
+      ].join("\n"),
+    )
+    .action(
+      async (
+        id: string,
+        message: string,
+        options: { json?: boolean; maxSteps?: string; maxCost?: string; timeout?: string; merge?: boolean; outputLastMessage?: string },
+      ) => {
+        const { continueCommand } = await import("./exec-command.js");
+        exitCode = await continueCommand(id, message, options, controller.signal);
+      },
+    );
+
+  program
     .command("runs")
     .description("list the runs in RUNNER_HOME, newest first")
     .option("--json", "one JSON object per run")
     .action(async (options: { json?: boolean }) => {
       const { runsCommand } = await import("./runs-command.js");
       exitCode = runsCommand(runnerHome(), options);
+    });
+
+  program
+    .command("prune")
+    .description("remove ended runs' branches and run directories; never a branch with commits no other branch holds (without --force), never a running run's")
+    .option("--merged", "only runs whose branches are merged into the repository's checked-out branch")
+    .option("--older-than <age>", "only runs that ended at least this long ago (7d, 12h, 2w)")
+    .option("--dry-run", "say what would be removed, remove nothing")
+    .option("--force", "also remove runs whose branches hold commits no other branch, tag or remote branch holds")
+    .option("--json", "one JSON object per run")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  runner prune --dry-run                    what would go",
+        "  runner prune --merged --older-than 7d     merged runs older than a week",
+      ].join("\n"),
+    )
+    .action(async (options: { merged?: boolean; olderThan?: string; dryRun?: boolean; force?: boolean; json?: boolean }) => {
+      const { pruneCommand } = await import("./prune-command.js");
+      exitCode = await pruneCommand(runnerHome(), options);
     });
 
   program

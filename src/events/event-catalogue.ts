@@ -61,7 +61,14 @@ function event<Shape extends z.core.$ZodLooseShape, Version extends number>(vers
 /** Every event type, its version and its data. Add an event here and in docs/events.md. */
 export const EVENT_CATALOGUE = {
   "run.started": event(1, { run_id: z.string(), task: z.string(), workspace: z.string(), branch: z.string(), base_commit: z.string() }),
-  "run.resumed": event(1, { run_id: z.string(), resumes: z.number(), next_step: z.number(), worktree: z.enum(["reused", "recreated"]) }),
+  "run.resumed": event(1, {
+    run_id: z.string(),
+    resumes: z.number(),
+    next_step: z.number(),
+    worktree: z.enum(["reused", "recreated"]),
+    /** The user's message of `runner continue`; absent for a resume. */
+    follow_up: z.string().optional(),
+  }),
   "run.limit_reached": event(1, {
     limit: z.enum(["max_cost_usd", "timeout_sec"]),
     value: z.number(),

@@ -34,6 +34,11 @@ export interface ResumableRun {
    * (what the resumed report starts from); null when a call was not priced.
    */
   spentUsd: number | null;
+  /**
+   * The user's message this attempt adds after the conversation (`runner
+   * continue`), or null for a resume, which goes on where the run stopped.
+   */
+  followUp: string | null;
 }
 
 /** The `failed` reasons of limits a resume can raise. */
@@ -48,6 +53,48 @@ const RESUMABLE_LIMITS: readonly string[] = ["max_steps", "budget_exceeded", "ti
  * saying why not.
  */
 export function findResumableRun(home: string, idOrPrefix: string): ResumableRun {
+  const record = readRunRecord(home, idOrPrefix, "resumed");
+  const { runId, previous, lock } = record;
+  // A run stopped at a limit goes on with it raised (runner resume --max-steps N, --max-cost USD, --timeout D); other finished runs are done.
+  const stoppedAt = previous?.status === "failed" && RESUMABLE_LIMITS.includes(previous.reason ?? "") ? (previous.reason as StoppedAtLimit) : null;
+  if ((previous?.status === "succeeded" || previous?.status === "failed") && !stoppedAt) {
+    throw new ConfigError(
+      `run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs, and runs stopped at max_steps, its budget or its time limit, can be resumed — to talk back to it, \`runner continue ${runId} "your feedback"\`; or start a new run`,
+    );
+  }
+  // A run with a report has ended, even when its runner lives on (a library process that cancelled it).
+  if (!previous && isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
+  return conversationOf(record, stoppedAt, null);
+}
+
+/**
+ * Checks that run `idOrPrefix` under `<home>/runs` can be continued with the
+ * user's `message` (`runner continue`): it has ended (a report.json, whatever
+ * its status: succeeded, failed, error or cancelled), has a task record and a
+ * conversation, and its record was written by a runner. Throws ConfigError
+ * (exit 2) saying why not; a run still going is refused (call it after the
+ * sweep of dead runs, which gives a crashed run its report).
+ */
+export function findContinuableRun(home: string, idOrPrefix: string, message: string): ResumableRun {
+  const record = readRunRecord(home, idOrPrefix, "continued");
+  if (!record.previous) {
+    throw new ConfigError(
+      `run ${record.runId} has not ended (no report.json): it is still running (runner ${record.lock.owner}); wait for it or stop it (Ctrl-C, kill), then continue it`,
+    );
+  }
+  return conversationOf(record, null, message);
+}
+
+interface RunRecord {
+  runId: string;
+  runDirectory: string;
+  store: RunStore;
+  lock: RunLock;
+  previous: { status?: string; reason?: string; agents?: SubagentReport[] } | null;
+}
+
+/** The run `idOrPrefix` names (a unique prefix will do), with its run.json, task.json and report; ConfigError when it cannot be `purpose`. */
+function readRunRecord(home: string, idOrPrefix: string, purpose: "resumed" | "continued"): RunRecord {
   const runs = join(home, "runs");
   const matches = existsSync(runs) ? readdirSync(runs).filter((id) => id.startsWith(idOrPrefix)) : [];
   if (matches.length !== 1) {
@@ -65,22 +112,19 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
     throw new ConfigError(`run ${runId} has no run.json or task.json (it never started, or an older runner made it); start a new run instead`);
   }
   const untrusted = runLockProblem(runDirectory, lock);
-  if (untrusted) throw new ConfigError(`run ${runId} cannot be resumed: its run.json was not written by a runner (${untrusted}); start a new run instead`);
-  const previous = store.readJson("report") as { status?: string; reason?: string; agents?: SubagentReport[] } | null;
-  // A run stopped at a limit goes on with it raised (runner resume --max-steps N, --max-cost USD, --timeout D); other finished runs are done.
-  const stoppedAt = previous?.status === "failed" && RESUMABLE_LIMITS.includes(previous.reason ?? "") ? (previous.reason as StoppedAtLimit) : null;
-  if ((previous?.status === "succeeded" || previous?.status === "failed") && !stoppedAt) {
-    throw new ConfigError(
-      `run ${runId} already ended ${previous.status} (${previous.reason ?? "?"}); only interrupted, crashed or errored runs, and runs stopped at max_steps, its budget or its time limit, can be resumed — start a new run`,
-    );
-  }
-  // A run with a report has ended, even when its runner lives on (a library process that cancelled it).
-  if (!previous && isOwnerAlive(lock.owner)) throw new ConfigError(`run ${runId} is still running (runner ${lock.owner}); stop it first (Ctrl-C or kill)`);
+  if (untrusted) throw new ConfigError(`run ${runId} cannot be ${purpose}: its run.json was not written by a runner (${untrusted}); start a new run instead`);
+  const previous = store.readJson("report") as RunRecord["previous"];
+  return { runId, runDirectory, store, lock, previous };
+}
+
+/** The {@link ResumableRun} of a checked record: its conversation (ConfigError when the agent never started), task and spending. */
+function conversationOf(record: RunRecord, stoppedAt: StoppedAtLimit | null, followUp: string | null): ResumableRun {
+  const { runId, runDirectory, store, lock, previous } = record;
   const session = restoreSession(store.path("journal"));
   const restored = session.get(MAIN_AGENT);
   if (!restored || restored.messages.length === 0) {
     throw new ConfigError(
-      `run ${runId} ended before its agent started (${previous?.reason ?? "no report"}): there is no conversation to resume; fix the cause and start a new run`,
+      `run ${runId} ended before its agent started (${previous?.reason ?? "no report"}): there is no conversation to ${followUp === null ? "resume" : "continue"}; fix the cause and start a new run`,
     );
   }
   const task = JSON.parse(readFileSync(store.path("task"), "utf8")) as Task;
@@ -97,6 +141,7 @@ export function findResumableRun(home: string, idOrPrefix: string): ResumableRun
     previousAgents,
     stoppedAt,
     spentUsd: spentOf(store.path("events")),
+    followUp,
   };
 }
 

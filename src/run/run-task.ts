@@ -21,7 +21,7 @@ import { openRunScope } from "./run-scope.js";
 import { RunStore } from "./run-store.js";
 
 export { containerEnvironment } from "./phases/start-environment.js";
-export { finalAnswerOf, findResumableRun, type ResumableRun } from "./resumable-run.js";
+export { finalAnswerOf, findContinuableRun, findResumableRun, type ResumableRun } from "./resumable-run.js";
 
 export interface RunDependencies {
   sandboxProvider: SandboxProvider;
@@ -80,7 +80,8 @@ export async function runTask(task: Task, dependencies: RunDependencies, options
 }
 
 /**
- * Continues a run found by {@link findResumableRun} (with `maxSteps`,
+ * Continues a run found by {@link findResumableRun}, or by
+ * {@link findContinuableRun} with the user's message (with `maxSteps`,
  * `maxCostUsd`, `timeoutSec` as the run's new limits): the same branch and
  * worktree path (the old directory when it is still there, else a new
  * worktree of the branch), a new container, the persisted conversation.

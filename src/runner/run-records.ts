@@ -34,7 +34,7 @@ export function runSummary(home: string, id: string): RunSummary | null {
   const directory = join(home, "runs", id);
   if (!existsSync(directory)) return null;
   const store = new RunStore(directory);
-  const report = store.readJson("report") as { task?: string; status?: string; branch?: string } | null;
+  const report = store.readJson("report") as { task?: string; status?: string; branch?: string | null } | null;
   const lock = store.readJson("lock") as { owner?: string; branch?: string } | null;
   const recordedTask = store.readJson("task") as { name?: string } | null;
   const status = report?.status ?? (lock && isOwnerAlive(lock.owner) ? "running" : "unfinished");
@@ -42,7 +42,8 @@ export function runSummary(home: string, id: string): RunSummary | null {
     id,
     task: report?.task ?? recordedTask?.name ?? "?",
     status,
-    branch: report?.branch ?? lock?.branch ?? "-",
+    // A run that changed nothing has no branch (report.json branch null) once it ended.
+    branch: (report ? report.branch : lock?.branch) ?? "-",
     started: statSync(store.directory).birthtime,
   };
 }

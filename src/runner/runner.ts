@@ -11,7 +11,16 @@ import type { ApprovalQuestion } from "../run/permission-guard.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunEmbedding } from "../run/run-embedding.js";
 import type { Tool } from "../tools/define-tool.js";
-import { finalAnswerOf, findResumableRun, resumeRun, runTask, type RunDependencies, type RunOptions, type RunResult } from "../run/run-task.js";
+import {
+  finalAnswerOf,
+  findContinuableRun,
+  findResumableRun,
+  resumeRun,
+  runTask,
+  type RunDependencies,
+  type RunOptions,
+  type RunResult,
+} from "../run/run-task.js";
 import { DockerSandboxProvider } from "../sandbox/docker/docker-sandbox-provider.js";
 import type { SandboxProvider } from "../sandbox/sandbox.js";
 import { RunStore } from "../run/run-store.js";
@@ -257,6 +266,62 @@ export class Runner {
       ...(options.timeoutSec ? { timeoutSec: options.timeoutSec } : {}),
     };
     return this.launch(run.task, options, earlier, resumed, (prepared, dependencies, runOptions) =>
+      resumeRun({ ...run, task: prepared }, dependencies, { ...runOptions, ...limits }),
+    );
+  }
+
+  /**
+   * Talks back to an ended run (`runner continue <run-id> "message"`): a new
+   * attempt of the same run, on its branch, in a new sandbox, with the
+   * conversation so far plus `message` as the user's next turn; then commit,
+   * verification and delivery as for any run, the report counting the whole
+   * run (`resumes` + 1; the attempt's first event is `run.resumed` with
+   * `follow_up`). Works on a run that ended succeeded, failed, error or
+   * cancelled. The attempt gets the run's limits again from where it stands:
+   * `maxSteps` more model calls (default the run's `max_steps`), `maxCostUsd`
+   * more USD than the run has spent (default its `model.max_cost_usd`, when it
+   * has one), `timeoutSec` for the attempt (default its `timeout_sec`); the
+   * raised limits are the run's from then on (task.json). `merge`
+   * fast-forwards the user's branch after a verified success, as for `start`.
+   * Rejects with ConfigError for an empty message, an unknown run, one still
+   * running, or one whose agent never started.
+   */
+  async continue(
+    runId: string,
+    message: string,
+    options: StartOptions & { maxSteps?: number; maxCostUsd?: number; timeoutSec?: number } = {},
+  ): Promise<RunHandle> {
+    if (typeof message !== "string" || message.trim() === "") {
+      throw new ConfigError('message: expected your feedback for the run as text, e.g. runner continue <run-id> "also handle negative numbers"');
+    }
+    checkResumeLimits(options);
+    // Sweep first: a run whose runner died gets its report (and its worktree committed) before it is looked at.
+    await this.prepareOnce(null);
+    const run = findContinuableRun(this.home, runId, message);
+    const made = run.restored.nextStep;
+    const extraUsd = options.maxCostUsd ?? run.task.model.max_cost_usd;
+    if (extraUsd !== undefined) {
+      this.checkBudgetPriced(run.task, options.maxCostUsd === undefined ? "model.max_cost_usd" : "--max-cost");
+      if (run.spentUsd === null) {
+        throw new ConfigError(
+          `run ${run.runId} has model calls without a cost (a runner that did not price them): its spending is unknown, so no budget can be set`,
+        );
+      }
+    }
+    await resolveRepository(run.task.workspacePath);
+    const task: Task = {
+      ...run.task,
+      max_steps: made + (options.maxSteps ?? run.task.max_steps),
+      ...(options.merge ? { on_success: "merge" as const } : {}),
+    };
+    const earlier = readEnvelopes(new RunStore(run.runDirectory).path("events"));
+    const resumed = { atModelCall: made + 1, earlierEvents: earlier.length };
+    const limits = {
+      maxSteps: task.max_steps,
+      ...(extraUsd === undefined ? {} : { maxCostUsd: roundUsd(run.spentUsd! + extraUsd) }),
+      ...(options.timeoutSec ? { timeoutSec: options.timeoutSec } : {}),
+    };
+    return this.launch(task, options, earlier, resumed, (prepared, dependencies, runOptions) =>
       resumeRun({ ...run, task: prepared }, dependencies, { ...runOptions, ...limits }),
     );
   }

@@ -2,6 +2,7 @@ import { lchownSync, lstatSync } from "node:fs";
 import { SandboxError } from "../errors.js";
 import { rawSafeGit, safeGitResult, streamSafeGit } from "./safe-git.js";
 import type { RunWorktree } from "./run-worktree.js";
+import { withCoAuthor } from "./commit-authorship.js";
 
 /** Longest conflict excerpt a merge outcome carries, characters. */
 const HUNKS_CHARACTERS = 6000;
@@ -43,7 +44,8 @@ export async function mergeBranchInto(target: RunWorktree, branch: string, messa
   }
   if (trial.exitCode !== 0) throw new SandboxError(`git merge-tree failed for ${branch}: ${trial.stderr.trim()}`, { reason: "git_failed" });
   // --no-overwrite-ignore: asked for, though merge-ort in git 2.39 does not honour it (see above).
-  const merged = await safeGitResult(options, ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-overwrite-ignore", "-m", message, theirs]);
+  const authored = target.authorship ? withCoAuthor(message, target.authorship) : message;
+  const merged = await safeGitResult(options, ["merge", "--no-ff", "--no-edit", "--no-verify", "--no-overwrite-ignore", "-m", authored, theirs]);
   if (merged.exitCode !== 0) {
     await safeGitResult(options, ["merge", "--abort"]);
     const detail = (merged.stderr || merged.stdout).trim();

@@ -16,8 +16,9 @@ import {
 import { join } from "node:path";
 import { ConfigError, SandboxError, errorMessage } from "../errors.js";
 import { additionPathspecs, DEFAULT_COMMIT_LIMITS, selectCommittablePaths, type CommitLimits, type LeftOutPath } from "./commit-selection.js";
-import { driverOverrides, GitCommandError, rawSafeGit, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
+import { driverOverrides, GitCommandError, rawSafeGit, safeGitResult, streamSafeGit, type SafeGitOptions } from "./safe-git.js";
 import { checkStagedContent } from "./staged-content-check.js";
+import { authorshipConfig, recordedAuthorship, withCoAuthor, type CommitAuthorship } from "./commit-authorship.js";
 import { WORKSPACE_ROOT, type Sandbox } from "../sandbox/sandbox.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
@@ -38,8 +39,21 @@ export interface RunWorktree {
   baseCommit: string;
   /** Who the sandbox runs as: the owner, or {@link FALLBACK_SANDBOX_UID} when the owner is root. */
   sandboxUser: { uid: number; gid: number };
-  /** `-c` overrides disarming the repository's drivers. */
+  /** `-c` overrides disarming the repository's drivers (and, with {@link withAuthorship}, the commits' identity). */
   gitConfig: string[];
+  /** Who its commits are by ({@link withAuthorship}); absent: agent-runner, with no trailer. */
+  authorship?: CommitAuthorship;
+}
+
+/**
+ * The worktree whose commits (and merge commits) are authored and committed
+ * as `authorship` says, each commit of the agent's work ending with its
+ * co-author trailer; worktrees made from it (workers, verification
+ * checkouts) inherit it.
+ */
+export function withAuthorship(worktree: RunWorktree, authorship: CommitAuthorship): RunWorktree {
+  const others = worktree.gitConfig.filter((entry) => !entry.startsWith("user.name=") && !entry.startsWith("user.email="));
+  return { ...worktree, gitConfig: [...others, ...authorshipConfig(authorship)], authorship };
 }
 
 /**
@@ -112,6 +126,17 @@ export async function createBranch(repositoryRoot: string, branch: string, commi
   }
 }
 
+/**
+ * Deletes branch `branch` when it points at `commit` (a run that changed
+ * nothing) and no worktree has it checked out (git refuses that). Returns
+ * whether it was deleted; never throws for a branch that moved or is in use.
+ */
+export async function deleteBranchAt(repositoryRoot: string, branch: string, commit: string): Promise<boolean> {
+  const head = await rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}^{commit}`]).catch(() => "");
+  if (head.trim() !== commit) return false;
+  return (await safeGitResult({ baseDirectory: repositoryRoot }, ["branch", "--delete", "--force", branch])).exitCode === 0;
+}
+
 /** The commit branch `branch` points at. Throws ConfigError when there is no such branch. */
 export async function branchHead(repositoryRoot: string, branch: string): Promise<string> {
   const head = await rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}^{commit}`]).catch(() => "");
@@ -160,6 +185,10 @@ export interface RecordedWorktree {
   git_directory?: string;
   branch: string;
   base_commit?: string;
+  /** Who the run's commits are by (src/workspace/commit-authorship.ts); absent in records of older runners. */
+  authorship?: CommitAuthorship;
+  /** The run changed nothing and its branch was deleted when it ended; a later attempt makes it again at `base_commit`. */
+  branch_dropped?: boolean;
 }
 
 /**
@@ -175,7 +204,11 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
   const branchHead = await rawSafeGit({ baseDirectory: repository.root }, ["rev-parse", "--verify", "--quiet", `refs/heads/${recorded.branch}^{commit}`]).catch(
     () => "",
   );
-  if (!branchHead.trim()) throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  if (!branchHead.trim() && recorded.branch_dropped && recorded.base_commit && options.create) {
+    await createBranch(repository.root, recorded.branch, recorded.base_commit);
+  } else if (!branchHead.trim()) {
+    throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  }
   const base = {
     repositoryRoot: repository.root,
     commonGitDirectory: repository.commonGitDirectory,
@@ -185,8 +218,10 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
     gitConfig,
   };
   const admin = recorded.git_directory;
+  const authorship = recordedAuthorship(recorded.authorship);
+  const authored = (worktree: RunWorktree) => (authorship ? withAuthorship(worktree, authorship) : worktree);
   if (admin && existsSync(recorded.worktree) && existsSync(admin) && realpathSync(admin).startsWith(`${repository.commonGitDirectory}/worktrees/`)) {
-    return { worktree: { ...base, path: realpathSync(recorded.worktree), gitDirectory: realpathSync(admin) }, reused: true };
+    return { worktree: authored({ ...base, path: realpathSync(recorded.worktree), gitDirectory: realpathSync(admin) }), reused: true };
   }
   if (!options.create) return null;
   await removeWorktreeDirectory(repository.root, recorded.worktree);
@@ -198,7 +233,7 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
     base.sandboxUser,
     `the worktree for ${recorded.branch}`,
   );
-  return { worktree: { ...base, ...added }, reused: false };
+  return { worktree: authored({ ...base, ...added }), reused: false };
 }
 
 /**
@@ -334,7 +369,11 @@ export async function commitRunWorktree(worktree: RunWorktree, message: string, 
     });
     const staged = await untilDeadline(worktree, options, ["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"], deadline, { mayExitOne: true });
     if (staged === null) return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: true };
-    if (staged === 1 && (await untilDeadline(worktree, options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message], deadline)) === null) {
+    const authoredMessage = worktree.authorship ? withCoAuthor(message, worktree.authorship) : message;
+    if (
+      staged === 1 &&
+      (await untilDeadline(worktree, options, ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", authoredMessage], deadline)) === null
+    ) {
       return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: true };
     }
     return { ...(await currentHead(worktree, options)), ...notCommitted, timedOut: false };

@@ -161,12 +161,9 @@ describe("MCP servers in the sandbox (real CLI, scripted model, real Docker, ser
       expect(eventsOfType(events, "mcp_server.exited").map((event) => event.data.server)).toEqual(["files"]);
       // The two reads outside /workspace were refused by the runner's hard rule, counted as such.
       expect(report.denials).toEqual({ "hard.workspace-confinement": 2 });
-      expect(
-        inspectGit(repo, ["ls-tree", "--name-only", "-r", `runner/${runId}`])
-          .split("\n")
-          .filter(Boolean)
-          .sort(),
-      ).toEqual(["notes.txt", "src/app.md"]);
+      // The agent only read: the run changed nothing and leaves no branch (issue 26); its head is the base commit.
+      expect(report.branch).toBeNull();
+      expect(inspectGit(repo, ["ls-tree", "--name-only", "-r", report.head_commit!]).split("\n").filter(Boolean).sort()).toEqual(["notes.txt", "src/app.md"]);
       expect(containersOfRun(runId)).toEqual([]);
     } finally {
       if (!running.exited) {

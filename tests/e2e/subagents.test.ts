@@ -310,7 +310,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     ]);
     // Nothing of the worker reached the parent's branch; its own branch keeps the broken change.
     expect(inspectGit(repo, ["diff", "--stat", report.base_commit, report.head_commit])).toBe("");
-    expect(inspectGit(repo, ["show", `runner/${runId}:calc.py`])).toBe(CALC["calc.py"]);
+    // The run itself changed nothing, so it leaves no branch of its own (issue 26); the worker's stays.
+    expect(report.branch).toBeNull();
+    expect(branches(repo, `runner/${runId}`)).toEqual([]);
     expect(branches(repo, `runner/${runId}-w1`)).toEqual([`runner/${runId}-w1`]);
     expect(inspectGit(repo, ["show", `runner/${runId}-w1:calc.py`])).toContain("return a - b");
     expect(containersOfRun(runId)).toEqual([]);

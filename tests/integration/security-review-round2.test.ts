@@ -98,8 +98,9 @@ describe("findings of the review, end to end", () => {
       expect(run.report.status, describeRun(run)).toBe("succeeded");
       expect(existsSync(marker)).toBe(false);
       expect(run.report.commit?.left_out).toEqual([{ path: "sub", reason: "nested_repository" }]);
-      // The submodule stays as the base recorded it.
-      expect(inspectGit(repository.root, ["ls-tree", run.report.branch!, "sub"])).toContain(`160000 commit ${recorded}\tsub`);
+      // The submodule stays as the base recorded it (nothing else changed: the run leaves no branch, its head is the base).
+      expect(run.report.branch).toBeNull();
+      expect(inspectGit(repository.root, ["ls-tree", run.report.head_commit!, "sub"])).toContain(`160000 commit ${recorded}\tsub`);
     } finally {
       run.dispose();
     }

@@ -1,9 +1,12 @@
+import { existsSync } from "node:fs";
 import { restoreSession } from "../../agent/session-journal.js";
 import { CancelledError, RunnerError, errorMessage } from "../../errors.js";
 import { SandboxLostToAgentError } from "../../sandbox/sandbox.js";
 import { exitCodeOfReport, type RunReport } from "../run-report.js";
 import type { RunScope } from "../run-scope.js";
 import { setOutcome } from "./deliver-main.js";
+import { readRunLock, writeRunLock } from "../run-lock.js";
+import { deleteBranchAt } from "../../workspace/run-worktree.js";
 
 /**
  * The report's outcome for a run that ended by an exception: `failed` when a
@@ -57,6 +60,7 @@ export async function finalizeRun(scope: RunScope): Promise<RunReport> {
   const { report, events, store } = scope;
   scope.cancelTimeLimit();
   await scope.cleanup.run(events, scope.logger);
+  if (await dropUnchangedBranch(scope)) report.branch = null;
   scope.journal.close();
   // The conversation as the journal holds it (already redacted), for readers that want one JSON document.
   const agents = Object.fromEntries([...restoreSession(store.path("journal"))].map(([id, agent]) => [id, { messages: agent.messages }]));
@@ -73,4 +77,28 @@ export async function finalizeRun(scope: RunScope): Promise<RunReport> {
   scope.releaseLogRedactor();
   if (scope.resume) store.remove("resumeLock");
   return written;
+}
+
+/**
+ * Deletes the run's branch when the run changed nothing (the branch still at
+ * its base commit, every worktree of the run gone): no `runner/...` branch identical to
+ * the user's piles up. run.json says so (`branch_dropped`), and `runner
+ * resume` or `runner continue` makes the branch again at the base commit.
+ * True when it was deleted; a branch that cannot be (in use) stays.
+ */
+async function dropUnchangedBranch(scope: RunScope): Promise<boolean> {
+  const lock = readRunLock(scope.store.directory);
+  const { report } = scope;
+  if (!lock?.base_commit || !report.branch || lock.branch !== report.branch) return false;
+  // A worktree left behind (its sandbox not confirmed gone) keeps the disk and the branch, for the next start's sweep.
+  if (existsSync(scope.paths.disk)) return false;
+  if (report.head_commit !== null && report.head_commit !== lock.base_commit) return false;
+  try {
+    if (!(await deleteBranchAt(lock.repository, lock.branch, lock.base_commit))) return false;
+  } catch (error) {
+    scope.events.emit({ type: "cleanup.failed", data: { what: `the unchanged branch ${lock.branch}`, error: errorMessage(error) } });
+    return false;
+  }
+  writeRunLock(scope.store.directory, { ...lock, branch_dropped: true });
+  return true;
 }

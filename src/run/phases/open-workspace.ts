@@ -5,7 +5,9 @@ import { currentOwner } from "../../process/process-owner.js";
 import type { SandboxProvider } from "../../sandbox/sandbox.js";
 import { filesystemUsage } from "../../process/filesystem-usage.js";
 import { closeRunDisk, openRunDisk, type DiskEnforcementChoice, type RunDisk } from "../../workspace/run-disk.js";
-import { checkoutBytes, createRunWorktree, reopenRunWorktree, type RunWorktree } from "../../workspace/run-worktree.js";
+import { checkoutBytes, createRunWorktree, reopenRunWorktree, withAuthorship, type RunWorktree } from "../../workspace/run-worktree.js";
+import { commitAuthorship } from "../../workspace/commit-authorship.js";
+import { configuredModelId } from "../../model/pricing.js";
 import { writeRunLock } from "../run-lock.js";
 import { uncommittedFiles } from "../../workspace/uncommitted-files.js";
 import type { RunScope } from "../run-scope.js";
@@ -74,6 +76,9 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
       throw error;
     });
   }
+  // The user's identity authors the commits, agent-runner and the model co-author them (read again each attempt).
+  const model = configuredModelId(task.model, scope.hostEnvironment) ?? task.model.provider;
+  worktree = withAuthorship(worktree, await commitAuthorship(worktree.repositoryRoot, scope.hostEnvironment, model));
   let sandbox: { close(): Promise<void> } | null = null;
   const created = new WorkDelivery({ agentId: "main", worktree, provider, commitLimits: scope.commitLimits, events, sandbox: () => sandbox });
   delivery = created; // `created` keeps the non-null type for the closures below
@@ -98,12 +103,19 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
     git_directory: worktree.gitDirectory,
     branch: worktree.branch,
     base_commit: worktree.baseCommit,
+    ...(worktree.authorship ? { authorship: worktree.authorship } : {}),
     resumes: report.resumes,
   });
   if (resume) {
     events.emit({
       type: "run.resumed",
-      data: { run_id: runId, resumes: report.resumes, next_step: resume.restored.nextStep, worktree: reused ? "reused" : "recreated" },
+      data: {
+        run_id: runId,
+        resumes: report.resumes,
+        next_step: resume.restored.nextStep,
+        worktree: reused ? "reused" : "recreated",
+        ...(resume.followUp === null ? {} : { follow_up: resume.followUp }),
+      },
     });
   } else {
     events.emit({

@@ -44,7 +44,8 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
   for (const [callId, file] of resume?.restored.fullOutputs ?? []) results.remember(callId, { file });
   for (const recorded of resume?.restored.results.values() ?? []) results.remember(recorded.callId, { content: recorded.content });
   let outcome: AgentOutcome;
-  const finalAnswer = resume ? finalAnswerOf(resume.restored) : undefined;
+  // `runner continue` adds a message after the final answer: the agent goes on.
+  const finalAnswer = resume && resume.followUp === null ? finalAnswerOf(resume.restored) : undefined;
   // An answer a front end checks (RunEmbedding.checkFinalAnswer) is judged by the loop, which resumes without a model call.
   if (resume && finalAnswer !== undefined && !scope.embedding.checkFinalAnswer) {
     // The agent had given its final answer; the runner stopped before committing or verifying.
@@ -95,7 +96,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       ...(pricedCost ? { costOf: pricedCost } : {}),
       budget: scope.budget,
       parentGit: new Mutex(),
-      firstAgentNumber: await nextSubagentNumber(worktree, scope.runId, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
+      firstAgentNumber: await nextSubagentNumber(worktree, [...(resume?.subagentIds ?? []), ...report.agents.map((agent) => agent.id)]),
     };
     outcome = await runAgentLoop({
       agentId: MAIN_AGENT,
@@ -135,6 +136,7 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
       },
       ...(resume ? { resume: resume.restored } : {}),
       ...(scope.embedding.checkFinalAnswer ? { checkFinalAnswer: scope.embedding.checkFinalAnswer } : {}),
+      ...(resume?.followUp ? { followUp: resume.followUp } : {}),
     });
   }
   // Background commands, subagents and MCP servers end with the agent.
@@ -146,15 +148,15 @@ export async function runMainAgent(scope: RunScope, workspace: RunWorkspace, env
 
 /**
  * The next free subagent number of a run: past every id earlier attempts used
- * (journal, report) and every worker branch `runner/<run-id>-w<n>` that exists.
+ * (journal, report) and every worker branch `<run branch>-w<n>` that exists.
  */
-async function nextSubagentNumber(worktree: RunWorktree, runId: string, usedIds: string[]): Promise<number> {
+async function nextSubagentNumber(worktree: RunWorktree, usedIds: string[]): Promise<number> {
   const branches = await rawSafeGit({ baseDirectory: worktree.repositoryRoot }, [
     "for-each-ref",
     "--format=%(refname:strip=2)",
-    `refs/heads/runner/${runId}-*`,
+    `refs/heads/${worktree.branch}-*`,
   ]);
-  const ids = [...usedIds, ...branches.split("\n").map((branch) => branch.slice(`runner/${runId}-`.length))];
+  const ids = [...usedIds, ...branches.split("\n").map((branch) => branch.slice(`${worktree.branch}-`.length))];
   const numbers = ids
     .map((id) => /^[we](\d+)$/.exec(id)?.[1])
     .filter((number): number is string => number !== undefined)

@@ -104,8 +104,9 @@ describe("subagents in the Docker-free tier", () => {
       }),
     ]);
     expect(git("show", `runner/${run.id}-w1:calc.txt`)).toBe("times4\n");
-    expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times2\n");
-    expect(git("log", "--merges", "--format=%s", `runner/${run.id}`).trim()).toBe("");
+    // The run itself changed nothing: it leaves no branch of its own (issue 26), only the worker's.
+    expect(report.branch).toBeNull();
+    expect(git("branch", "--list", `runner/${run.id}`).trim()).toBe("");
     expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([
       expect.objectContaining({ agent_id: "w1", status: "not_merged", verify_passed: false }),
     ]);
@@ -148,8 +149,9 @@ describe("subagents in the Docker-free tier", () => {
     expect(report.agents).toEqual([expect.objectContaining({ id: "e1", mode: "explore", status: "finished", branch: null })]);
     const explorer = fake.provider.sandboxesOf("e1");
     expect(explorer.map((sandbox) => sandbox.spec.workspace)).toEqual([{ hostPath: runPaths(run.directory).worktree, readOnly: true }]);
-    expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times2\n");
-    expect(git("rev-parse", `runner/${run.id}`).trim()).toBe(report.base_commit);
+    // Nothing changed: no run branch is left (issue 26).
+    expect(report.branch).toBeNull();
+    expect(git("branch", "--list", "runner/*").trim()).toBe("");
   });
 
   it("two workers change the same line: the first is merged, the second conflicts; the parent keeps the first's version, the second's branch is kept", async () => {

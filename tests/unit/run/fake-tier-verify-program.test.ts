@@ -74,7 +74,9 @@ describe("a verify or setup command that cannot run", () => {
     const events = eventsFile(run.directory);
     expect(eventData(events, "model_call.started")).toEqual([]);
     expect(eventData(events, "tool_call.started")).toEqual([]);
-    expect(git("log", "--format=%s", `runner/${run.id}`).trim().split("\n")).toEqual(["initial"]);
+    // Nothing was changed: the run leaves no branch (issue 26).
+    expect(report.branch).toBeNull();
+    expect(git("branch", "--list", "runner/*").trim()).toBe("");
   });
 
   it("a program that is there passes the check and the run goes on", async () => {

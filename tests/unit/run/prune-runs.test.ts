@@ -1,0 +1,101 @@
+/**
+ * `runner prune` (issue 26 item 10), without Docker: ended runs go with their
+ * branches when nothing would be lost (no branch, or merged); a branch with
+ * commits no other ref holds stays unless --force; a running run is never
+ * touched; --dry-run removes nothing; --merged and --older-than narrow it.
+ */
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it, vi } from "vitest";
+import { pruneCommand } from "../../../src/cli/prune-command.js";
+import { currentOwner } from "../../../src/process/process-owner.js";
+import { pruneRuns } from "../../../src/run/prune-runs.js";
+import { temporaryDirectory } from "../../helpers/git-repository.js";
+import { fakeRunner, toolCall, writeScriptedTask } from "../../helpers/fake-runner.js";
+
+const writes = (content: string) => ({ turns: [{ tool_calls: [toolCall("write_file", { path: "a.txt", content })] }, { content: "Done." }] });
+
+describe("pruneRuns", () => {
+  it("removes what is merged or has no branch, keeps unmerged work and running runs, and --force takes the unmerged too", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner();
+    const start = async (name: string, script: unknown) => {
+      const { task, git, repo } = writeScriptedTask(join(directory.path, name), { script, task: { name } });
+      const run = await fake.runner.start(task);
+      await run.result;
+      return { id: run.id, directory: run.directory, git, repo };
+    };
+    const unmerged = await start("unmerged", writes("kept\n"));
+    const unchanged = await start("unchanged", { turns: [{ content: "Nothing to change." }] });
+    const merged = await start("merged", writes("merged\n"));
+    merged.git("merge", "--ff-only", "-q", `runner/${merged.id}`);
+    // A run whose runner is alive (this process) and that has no report yet.
+    const live = join(fake.home, "runs", "20991231-000000-live");
+    mkdirSync(live, { recursive: true });
+    writeFileSync(
+      join(live, "run.json"),
+      JSON.stringify({
+        run_id: "20991231-000000-live",
+        owner: currentOwner(),
+        repository: merged.repo,
+        worktree: join(live, "worktree"),
+        branch: "runner/live",
+      }),
+    );
+
+    const planned = await pruneRuns(fake.home, { dryRun: true });
+    expect(planned).toEqual([
+      expect.objectContaining({ runId: unmerged.id, action: "kept", branches: [`runner/${unmerged.id}`], unmergedCommits: 1 }),
+      expect.objectContaining({ runId: unchanged.id, action: "remove", branches: [], reason: "no branch" }),
+      expect.objectContaining({ runId: merged.id, action: "remove", branches: [`runner/${merged.id}`], reason: "merged" }),
+      expect.objectContaining({ runId: "20991231-000000-live", action: "kept", reason: "still running" }),
+    ]);
+    expect(planned[0]!.reason).toMatch(/^1 commit on no other branch \(merge it, or --force removes it\)$/);
+    expect([unmerged, unchanged, merged].every((run) => existsSync(run.directory))).toBe(true);
+    expect(merged.git("branch", "--list", `runner/${merged.id}`).trim()).toBe(`runner/${merged.id}`);
+
+    // --merged lists only the runs merged into the checked-out branch (a run without a branch counts).
+    expect((await pruneRuns(fake.home, { dryRun: true, merged: true })).map((decision) => decision.runId)).toEqual([unchanged.id, merged.id]);
+    // --older-than: every run ended just now.
+    expect(await pruneRuns(fake.home, { olderThanMs: 7 * 86_400_000 })).toEqual([]);
+
+    const done = await pruneRuns(fake.home);
+    expect(done.map((decision) => [decision.runId, decision.action])).toEqual([
+      [unmerged.id, "kept"],
+      [unchanged.id, "removed"],
+      [merged.id, "removed"],
+      ["20991231-000000-live", "kept"],
+    ]);
+    expect(existsSync(unchanged.directory) || existsSync(merged.directory)).toBe(false);
+    expect(merged.git("branch", "--list", "runner/*").trim()).toBe("");
+    expect(existsSync(unmerged.directory)).toBe(true);
+    expect(unmerged.git("branch", "--list", "runner/*").trim()).toBe(`runner/${unmerged.id}`);
+    expect(existsSync(live)).toBe(true);
+
+    const forced = await pruneRuns(fake.home, { force: true });
+    expect(forced[0]).toMatchObject({ runId: unmerged.id, action: "removed", reason: "forced: 1 unmerged commits dropped" });
+    expect(unmerged.git("branch", "--list", "runner/*").trim()).toBe("");
+    expect(existsSync(unmerged.directory)).toBe(false);
+    expect(existsSync(live)).toBe(true);
+  });
+
+  it("runner prune --json prints one snake_case object per run; an --older-than it cannot read is refused, naming the flag", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner();
+    const { task } = writeScriptedTask(directory.path, { script: { turns: [{ content: "Nothing to change." }] }, task: { name: "unchanged" } });
+    const run = await fake.runner.start(task);
+    await run.result;
+    const printed: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => printed.push(String(chunk)) > 0);
+    try {
+      expect(await pruneCommand(fake.home, { json: true, dryRun: true, olderThan: "0d" })).toBe(0);
+    } finally {
+      write.mockRestore();
+    }
+    expect(printed.map((line) => JSON.parse(line) as unknown)).toEqual([
+      { run_id: run.id, branches: [], action: "remove", reason: "no branch", unmerged_commits: 0 },
+    ]);
+    expect(existsSync(run.directory)).toBe(true);
+    await expect(pruneCommand(fake.home, { olderThan: "a week" })).rejects.toThrow(/^--older-than: expected an age such as "7d"/);
+  });
+});
