@@ -9,6 +9,9 @@ import { RUN_FILES, writeAtomically } from "../run/run-store.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, StartOptions } from "../runner/runner.js";
 import { resolveRepository } from "../workspace/run-worktree.js";
+import { runPaths } from "../workspace/run-disk.js";
+import { writeRunLock } from "../run/run-lock.js";
+import { currentOwner } from "../process/process-owner.js";
 import { recordDeadLetters } from "./dead-letters.js";
 import { bundleHead, landBranch } from "./git-bundles.js";
 import { taskKey, wireTask, type TaskJob } from "./task-job.js";
@@ -103,7 +106,7 @@ export class NatsBatchRunner implements BatchRunner {
     const finished = this.until(key, (state) => state.result, cancelled.signal).then(
       async (result) => {
         runId = result.run_id ?? runId;
-        return this.materialize(result, runId, repository.root);
+        return this.materialize(result, runId, repository.root, task);
       },
       (error: unknown) => {
         if (error instanceof CancelledError) return cancelledReport(runId, task.name, error.message);
@@ -232,9 +235,11 @@ export class NatsBatchRunner implements BatchRunner {
    * its outcome. Never rejects for the worker's data: a branch that cannot be
    * made is the run's `error` (`branch_not_landed`), which the batch reports.
    */
-  private async materialize(result: TaskResult, runId: string, repositoryRoot: string): Promise<RunReport> {
+  private async materialize(result: TaskResult, runId: string, repositoryRoot: string, task: Task): Promise<RunReport> {
     const directory = join(this.home, "runs", runId);
     mkdirSync(directory, { recursive: true, mode: 0o700 });
+    // The task as this host sees it (its workspace is your repository): `runner batch verify` regrades from it.
+    writeAtomically(join(directory, RUN_FILES.task), `${JSON.stringify(task, null, 2)}\n`);
     const deliveries = result.attempts;
     if (!result.objects) {
       const report = { ...cancelledReport(runId, result.name, result.error ?? ""), status: result.status, reason: result.reason, deliveries } as RunReport;
@@ -260,6 +265,17 @@ export class NatsBatchRunner implements BatchRunner {
       }
     }
     writeAtomically(join(directory, RUN_FILES.report), `${JSON.stringify(report, null, 2)}\n`);
+    if (report.status !== "error" && workerReport.branch) {
+      // Where the run's branch is on this host, for `runner batch verify` (regrading here, in a fresh checkout of the commit).
+      writeRunLock(directory, {
+        run_id: runId,
+        owner: currentOwner(),
+        repository: repositoryRoot,
+        worktree: runPaths(directory).worktree,
+        branch: workerReport.branch,
+        ...(workerReport.base_commit ? { base_commit: workerReport.base_commit } : {}),
+      });
+    }
     return report;
   }
 }
