@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { rawSafeGit } from "../workspace/safe-git.js";
 
 /**
@@ -74,13 +74,19 @@ export async function bundleBranch(repositoryRoot: string, branch: string, base:
  * it is. Throws when git refuses (the branch exists at another commit).
  */
 export async function landBranch(repositoryRoot: string, branch: string, base: string, bundle: Uint8Array | null, scratch: string): Promise<void> {
-  const existing = await rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).then(
-    (output) => output.trim(),
-    () => null,
-  );
+  const headOf = () =>
+    rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).then(
+      (output) => output.trim(),
+      () => null,
+    );
+  // Two submitters of the same job land the same branch: the one that loses the ref lock finds it made.
+  const unlessMade = (target: string) => async (error: unknown) => {
+    if ((await headOf()) !== target) throw error;
+  };
+  const existing = await headOf();
   if (!bundle) {
     if (existing === base) return;
-    await rawSafeGit({ baseDirectory: repositoryRoot }, ["branch", "--no-track", branch, base]);
+    await rawSafeGit({ baseDirectory: repositoryRoot }, ["branch", "--no-track", branch, base]).catch(unlessMade(base));
     return;
   }
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
@@ -88,22 +94,11 @@ export async function landBranch(repositoryRoot: string, branch: string, base: s
   try {
     const file = join(directory, "branch.bundle");
     writeFileSync(file, bundle);
-    const head = (await rawSafeGit({ baseDirectory: repositoryRoot }, ["bundle", "list-heads", file, `refs/heads/${branch}`])).trim().split(" ")[0];
-    if (existing && existing === head) return;
-    await rawSafeGit({ baseDirectory: repositoryRoot }, [
-      "fetch",
-      "--quiet",
-      "--no-tags",
-      "--no-write-fetch-head",
-      file,
-      `refs/heads/${branch}:refs/heads/${branch}`,
-    ]);
+    const head = (await rawSafeGit({ baseDirectory: repositoryRoot }, ["bundle", "list-heads", file, `refs/heads/${branch}`])).trim().split(" ")[0]!;
+    if (existing === head) return;
+    const refspec = `refs/heads/${branch}:refs/heads/${branch}`;
+    await rawSafeGit({ baseDirectory: repositoryRoot }, ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", file, refspec]).catch(unlessMade(head));
   } finally {
     rmSync(directory, { recursive: true, force: true });
   }
-}
-
-/** Makes the parent directory of `path`. */
-export function ensureParent(path: string): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
 }

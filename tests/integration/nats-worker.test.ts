@@ -8,13 +8,15 @@
 import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runBatch } from "../../src/batch/run-batch.js";
 import { NatsBatchRunner } from "../../src/worker/nats-batch-runner.js";
 import { WorkQueue, type WorkQueueOptions } from "../../src/worker/work-queue.js";
-import { fakeRunner, fakeShell } from "../helpers/fake-runner.js";
+import { fakeRunner, fakeShell, toolCall, writeScriptedTask } from "../helpers/fake-runner.js";
+import { ROOT } from "../helpers/runner-cli.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { createBatch, junitCases, outcomes, startFakeWorker, writeBatchTasks } from "../helpers/nats-batch.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
@@ -40,6 +42,36 @@ async function pool(options: WorkQueueOptions = {}) {
       await connection.close();
     },
   };
+}
+
+/** A worker process (tests/helpers/nats-worker-child.ts) that SIGKILLs itself when an agent runs `dieAt`; `ready` resolves once it pulls. */
+function childWorker(home: string, poolName: string, dieAt: string) {
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "tests/helpers/nats-worker-child.ts"), home, cluster.url, poolName, dieAt], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = once(child, "exit").then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null, stderr }));
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stdout!.on("data", (chunk: Buffer) => chunk.toString().includes("ready") && resolve());
+    void exited.then((exit) => reject(new Error(`the worker exited before it was ready: ${JSON.stringify(exit)}`)));
+  });
+  return { child, ready, exited };
+}
+
+/** One task directory under `root`/`name` whose agent appends ok to out.txt, runs `command`, and stops; verify checks out.txt. */
+function writeTaskRunning(root: string, name: string, command: string): void {
+  writeScriptedTask(join(root, name), {
+    script: {
+      turns: [
+        { tool_calls: [toolCall("run_shell", { command: "echo ok >> out.txt" })] },
+        { tool_calls: [toolCall("run_shell", { command })] },
+        { content: "done" },
+      ],
+    },
+    task: { name, verify: { command: "grep -q ok out.txt", timeout_sec: 30 } },
+  });
 }
 
 describe("runner batch run --nats over workers", () => {
@@ -82,4 +114,112 @@ describe("runner batch run --nats over workers", () => {
       expect(runReport.head_commit).toBe(execFileSync("git", ["-C", repository, "rev-parse", `runner/${attempt.run_id}`], { encoding: "utf8" }).trim());
     }
   }, 240_000);
+
+  it("a resubmitted batch within the dedupe window starts no task twice: two submitters at once, and a third after", async () => {
+    await using input = temporaryDirectory("nats-dedupe-input-");
+    writeBatchTasks(input.path, 6);
+    await using queue = await pool();
+    const workers = await Promise.all([0, 1].map((index) => startFakeWorker(cluster.urls, queue.settings, { jobs: 3, name: `w${index}` })));
+    const submit = async () => {
+      const home = temporaryDirectory("nats-submitter-");
+      const directory = await createBatch(home.path, input.path);
+      const remote = await NatsBatchRunner.open(queue.queue, home.path);
+      try {
+        return { home, report: await runBatch(remote, directory, new AbortController().signal) };
+      } finally {
+        await remote.close();
+      }
+    };
+    const verifications = () => workers.reduce((sum, worker) => sum + worker.provider.commands.filter((command) => command.agentId === "verify").length, 0);
+    try {
+      const [first, second] = await Promise.all([submit(), submit()]);
+      const runIds = (report: typeof first.report) => report.tasks.map((task) => task.attempts.map((attempt) => attempt.run_id));
+      expect(runIds(second.report)).toEqual(runIds(first.report));
+      expect(outcomes(second.report)).toEqual(outcomes(first.report));
+      expect(verifications()).toBe(6);
+      const third = await submit();
+      expect(runIds(third.report)).toEqual(runIds(first.report));
+      expect(verifications()).toBe(6);
+      // Each submitter has the records of every run (copied from the object store) and the same report.json.
+      for (const submitter of [first, second, third]) {
+        for (const task of submitter.report.tasks) expect(existsSync(join(task.attempts[0]!.run_dir!, "events.jsonl"))).toBe(true);
+        await submitter.home[Symbol.asyncDispose]();
+      }
+    } finally {
+      await Promise.all(workers.map((worker) => worker.stop()));
+    }
+  }, 180_000);
+
+  it("a task that kills its worker every time reaches max_deliver and is reported error with each attempt's reason", async () => {
+    await using input = temporaryDirectory("nats-dead-input-");
+    writeTaskRunning(input.path, "crasher", "crash-the-worker");
+    await using queue = await pool({ ackWaitMs: 2_000, maxDeliver: 3 });
+    await using workerHome = temporaryDirectory("nats-child-home-");
+    await using submitter = temporaryDirectory("nats-submitter-");
+    const directory = await createBatch(submitter.path, input.path);
+    const remote = await NatsBatchRunner.open(queue.queue, submitter.path);
+    const batch = runBatch(remote, directory, new AbortController().signal);
+    try {
+      for (let delivery = 1; delivery <= 3; delivery++) {
+        const worker = childWorker(workerHome.path, queue.settings.pool!, "crash-the-worker");
+        expect((await worker.exited).signal).toBe("SIGKILL");
+      }
+      // A worker that pulls after the last delivery's ack_wait: JetStream then sends the max-deliveries advisory.
+      const last = childWorker(workerHome.path, queue.settings.pool!, "crash-the-worker");
+      const report = await batch;
+      last.child.kill("SIGTERM");
+      expect((await last.exited).code).toBe(0);
+      const task = report.tasks[0]!;
+      expect(task).toMatchObject({ status: "error", reason: "deliveries_exhausted" });
+      expect(task.error).toContain("max_deliver 3");
+      for (const delivery of [1, 2, 3])
+        expect(task.error).toMatch(new RegExp(`delivery ${delivery} \\(child-\\d+, run [\\w-]+\\): child-\\d+: its worker stopped answering`));
+      // Recorded once, and the dead task no longer waits in the queue.
+      const info = await queue.queue.manager.streams.info(queue.queue.tasksStream);
+      expect(info.state.messages).toBe(0);
+      expect(report.totals).toMatchObject({ tasks: 1, error: 1, runs: 1 });
+    } finally {
+      await remote.close();
+    }
+  }, 180_000);
+
+  it("kill -9 of a worker mid-task: another worker gets the task within ack_wait + a few seconds and finishes it; the dead worker's run is swept when it restarts", async () => {
+    await using input = temporaryDirectory("nats-kill-input-");
+    writeTaskRunning(input.path, "survivor", "crash-once");
+    await using queue = await pool({ ackWaitMs: 3_000 });
+    await using deadHome = temporaryDirectory("nats-child-home-");
+    await using submitter = temporaryDirectory("nats-submitter-");
+    const directory = await createBatch(submitter.path, input.path);
+    const remote = await NatsBatchRunner.open(queue.queue, submitter.path);
+    const batch = runBatch(remote, directory, new AbortController().signal);
+    let other: Awaited<ReturnType<typeof startFakeWorker>> | null = null;
+    try {
+      const dying = childWorker(deadHome.path, queue.settings.pool!, "crash-once");
+      expect((await dying.exited).signal).toBe("SIGKILL");
+      const diedAt = Date.now();
+      // The other worker answers crash-once like any unknown command (exit 127): the agent goes on.
+      other = await startFakeWorker(cluster.urls, queue.settings, { name: "survivor-worker" });
+      const report = await batch;
+      const task = report.tasks[0]!;
+      expect(task).toMatchObject({ status: "succeeded", reason: "verified" });
+      const runReport = JSON.parse(readFileSync(join(task.attempts[0]!.run_dir!, "report.json"), "utf8"));
+      expect(runReport.deliveries).toHaveLength(2);
+      expect(runReport.deliveries[0]).toMatchObject({ delivery: 1, worker: expect.stringMatching(/^child-/) });
+      expect(runReport.deliveries[0].reason).toContain("stopped answering");
+      expect(runReport.deliveries[1]).toMatchObject({ delivery: 2, worker: "survivor-worker", reason: null, run_id: task.attempts[0]!.run_id });
+      const redeliveredAfter = Date.parse(runReport.deliveries[1].started_at) - diedAt;
+      expect(redeliveredAfter).toBeLessThan(queue.settings.ackWaitMs! + 5_000);
+      // The dead worker's run: swept (committed, reported runner_died) when a worker starts again on its home.
+      const deadRun = runReport.deliveries[0].run_id as string;
+      expect(existsSync(join(deadHome.path, "runs", deadRun, "report.json"))).toBe(false);
+      const restarted = childWorker(deadHome.path, queue.settings.pool!, "never-run");
+      await restarted.ready;
+      expect(JSON.parse(readFileSync(join(deadHome.path, "runs", deadRun, "report.json"), "utf8"))).toMatchObject({ status: "error", reason: "runner_died" });
+      restarted.child.kill("SIGTERM");
+      expect((await restarted.exited).code).toBe(0);
+    } finally {
+      await remote.close();
+      await other?.stop();
+    }
+  }, 180_000);
 });
