@@ -12,7 +12,7 @@ import type { BatchReport } from "../../src/batch/batch-report.js";
 import { newRunId } from "../../src/run/run-id.js";
 import { TaskWorker } from "../../src/worker/task-worker.js";
 import { WorkQueue, type WorkQueueOptions } from "../../src/worker/work-queue.js";
-import { fakeRunner, fakeShell, fakeTierEnvironment, toolCall, writeScriptedTask } from "./fake-runner.js";
+import { fakeRunner, fakeShell, fakeTierEnvironment, toolCall, writeScriptedTask, type Gates } from "./fake-runner.js";
 
 /**
  * `count` task directories under `root` (`task-00`, …): each agent appends
@@ -70,15 +70,17 @@ export function junitCases(directory: BatchDirectory): string[] {
   );
 }
 
-/** An in-process worker on a fake-tier Runner of its own; `stop()` drains it and closes everything. */
+/** An in-process worker on a fake-tier Runner of its own (`gates` open its agents' `wait-for`s); `stop()` drains it and closes everything. */
 export async function startFakeWorker(
   servers: string[],
   queueOptions: WorkQueueOptions,
-  options: { jobs?: number; name?: string; environment?: NodeJS.ProcessEnv } = {},
+  options: { jobs?: number; name?: string; environment?: NodeJS.ProcessEnv; gates?: Gates } = {},
 ) {
-  const fake = await fakeRunner({ exec: fakeShell() });
+  const fake = await fakeRunner({ exec: fakeShell(options.gates) });
   const connection = await connect({ servers, maxReconnectAttempts: -1 });
-  const queue = await WorkQueue.open(connection, queueOptions);
+  const { onWait: _onWait, ...settings } = queueOptions;
+  const waits: string[] = [];
+  const queue = await WorkQueue.open(connection, { ...settings, onWait: (reason) => waits.push(reason) });
   const drain = new AbortController();
   const worker = new TaskWorker({
     queue,
@@ -93,6 +95,8 @@ export async function startFakeWorker(
     provider: fake.provider,
     queue,
     running,
+    /** Why this worker's calls waited (no leader, no quorum). */
+    waits,
     async stop() {
       drain.abort();
       await running;

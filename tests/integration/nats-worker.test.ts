@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runBatch } from "../../src/batch/run-batch.js";
 import { NatsBatchRunner } from "../../src/worker/nats-batch-runner.js";
 import { WorkQueue, type WorkQueueOptions } from "../../src/worker/work-queue.js";
-import { fakeRunner, fakeShell, toolCall, writeScriptedTask } from "../helpers/fake-runner.js";
+import { fakeRunner, fakeShell, Gates, toolCall, writeScriptedTask } from "../helpers/fake-runner.js";
 import { ROOT } from "../helpers/runner-cli.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { createBatch, junitCases, outcomes, startFakeWorker, writeBatchTasks } from "../helpers/nats-batch.js";
@@ -29,10 +29,10 @@ afterAll(async () => {
   await cluster?.close();
 });
 
-/** A pool of its own per test, with short timings; `dispose` deletes its streams, bucket and store. */
-async function pool(options: WorkQueueOptions = {}) {
+/** A pool of its own per test (on `on`, default the shared cluster), with short timings; `dispose` deletes its streams, bucket and store. */
+async function pool(options: WorkQueueOptions = {}, on: NatsCluster = cluster) {
   const settings: WorkQueueOptions = { pool: `t${randomUUID().slice(0, 8)}`, ackWaitMs: 3_000, maxDeliver: 3, redeliveryDelayMs: 200, ...options };
-  const connection = await connect({ servers: cluster.urls });
+  const connection = await connect({ servers: on.urls, maxReconnectAttempts: -1 });
   const queue = await WorkQueue.open(connection, settings);
   return {
     settings,
@@ -222,4 +222,89 @@ describe("runner batch run --nats over workers", () => {
       await other?.stop();
     }
   }, 180_000);
+
+  it("a task longer than 3 × ack_wait is not redelivered while its worker lives", async () => {
+    await using input = temporaryDirectory("nats-long-input-");
+    writeTaskRunning(input.path, "long", "wait-for long");
+    await using queue = await pool({ ackWaitMs: 1_500 });
+    const gates = new Gates();
+    const busy = await startFakeWorker(cluster.urls, queue.settings, { name: "busy", gates });
+    const idle = await startFakeWorker(cluster.urls, queue.settings, { name: "idle" });
+    await using submitter = temporaryDirectory("nats-submitter-");
+    const directory = await createBatch(submitter.path, input.path);
+    const remote = await NatsBatchRunner.open(queue.queue, submitter.path);
+    try {
+      const batch = runBatch(remote, directory, new AbortController().signal);
+      const leases = await queue.queue.keyValue.watch({ key: "lease.>" });
+      for await (const entry of leases) if (entry.operation === "PUT" && entry.json<{ attempts: { run_id: string | null }[] }>().attempts[0]?.run_id) break;
+      leases.stop();
+      // The run now waits at its gate for 3.5 × ack_wait: the worker's working() keeps the delivery its own.
+      await new Promise((resolve) => setTimeout(resolve, queue.settings.ackWaitMs! * 3.5));
+      const consumer = await queue.queue.manager.consumers.info(queue.queue.tasksStream, "workers");
+      expect(consumer.num_redelivered).toBe(0);
+      expect(consumer.num_ack_pending).toBe(1);
+      expect(idle.provider.commands).toHaveLength(0);
+      gates.open("long");
+      const report = await batch;
+      expect(report.tasks[0]).toMatchObject({ status: "succeeded", reason: "verified" });
+      const runReport = JSON.parse(readFileSync(join(report.tasks[0]!.attempts[0]!.run_dir!, "report.json"), "utf8"));
+      expect(runReport.deliveries).toEqual([expect.objectContaining({ delivery: 1, worker: "busy", reason: null })]);
+    } finally {
+      await remote.close();
+      await Promise.all([busy.stop(), idle.stop()]);
+    }
+  }, 120_000);
+});
+
+describe("a pool on a 3-node cluster that loses servers", () => {
+  it("the stream leader's server killed: work goes on after the election, nothing lost or run twice; two of three down: everyone waits, says why, and finishes after a restart", async () => {
+    await using three = await startNatsCluster(3);
+    await using input = temporaryDirectory("nats-failover-input-");
+    writeBatchTasks(input.path, 8);
+    // ack_wait longer than an election: a worker whose heartbeats wait for a leader keeps its task.
+    await using queue = await pool({ ackWaitMs: 15_000, waitForQuorumMs: 120_000 }, three);
+    const workers = await Promise.all([0, 1].map((index) => startFakeWorker(three.urls, queue.settings, { jobs: 2, name: `w${index}` })));
+    const verifications = () => workers.reduce((sum, worker) => sum + worker.provider.commands.filter((command) => command.agentId === "verify").length, 0);
+    const waits: string[] = [];
+    const submitterConnection = await connect({ servers: three.urls, maxReconnectAttempts: -1 });
+    const submitterQueue = await WorkQueue.open(submitterConnection, { ...queue.settings, onWait: (reason) => waits.push(reason) });
+    await using submitter = temporaryDirectory("nats-submitter-");
+    const remote = await NatsBatchRunner.open(submitterQueue, submitter.path);
+    try {
+      const streamInfo = await submitterQueue.manager.streams.info(submitterQueue.tasksStream);
+      expect(streamInfo.config.num_replicas).toBe(3);
+      const batch = runBatch(remote, await createBatch(submitter.path, input.path), new AbortController().signal);
+      // Once tasks are running, the tasks stream's leader goes.
+      const leases = await submitterQueue.keyValue.watch({ key: "lease.>" });
+      for await (const entry of leases) if (entry.operation === "PUT") break;
+      leases.stop();
+      const leader = (await submitterQueue.manager.streams.info(submitterQueue.tasksStream)).cluster?.leader;
+      const leaderIndex = Number(/^n(\d+)$/.exec(leader ?? "")?.[1]);
+      expect(Number.isInteger(leaderIndex)).toBe(true);
+      await three.stop(leaderIndex);
+      const report = await batch;
+      expect(report.totals).toMatchObject({ tasks: 8, succeeded: 6, failed: 2, error: 0 });
+      expect(verifications()).toBe(8);
+      await three.start(leaderIndex);
+
+      // Two of three down: no quorum. A new batch waits (saying why) and finishes once they are back.
+      await using more = temporaryDirectory("nats-failover-more-");
+      writeBatchTasks(more.path, 2, () => false);
+      const others = [0, 1, 2].filter((index) => index !== leaderIndex);
+      await Promise.all(others.map((index) => three.stop(index)));
+      const second = runBatch(remote, await createBatch(submitter.path, more.path), new AbortController().signal);
+      const told = await new Promise<string>((resolve) => {
+        const check = setInterval(() => waits.length > 0 && (clearInterval(check), resolve(waits[0]!)), 50);
+      });
+      expect(told).toMatch(/waiting for a JetStream leader \(a quorum of the cluster's servers\)/);
+      await Promise.all(others.map((index) => three.start(index)));
+      const secondReport = await second;
+      expect(secondReport.totals).toMatchObject({ tasks: 2, succeeded: 2, error: 0 });
+      expect(verifications()).toBe(10);
+    } finally {
+      await remote.close();
+      await Promise.all(workers.map((worker) => worker.stop()));
+      await submitterConnection.close();
+    }
+  }, 300_000);
 });
