@@ -6,7 +6,7 @@
  * records. The real CLI with real Docker is tests/e2e/nats-worker-cli.test.ts.
  */
 import { randomUUID } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
@@ -252,6 +252,52 @@ describe("runner batch run --nats over workers", () => {
     } finally {
       await remote.close();
       await Promise.all([busy.stop(), idle.stop()]);
+    }
+  }, 120_000);
+
+  it("secret_env values are never published: a worker without the variable refuses the task, naming it; one with it runs the task", async () => {
+    await using input = temporaryDirectory("nats-secret-input-");
+    writeTaskRunning(input.path, "secretive", "echo done >> log.txt");
+    const taskFile = join(input.path, "secretive", "task.yaml");
+    const document = JSON.parse(readFileSync(taskFile, "utf8"));
+    writeFileSync(taskFile, JSON.stringify({ ...document, sandbox: { ...document.sandbox, secret_env: ["DEPLOY_TOKEN"] } }));
+    const secret = `s3cr3t-${randomUUID()}`;
+    await using queue = await pool({ maxDeliver: 3, redeliveryDelayMs: 100 });
+    const without = await startFakeWorker(cluster.urls, queue.settings, { name: "no-secret" });
+    await using submitter = temporaryDirectory("nats-submitter-");
+    const directory = await createBatch(submitter.path, input.path);
+    const remote = await NatsBatchRunner.open(queue.queue, submitter.path);
+    process.env.DEPLOY_TOKEN = secret;
+    let holder: Awaited<ReturnType<typeof startFakeWorker>> | null = null;
+    try {
+      const batch = runBatch(remote, directory, new AbortController().signal);
+      const leases = await queue.queue.keyValue.watch({ key: "lease.>" });
+      for await (const entry of leases) if (entry.operation === "PUT" && entry.json<{ attempts: { reason: string | null }[] }>().attempts[0]?.reason) break;
+      leases.stop();
+      await without.stop();
+      holder = await startFakeWorker(cluster.urls, queue.settings, { name: "has-secret", environment: { DEPLOY_TOKEN: secret } });
+      const report = await batch;
+      expect(report.tasks[0]).toMatchObject({ status: "succeeded", reason: "verified" });
+      const runReport = JSON.parse(readFileSync(join(report.tasks[0]!.attempts[0]!.run_dir!, "report.json"), "utf8"));
+      expect(runReport.deliveries[0]).toMatchObject({ delivery: 1, worker: "no-secret", run_id: null });
+      expect(runReport.deliveries[0].reason).toContain("refused the task: DEPLOY_TOKEN not set in its environment");
+      expect(runReport.deliveries.at(-1)).toMatchObject({ worker: "has-secret", reason: null });
+      // Nothing the submitter published or the workers stored holds the value: the jobs, the bucket, the events.
+      const stored: string[] = [];
+      for (const stream of [queue.queue.tasksStream, queue.queue.eventsStream, `KV_runner_${queue.settings.pool}`]) {
+        const info = await queue.queue.manager.streams.info(stream);
+        for (let sequence = info.state.first_seq; sequence <= info.state.last_seq; sequence++) {
+          const message = await queue.queue.manager.streams.getMessage(stream, { seq: sequence }).catch(() => null);
+          if (message) stored.push(message.string());
+        }
+      }
+      expect(stored.length).toBeGreaterThan(3);
+      expect(stored.filter((text) => text.includes(secret))).toEqual([]);
+      expect(stored.some((text) => text.includes("DEPLOY_TOKEN"))).toBe(true);
+    } finally {
+      delete process.env.DEPLOY_TOKEN;
+      await remote.close();
+      await holder?.stop();
     }
   }, 120_000);
 });
