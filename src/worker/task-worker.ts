@@ -13,7 +13,7 @@ import { jobSchema, type TaskJob } from "./task-job.js";
 import type { Lease, LeaseAttempt, TaskResult, WorkQueue } from "./work-queue.js";
 
 /** The most one event message may hold (bytes); a larger envelope goes by reference to the run's events.jsonl object. */
-export const MAX_EVENT_MESSAGE_BYTES = 16 * 1024;
+const MAX_EVENT_MESSAGE_BYTES = 16 * 1024;
 
 /** What a {@link TaskWorker} runs on. */
 export interface TaskWorkerOptions {

@@ -10,6 +10,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
+import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runBatch } from "../../src/batch/run-batch.js";
@@ -20,6 +21,8 @@ import { ROOT } from "../helpers/runner-cli.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { createBatch, junitCases, outcomes, startFakeWorker, writeBatchTasks } from "../helpers/nats-batch.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
+
+const CHILD = fileURLToPath(new URL("../helpers/nats-worker-child.ts", import.meta.url));
 
 let cluster: NatsCluster;
 beforeAll(async () => {
@@ -46,7 +49,7 @@ async function pool(options: WorkQueueOptions = {}, on: NatsCluster = cluster) {
 
 /** A worker process (tests/helpers/nats-worker-child.ts) that SIGKILLs itself when an agent runs `dieAt`; `ready` resolves once it pulls. */
 function childWorker(home: string, poolName: string, dieAt: string) {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "tests/helpers/nats-worker-child.ts"), home, cluster.url, poolName, dieAt], {
+  const child = spawn(process.execPath, ["--import", "tsx", CHILD, home, cluster.url, poolName, dieAt], {
     cwd: ROOT,
     stdio: ["ignore", "pipe", "pipe"],
   });
