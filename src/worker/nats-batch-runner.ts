@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -52,6 +53,7 @@ export class NatsBatchRunner implements BatchRunner {
   private readonly bundles = new Map<string, Promise<void>>();
   private readonly stopped = new AbortController();
   private readonly background: Promise<unknown>[] = [];
+  private readonly instance = randomUUID();
 
   private constructor(
     private readonly queue: WorkQueue,
@@ -80,7 +82,9 @@ export class NatsBatchRunner implements BatchRunner {
   async startTask(task: Task, options: StartOptions = {}, slot?: { task: string; attempt: number }): Promise<RunHandle> {
     const wire = wireTask(task);
     const repository = await resolveRepository(task.workspacePath);
-    const bundle = `bundle/${repository.head}`;
+    // One name per submitter process: an object is never overwritten while a worker may read it (a reader of a
+    // replaced object's purged chunks would wait forever), and a duplicate job keeps the first submitter's bundle.
+    const bundle = `bundle/${repository.head}/${this.instance}`;
     await this.storeBundle(bundle, repository.root);
     const key = taskKey({ ...wire, base_commit: repository.head }, slot?.attempt ?? 1);
     const job: TaskJob = {

@@ -22,7 +22,7 @@ const taskJobSchema = z.object({
   task: z.record(z.string(), z.unknown()),
   /** The scripted model's script (YAML text) when `model.provider` is `scripted`. */
   script: z.string().nullable(),
-  /** The commit the run starts from, and the object holding a git bundle with it (`bundle/<commit>`). */
+  /** The commit the run starts from, and the object holding a git bundle with it (`bundle/<commit>/<submitter process>`). */
   base_commit: z.string().regex(/^[a-f0-9]{40,64}$/),
   bundle: z.string(),
   /** The submitting host and process, for the lease and the logs. */

@@ -191,7 +191,11 @@ export class TaskWorker {
     mkdirSync(scratch, { recursive: true, mode: 0o700 });
     let handle: RunHandle;
     try {
-      const bundle = await queue.getObject(job.bundle);
+      const bundle = await withDeadline(
+        queue.getObject(job.bundle),
+        BUNDLE_DEADLINE_MS,
+        `fetching the bundle ${job.bundle} took over ${BUNDLE_DEADLINE_MS / 1000} s`,
+      );
       if (!bundle) {
         await this.failDelivery(
           message,
@@ -336,6 +340,16 @@ export class TaskWorker {
     const failed = (await Promise.allSettled(pending)).filter((settled) => settled.status === "rejected").length;
     if (failed > 0) this.log(`run ${handle.id}: ${failed} event message(s) were not stored (the run's events.jsonl object has them all)`);
   }
+}
+
+/** How long fetching a base commit's bundle may take before the delivery counts as an infrastructure failure, ms. */
+const BUNDLE_DEADLINE_MS = 300_000;
+
+/** `work`, or a rejection with `message` once `ms` passed (the work itself goes on unobserved). */
+function withDeadline<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)));
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** The result of a task whose every delivery failed: `error`, `deliveries_exhausted`, and each attempt's reason. */

@@ -99,7 +99,7 @@ const CONSUMER = "workers";
  *   run's events, one envelope per message (≤ 16 KiB; a larger one by
  *   reference to the run's events.jsonl object).
  * - key-value bucket `runner_<pool>`: `lease.<key>` and `result.<key>`.
- * - object store `runner_<pool>`: `bundle/<commit>` (the submitter's base
+ * - object store `runner_<pool>`: `bundle/<commit>/<submitter>` (the submitters' base
  *   commits), `run/<run-id>/…` (the workers' records).
  */
 export class WorkQueue {
