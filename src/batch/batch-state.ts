@@ -42,6 +42,11 @@ export interface BatchOptions {
   summary: string | null;
   /** `--budget-usd`: no run starts once the batch's runs cost this much (USD, summed over report.json `cost_usd`); absent in older plans. */
   budget_usd?: number | null;
+  /**
+   * `--nats`, `--pool` (docs/scale-out.md): the tasks run on the pool's workers; `ack_wait_ms` and
+   * `max_deliver` as given (null: the pool's own). Absent or null: a local batch.
+   */
+  nats?: { servers: string[]; pool: string; ack_wait_ms: number | null; max_deliver: number | null } | null;
   /** `--deadline`: no run starts this long (ms) after this process started the batch (or resumed it); absent in older plans. */
   deadline_ms?: number | null;
 }

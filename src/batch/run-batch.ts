@@ -15,7 +15,8 @@ import { writeBatchReports } from "./write-reports.js";
 /** What a batch needs of a Runner (src/runner/runner.ts): one process, many runs. */
 export interface BatchRunner {
   readonly home: string;
-  startTask(task: Task, options?: StartOptions): Promise<RunHandle>;
+  /** `slot` names the batch's task id and attempt (1-based) the run is for: a runner on a queue keys its jobs by them. */
+  startTask(task: Task, options?: StartOptions, slot?: { task: string; attempt: number }): Promise<RunHandle>;
   resume(runId: string, options?: StartOptions): Promise<RunHandle>;
 }
 
@@ -179,7 +180,7 @@ export async function runBatch(runner: BatchRunner, directory: BatchDirectory, s
       }
       let handle: RunHandle;
       try {
-        handle = await runner.startTask(entry.task, { signal });
+        handle = await runner.startTask(entry.task, { signal }, { task: id, attempt });
       } catch (error) {
         if (signal.aborted) return;
         finish(id, attempt, next, null, outcomeOfStartFailure(error), null);

@@ -277,7 +277,12 @@ function durableName(name: string): string {
  * Runs `work` again while it fails transiently (no leader, no quorum, a reconnect), with backoff up to 2 s, until
  * `publishDeadlineMs` (default 120 s); says why once through `onWait`. Rethrows anything else, and the last failure.
  */
-async function whileTransient<T>(options: NatsEventBusOptions, what: string, work: () => Promise<T>, stopped: () => boolean = () => false): Promise<T> {
+export async function whileTransient<T>(
+  options: Pick<NatsEventBusOptions, "publishDeadlineMs" | "onWait">,
+  what: string,
+  work: () => Promise<T>,
+  stopped: () => boolean = () => false,
+): Promise<T> {
   const deadline = Date.now() + (options.publishDeadlineMs ?? 120_000);
   let told = false;
   for (let attempt = 0; ; attempt++) {
@@ -293,7 +298,7 @@ async function whileTransient<T>(options: NatsEventBusOptions, what: string, wor
 }
 
 /** Failures that end once the cluster has a leader again: timeouts, no responders (a stream without a leader yet reads as "jetstream is not enabled"), JetStream unavailable (503). */
-function isTransient(error: unknown): boolean {
+export function isTransient(error: unknown): boolean {
   const text = `${(error as { name?: string }).name ?? ""} ${(error as Error).message ?? ""} ${String((error as { code?: unknown }).code ?? "")}`;
   return /timeout|no responders|not enabled|503|unavailable|not available|leader|disconnect|reconnect/i.test(text);
 }

@@ -19,6 +19,7 @@ import { runnerHome } from "../runner/runner-home.js";
 import { Runner } from "../runner/runner.js";
 import { terminalSafe } from "../terminal-text.js";
 import { parseDuration } from "./exec-command.js";
+import { parseNatsFlags } from "../worker/nats-pool.js";
 
 /** Flags of `runner batch run` as commander parses them. */
 export interface RunFlags {
@@ -35,6 +36,10 @@ export interface RunFlags {
   json?: boolean;
   budgetUsd?: string;
   deadline?: string;
+  nats?: string;
+  pool?: string;
+  ackWait?: string;
+  maxDeliver?: string;
 }
 
 /** Flags of `runner batch prepare`. */
@@ -91,6 +96,8 @@ export async function batchPrepare(input: string, flags: PrepareFlags): Promise<
 export async function batchRun(input: string, flags: RunFlags, signal: AbortSignal): Promise<number> {
   const options = parseRunFlags(flags);
   const { discovered, selected } = await selectedTasks(input, options);
+  // On NATS every task is submitted at once: the workers' -j bounds what runs.
+  if (options.nats) options.jobs = Math.max(1, selected.length * options.attempts);
   const home = runnerHome();
   const plan: BatchPlan = {
     batch_id: newRunId(),
@@ -119,6 +126,21 @@ export async function batchResume(batchId: string, flags: { json?: boolean }, si
 async function execute(directory: BatchDirectory, batchId: string, home: string, json: boolean, signal: AbortSignal): Promise<number> {
   process.stdout.write(`batch ${batchId}\n`);
   const out = json ? process.stderr : process.stdout;
+  const nats = directory.readPlan().options.nats;
+  if (nats) {
+    // The workers have the Docker daemons and the images; this process only submits, waits and writes the reports.
+    const { openPool } = await import("../worker/nats-pool.js");
+    const { NatsBatchRunner } = await import("../worker/nats-batch-runner.js");
+    const log = (line: string) => process.stderr.write(`${terminalSafe(`nats: ${line}`)}\n`);
+    const { connection, queue } = await openPool(nats, "submitter", log);
+    const remote = await NatsBatchRunner.open(queue, home, log);
+    try {
+      return await runAndReport(remote, directory, json, signal, out);
+    } finally {
+      await remote.close();
+      await connection.drain().catch(() => connection.close());
+    }
+  }
   const provider = new DockerSandboxProvider({ egressNetwork: process.env.RUNNER_EGRESS_NETWORK });
   const runner = Runner.create({ home, sandboxProvider: provider, sharedRateLimits: true });
   // Images once, up front: a task whose image cannot be had ends `error` without a model call.
@@ -138,6 +160,18 @@ async function execute(directory: BatchDirectory, batchId: string, home: string,
       return runner.startTask(task, options);
     },
   };
+  return runAndReport(batchRunner, directory, json, signal, out);
+}
+
+/** Runs the batch on `batchRunner` with the progress view, and prints its table (or, with --json, its line); the batch's exit code. */
+async function runAndReport(
+  batchRunner: BatchRunner,
+  directory: BatchDirectory,
+  json: boolean,
+  signal: AbortSignal,
+  out: NodeJS.WritableStream,
+): Promise<number> {
+  const plan = directory.readPlan();
   const progress = new BatchProgressView((line) => out.write(`${line}\n`));
   progress.start(plan.tasks.length * plan.options.attempts);
   let report: BatchReport;
@@ -275,7 +309,26 @@ function parseRunFlags(flags: RunFlags): BatchOptions {
     summary: flags.summary ? resolve(flags.summary) : null,
     budget_usd: flags.budgetUsd === undefined ? null : usd(flags.budgetUsd),
     deadline_ms: flags.deadline === undefined ? null : parseDuration(flags.deadline, "--deadline"),
+    nats: natsOption(flags),
   };
+}
+
+/** `--nats` and its companions; ConfigError for a companion without it, or `--retries` with it (the queue redelivers: `--max-deliver`). */
+function natsOption(flags: RunFlags): BatchOptions["nats"] {
+  if (flags.nats === undefined) {
+    const stray = flags.ackWait !== undefined ? "--ack-wait" : flags.maxDeliver !== undefined ? "--max-deliver" : null;
+    if (stray) throw new ConfigError(`${stray}: only with --nats`);
+    return null;
+  }
+  if (flags.retries.trim() !== "0") {
+    throw new ConfigError("--retries: with --nats the pool redelivers a task after an infrastructure failure (--max-deliver); leave --retries at 0");
+  }
+  return parseNatsFlags({
+    nats: flags.nats,
+    ...(flags.pool ? { pool: flags.pool } : {}),
+    ...(flags.ackWait ? { ackWait: flags.ackWait } : {}),
+    ...(flags.maxDeliver ? { maxDeliver: flags.maxDeliver } : {}),
+  });
 }
 
 function usd(value: string): number {

@@ -31,6 +31,10 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .option("--junit <file>", "also write the JUnit XML there")
     .option("--summary <file>", "also write the markdown summary there (e.g. $GITHUB_STEP_SUMMARY)")
     .option("--json", "print the final report line as JSON: {batch_id, status, report}")
+    .option("--nats <urls>", "run the tasks on `runner worker`s of a NATS JetStream cluster: nats://host:port[,host:port…] (docs/scale-out.md)")
+    .option("--pool <name>", "with --nats: the workers' pool", "default")
+    .option("--ack-wait <seconds>", "with --nats, when this creates the pool: how long a silent worker keeps a task (default 60)")
+    .option("--max-deliver <n>", "with --nats, when this creates the pool: deliveries of a task before it is an error (default 3)")
     .addHelpText(
       "after",
       "\nExit codes: 0 the gate passes, 1 it does not, 2 bad input, 3 more errors than --max-errors (a broken task file or a missing image is its task's error and the others still run), 130 interrupted.",

@@ -8,6 +8,7 @@ import { RunnerError } from "../errors.js";
 import { terminalSafe } from "../terminal-text.js";
 import { agencyCommand } from "./agency-command.js";
 import { batchCommand } from "./batch-command.js";
+import { workerCommand } from "./worker-command.js";
 import { importCommand } from "./import-command.js";
 import { serveCommand } from "./serve-command.js";
 import { runnerHome } from "../runner/runner-home.js";
@@ -275,6 +276,13 @@ async function main(argv: string[]): Promise<number> {
   program.addCommand(agencyCommand(controller.signal, (code) => (exitCode = code)));
   program.addCommand(importCommand((code) => (exitCode = code)));
   program.addCommand(serveCommand(controller.signal, (code) => (exitCode = code)));
+  program.addCommand(
+    workerCommand(
+      controller.signal,
+      (code) => (exitCode = code),
+      (text) => (onInterrupt = text),
+    ),
+  );
 
   const policy = program.command("policy").description('validate and explain permission policies (docs/policies.md "Policies")');
   policy

@@ -358,6 +358,18 @@ export class Runner {
     return mergeRun(join(this.home, "runs", runId));
   }
 
+  /**
+   * Sweeps what runs of this RUNNER_HOME left when their runner died (their
+   * containers, networks and disks; their worktrees committed and removed once
+   * `ensureWorkspaceIdle` allows): the sweep the first start or resume does,
+   * done now. Once per Runner; later calls (and starts) wait for the same
+   * sweep. `runner worker` calls it at startup, so a worker killed with
+   * `kill -9` cleans up after itself when it comes back, before it takes a task.
+   */
+  async sweepLeftovers(): Promise<void> {
+    await this.prepareOnce(null);
+  }
+
   /** A budget needs prices: ConfigError naming `field` when the task's model has none (a cost the runner cannot know cannot stop it). */
   private checkBudgetPriced(task: Task, field: string): void {
     const pricing = pricingOf(task.model, configuredModelId(task.model, this.environment));

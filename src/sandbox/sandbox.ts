@@ -296,7 +296,12 @@ export interface NetworkEvent {
   reason?: string;
 }
 
-/** Creates sandboxes. `create` throws SandboxError when the backend cannot (no daemon, missing image). */
+/**
+ * Creates sandboxes. `create` throws SandboxError when the backend cannot (no daemon, missing image).
+ * Implemented by `DockerSandboxProvider` and, for tests, `HostDirectorySandboxProvider`; a Kubernetes
+ * provider (a task's sandbox as a pod claimed from a warm pool) would implement this interface too:
+ * its design, on paper only, is in docs/scale-out.md "A Kubernetes sandbox provider".
+ */
 export interface SandboxProvider {
   create(spec: SandboxSpec): Promise<Sandbox>;
   /**

@@ -20,6 +20,13 @@ describe("docs", () => {
     expect(paths.filter((path) => !existsSync(join(ROOT, path)))).toEqual([]);
   });
 
+  it("docs/scale-out.md names only files that exist", () => {
+    const text = readFileSync(join(ROOT, "docs/scale-out.md"), "utf8");
+    const paths = [...new Set(text.match(/\b(?:src|tests|bench)\/[\w./-]+\.ts\b/g) ?? [])];
+    expect(paths.length).toBeGreaterThan(3);
+    expect(paths.filter((path) => !existsSync(join(ROOT, path)))).toEqual([]);
+  });
+
   it("README.md and docs/ never point outside the repository", () => {
     const docs = readdirSync(join(ROOT, "docs"))
       .filter((name) => name.endsWith(".md"))
