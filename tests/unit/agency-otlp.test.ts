@@ -6,8 +6,7 @@
  * OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { otlpReceiver } from "../helpers/otlp-receiver.js";
 import { eventsFile, fakeRunner, fakeShell, writeScriptedTask } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { toolCall } from "../helpers/runner-cli.js";
@@ -17,58 +16,6 @@ import { AgencyDirectory } from "../../src/agency/agency-directory.js";
 import { invocationSpanId, workflowSpanId } from "../../src/agency/agency-event.js";
 import { exportRunTrace } from "../../src/agency/trace/otlp-export.js";
 import { parseTraceparent, runSpanId } from "../../src/events/trace-context.js";
-
-/** One span as OTLP/JSON carries it, attributes flattened to their values. */
-interface ReceivedSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId: string;
-  name: string;
-  kind: number;
-  attributes: Record<string, unknown>;
-  events: { name: string; attributes: Record<string, unknown> }[];
-  status: { code?: number };
-}
-
-type OtlpAttribute = { key: string; value: Record<string, unknown> };
-
-function flatten(attributes: OtlpAttribute[] | undefined): Record<string, unknown> {
-  return Object.fromEntries((attributes ?? []).map(({ key, value }) => [key, Object.values(value)[0]]));
-}
-
-/** An OTLP/HTTP receiver on 127.0.0.1 that keeps every span POSTed to /v1/traces (JSON bodies), with the headers it came with. */
-async function otlpReceiver(): Promise<{ url: string; spans: ReceivedSpan[]; headers: Record<string, unknown>[]; server: Server }> {
-  const spans: ReceivedSpan[] = [];
-  const headers: Record<string, unknown>[] = [];
-  const server = createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on("data", (chunk: Buffer) => chunks.push(chunk));
-    request.on("end", () => {
-      headers.push({ ...request.headers, path: request.url });
-      const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
-        resourceSpans: {
-          scopeSpans: {
-            spans: (Omit<ReceivedSpan, "attributes" | "events"> & { attributes: OtlpAttribute[]; events?: { name: string; attributes: OtlpAttribute[] }[] })[];
-          }[];
-        }[];
-      };
-      for (const resource of body.resourceSpans) {
-        for (const scope of resource.scopeSpans) {
-          for (const span of scope.spans) {
-            spans.push({
-              ...span,
-              attributes: flatten(span.attributes),
-              events: (span.events ?? []).map((event) => ({ name: event.name, attributes: flatten(event.attributes) })),
-            });
-          }
-        }
-      }
-      response.writeHead(200, { "content-type": "application/json" }).end("{}");
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, headers, server };
-}
 
 afterEach(() => {
   vi.unstubAllEnvs();
