@@ -22,7 +22,7 @@ export function workerCommand(signal: AbortSignal, exit: (code: number) => void,
   return new Command("worker")
     .exitOverride()
     .description("run tasks of a NATS JetStream pool, as `runner exec` would, until SIGTERM (docs/scale-out.md)")
-    .requiredOption("--nats <urls>", "the cluster: nats://host:port[,host:port…] (credentials: RUNNER_NATS_* variables)")
+    .requiredOption("--nats <urls>", "the cluster: nats://host:port[,host:port…] (credentials from the RUNNER_NATS_* variables)")
     .option("--pool <name>", "the pool whose tasks to run", "default")
     .option("-j, --jobs <n>", "tasks at once", "2")
     .option("--ack-wait <seconds>", "when this worker creates the pool: how long a silent worker keeps a task (default 60)")

@@ -241,14 +241,17 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
  * (`createDetachedWorktree`): for re-verifying a run's commit after its own
  * worktree is gone. `path` and `gitDirectory` are the recorded ones and may no
  * longer exist; nothing here reads them. Throws ConfigError when the
- * repository or the run branch is gone.
+ * repository is gone, or the run branch is and the run did not drop it
+ * (`branch_dropped`: it changed nothing, its commit is its base commit).
  */
 export async function recordedRepository(recorded: RecordedWorktree): Promise<RunWorktree> {
   const repository = await resolveRepository(recorded.repository);
   const branchHead = await rawSafeGit({ baseDirectory: repository.root }, ["rev-parse", "--verify", "--quiet", `refs/heads/${recorded.branch}^{commit}`]).catch(
     () => "",
   );
-  if (!branchHead.trim()) throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  // A run that changed nothing had its branch dropped at its end: its commit is its base commit.
+  const dropped = !branchHead.trim() && recorded.branch_dropped === true && recorded.base_commit !== undefined;
+  if (!branchHead.trim() && !dropped) throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
   return {
     repositoryRoot: repository.root,
     commonGitDirectory: repository.commonGitDirectory,

@@ -73,7 +73,8 @@ describe("examples/agency/fix-pipeline", () => {
 
     // show and events read the records.
     const shown = await runCli(["agency", "show", id!, "--json"], { RUNNER_HOME: home.path });
-    expect(JSON.parse(shown.stdout)).toEqual(report);
+    // The report, and the trace tree beside it (issue 22 item 8).
+    expect(JSON.parse(shown.stdout)).toMatchObject({ ...report, trace: expect.any(Object) });
     const events = await runCli(["agency", "events", id!, "--json", "--from", "0"], { RUNNER_HOME: home.path });
     const types = events.stdout
       .split("\n")

@@ -223,7 +223,8 @@ describe("the host commit is bounded in size and time (item 8)", () => {
       expect(run.report.commit!.timed_out).toBe(true);
       expect(run.report.verify).toBeNull();
       expect(run.report.head_commit).toBe(run.report.base_commit);
-      expect(pathsOn(repository.root, run.report.branch!)).toEqual(["app.txt"]);
+      // Nothing was committed, so no run branch is left behind (issue 26 item 10).
+      expect(run.report.branch).toBeNull();
     } finally {
       run.dispose();
     }

@@ -74,7 +74,7 @@ describe("NATS connection settings (src/worker/nats-connection.ts)", () => {
   it("takes nats:// seeds, comma-separated, and refuses credentials in the URL and other schemes, naming --nats", () => {
     expect(parseNatsServers("nats://a.example.com:4222, 127.0.0.1:4223")).toEqual(["nats://a.example.com:4222", "nats://127.0.0.1:4223"]);
     expect(() => parseNatsServers("http://a.example.com:80")).toThrow(/--nats: .* must be nats:\/\/host:port/);
-    expect(() => parseNatsServers("nats://user:pw@a.example.com:4222")).toThrow(/carries credentials; set RUNNER_NATS_USER/);
+    expect(() => parseNatsServers("nats://someone@a.example.com:4222")).toThrow(/carries credentials; set RUNNER_NATS_USER/);
     expect(() => parseNatsServers("nats://a.example.com")).toThrow(/must be nats:\/\/host:port/);
     expect(() => parseNatsServers(" , ")).toThrow(/--nats: expected/);
   });
