@@ -4,6 +4,7 @@ import type { Task } from "../config/load-task.js";
 import type { ChatMessage } from "../model/messages.js";
 import type { RunReport } from "../run/run-report.js";
 import { RUN_FILES } from "../run/run-store.js";
+import { redactorFor } from "../redaction/redactor.js";
 import { listRuns, readRunRecord, wholeToolResults } from "../runner/run-records.js";
 import { oneLine, terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { outcomeText } from "./run-summary.js";
@@ -67,9 +68,22 @@ export function showCommand(home: string, idOrPrefix: string, options: { full?: 
   }
   const patch = readText(join(run.directory, RUN_FILES.patch));
   out.push("", `== diff (${join(run.directory, RUN_FILES.patch)})`);
-  out.push(patch === null ? "(no patch.diff: the run has not finished)" : patch.trim() ? patch.trimEnd() : "(no changes)");
+  // The agent's work keeps what it wrote (patch.diff, the branch); on the terminal it is redacted like the records:
+  // credential shapes, and the values of the run's secret_env variables that this environment holds.
+  const redactor = redactorFor({ sandbox: { secret_env: recordedSecretEnv(run.directory) } }, process.env);
+  out.push(patch === null ? "(no patch.diff: the run has not finished)" : patch.trim() ? redactor.redact(patch.trimEnd()) : "(no changes)");
   process.stdout.write(`${out.map(terminalSafe).join("\n")}\n`);
   return 0;
+}
+
+/** The run's `sandbox.secret_env` names from its task.json; none when it is missing or damaged. */
+function recordedSecretEnv(directory: string): string[] {
+  try {
+    const names = (JSON.parse(readText(join(directory, RUN_FILES.task)) ?? "{}") as { sandbox?: { secret_env?: unknown } }).sandbox?.secret_env;
+    return Array.isArray(names) ? names.filter((name): name is string => typeof name === "string") : [];
+  } catch {
+    return [];
+  }
 }
 
 /**

@@ -118,8 +118,9 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
     }
     expect(report.final_message).toBe("Done; the token was [REDACTED] and [REDACTED:github-token].");
 
-    // `runner show` prints the recorded transcript: redacted too.
-    const shown = await runCli(["show", String(report.run_id)], { RUNNER_HOME: home.path });
+    // `runner show` prints the recorded transcript, redacted too, and the diff, redacted as the run's records are
+    // (in the shell that ran it: the secret_env values are the ones it holds).
+    const shown = await runCli(["show", String(report.run_id)], { RUNNER_HOME: home.path, MY_SECRET: secret, MY_QUOTED_SECRET: quotedSecret });
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toContain("secret=[REDACTED]");
     for (const value of [secret, quotedCore, openaiToken, githubToken]) expect(shown.stdout).not.toContain(value);
