@@ -154,6 +154,7 @@ describe("runner completion", () => {
       "batch",
       "completion",
       "config",
+      "continue",
       "exec",
       "image",
       "import",
@@ -161,10 +162,12 @@ describe("runner completion", () => {
       "logs",
       "mcp",
       "policy",
+      "prune",
       "resume",
       "runs",
       "serve",
       "show",
+      "worker",
     ]);
     expect(ex).toEqual(["exec"]);
     expect(execOptions).toEqual(["--max-cost", "--max-steps", "--merge", "--model"]);

@@ -59,6 +59,11 @@ function recordRun(home: string, id: string, options: { finished?: boolean } = {
   });
   journal.append({ type: "tool_result", agent_id: "main", step: 0, key: "main/0/call_2", tool_call_id: "call_2", content: SHORT_RESULT, is_error: false });
   emit({ type: "tool_call.started", data: { agent_id: "main", step: 0, tool_call_id: "call_1", name: "run_shell", arguments: '{"command":"seq 30"}' } });
+  // The live view prints a call's line when it ends, with its outcome.
+  emit({
+    type: "tool_call.finished",
+    data: { agent_id: "main", step: 0, tool_call_id: "call_1", name: "run_shell", is_error: false, duration_ms: 5, result_preview: "1", details: { exit_code: 0 } },
+  });
   const finish = () => {
     journal.append({ type: "message", agent_id: "main", message: messages[5]!, step: 1 });
     journal.close();
@@ -128,7 +133,7 @@ describe("runner logs", () => {
     const human = await runCli(["logs", "20260101-000000-logs01"], { RUNNER_HOME: home.path });
     expect(human.code, human.stderr).toBe(0);
     expect(human.stdout).toMatch(/^\[ +0\.0s\] run 20260101-000000-logs01 {2}task records {2}branch runner\/20260101-000000-logs01$/m);
-    expect(human.stdout).toMatch(/^\[ +0\.0s\] step 1 run_shell \{"command":"seq 30"\}$/m);
+    expect(human.stdout).toMatch(/^\[ +0\.0s\] step 1 run_shell seq 30 → exit 0/m);
     const json = await runCli(["logs", "--json", "2026"], { RUNNER_HOME: home.path });
     expect(json.code, json.stderr).toBe(0);
     expect(json.stdout).toBe(readFileSync(store.path("events"), "utf8"));
@@ -138,9 +143,13 @@ describe("runner logs", () => {
     await using home = temporaryDirectory();
     const { emit, finish } = recordRun(home.path, "20260101-000000-logs02", { finished: false });
     const following = startCli(["logs", "-f", "20260101-000000-logs02"], { RUNNER_HOME: home.path });
-    await waitFor("the recorded lines", () => following.output().stdout.includes('step 1 run_shell {"command":"seq 30"}'), { process: following });
+    await waitFor("the recorded lines", () => following.output().stdout.includes("step 1 run_shell seq 30 → exit 0"), { process: following });
     emit({ type: "tool_call.started", data: { agent_id: "main", step: 1, tool_call_id: "call_3", name: "read_file", arguments: '{"path":"later.txt"}' } });
-    await waitFor("a line written after logs -f started", () => following.output().stdout.includes('step 2 read_file {"path":"later.txt"}'), {
+    emit({
+      type: "tool_call.finished",
+      data: { agent_id: "main", step: 1, tool_call_id: "call_3", name: "read_file", is_error: false, duration_ms: 2, result_preview: "x", details: {} },
+    });
+    await waitFor("a line written after logs -f started", () => following.output().stdout.includes("step 2 read_file later.txt"), {
       process: following,
     });
     expect(following.exited).toBeNull();
@@ -160,7 +169,9 @@ describe("runner logs", () => {
     ).toEqual([
       "dev.agent-runner.run.started.v1",
       "dev.agent-runner.tool_call.started.v1",
+      "dev.agent-runner.tool_call.finished.v1",
       "dev.agent-runner.tool_call.started.v1",
+      "dev.agent-runner.tool_call.finished.v1",
       "dev.agent-runner.run.finished.v1",
     ]);
   });
