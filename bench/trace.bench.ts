@@ -134,6 +134,7 @@ for (let index = 0; index < invocationCount; index += 1) {
     duration_ms: 90_000,
     commit: null,
     merged: true,
+    output: null,
   });
   runs.set(
     `r${index}`,

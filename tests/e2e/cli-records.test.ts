@@ -62,7 +62,16 @@ function recordRun(home: string, id: string, options: { finished?: boolean } = {
   // The live view prints a call's line when it ends, with its outcome.
   emit({
     type: "tool_call.finished",
-    data: { agent_id: "main", step: 0, tool_call_id: "call_1", name: "run_shell", is_error: false, duration_ms: 5, result_preview: "1", details: { exit_code: 0 } },
+    data: {
+      agent_id: "main",
+      step: 0,
+      tool_call_id: "call_1",
+      name: "run_shell",
+      is_error: false,
+      duration_ms: 5,
+      result_preview: "1",
+      details: { exit_code: 0 },
+    },
   });
   const finish = () => {
     journal.append({ type: "message", agent_id: "main", message: messages[5]!, step: 1 });

@@ -146,6 +146,7 @@ describe("the trace tree of records", () => {
       duration_ms: 1000,
       commit: null,
       merged: null,
+      output: null,
     };
     const log = [
       stored(0, { type: "task.ready", id: "e0", span: root, source: "agent-runner://agencies/a1/outside" }),

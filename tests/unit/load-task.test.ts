@@ -87,7 +87,10 @@ describe("loadTaskFile", () => {
   it("reports cross-field problems together: missing workspace and script, bad allow-list entries", async () => {
     await using directory = temporaryDirectory();
     const problems = problemsOf(
-      writeTask(directory.path, "name: t\ninstruction: x\nworkspace: ./nope\nmodel: { provider: scripted }\nsandbox: { network: { allow: [packages.example.com] } }\n"),
+      writeTask(
+        directory.path,
+        "name: t\ninstruction: x\nworkspace: ./nope\nmodel: { provider: scripted }\nsandbox: { network: { allow: [packages.example.com] } }\n",
+      ),
     );
     expect(problems.map((problem) => problem.path).sort()).toEqual(["model.script", "workspace"]);
     const network = problemsOf(
