@@ -43,29 +43,32 @@ describe("pruneRuns", () => {
       }),
     );
 
+    // Decisions come in run id order; runs made in the same second order by their random suffix, so look them up by id.
     const planned = await pruneRuns(fake.home, { dryRun: true });
-    expect(planned).toEqual([
-      expect.objectContaining({ runId: unmerged.id, action: "kept", branches: [`runner/${unmerged.id}`], unmergedCommits: 1 }),
-      expect.objectContaining({ runId: unchanged.id, action: "remove", branches: [], reason: "no branch" }),
-      expect.objectContaining({ runId: merged.id, action: "remove", branches: [`runner/${merged.id}`], reason: "merged" }),
-      expect.objectContaining({ runId: "20991231-000000-live", action: "kept", reason: "still running" }),
-    ]);
-    expect(planned[0]!.reason).toMatch(/^1 commit on no other branch \(merge it, or --force removes it\)$/);
+    const plan = new Map(planned.map((decision) => [decision.runId, decision]));
+    expect(planned).toHaveLength(4);
+    expect(plan.get(unmerged.id)).toMatchObject({ action: "kept", branches: [`runner/${unmerged.id}`], unmergedCommits: 1 });
+    expect(plan.get(unchanged.id)).toMatchObject({ action: "remove", branches: [], reason: "no branch" });
+    expect(plan.get(merged.id)).toMatchObject({ action: "remove", branches: [`runner/${merged.id}`], reason: "merged" });
+    expect(plan.get("20991231-000000-live")).toMatchObject({ action: "kept", reason: "still running" });
+    expect(plan.get(unmerged.id)!.reason).toMatch(/^1 commit on no other branch \(merge it, or --force removes it\)$/);
     expect([unmerged, unchanged, merged].every((run) => existsSync(run.directory))).toBe(true);
     expect(merged.git("branch", "--list", `runner/${merged.id}`).trim()).toBe(`runner/${merged.id}`);
 
     // --merged lists only the runs merged into the checked-out branch (a run without a branch counts).
-    expect((await pruneRuns(fake.home, { dryRun: true, merged: true })).map((decision) => decision.runId)).toEqual([unchanged.id, merged.id]);
+    expect((await pruneRuns(fake.home, { dryRun: true, merged: true })).map((decision) => decision.runId).sort()).toEqual([unchanged.id, merged.id].sort());
     // --older-than: every run ended just now.
     expect(await pruneRuns(fake.home, { olderThanMs: 7 * 86_400_000 })).toEqual([]);
 
     const done = await pruneRuns(fake.home);
-    expect(done.map((decision) => [decision.runId, decision.action])).toEqual([
-      [unmerged.id, "kept"],
-      [unchanged.id, "removed"],
-      [merged.id, "removed"],
-      ["20991231-000000-live", "kept"],
-    ]);
+    expect(new Map(done.map((decision) => [decision.runId, decision.action]))).toEqual(
+      new Map([
+        [unmerged.id, "kept"],
+        [unchanged.id, "removed"],
+        [merged.id, "removed"],
+        ["20991231-000000-live", "kept"],
+      ]),
+    );
     expect(existsSync(unchanged.directory) || existsSync(merged.directory)).toBe(false);
     expect(merged.git("branch", "--list", "runner/*").trim()).toBe("");
     expect(existsSync(unmerged.directory)).toBe(true);
@@ -73,7 +76,7 @@ describe("pruneRuns", () => {
     expect(existsSync(live)).toBe(true);
 
     const forced = await pruneRuns(fake.home, { force: true });
-    expect(forced[0]).toMatchObject({ runId: unmerged.id, action: "removed", reason: "forced: 1 unmerged commits dropped" });
+    expect(forced.find((decision) => decision.runId === unmerged.id)).toMatchObject({ action: "removed", reason: "forced: 1 unmerged commits dropped" });
     expect(unmerged.git("branch", "--list", "runner/*").trim()).toBe("");
     expect(existsSync(unmerged.directory)).toBe(false);
     expect(existsSync(live)).toBe(true);
