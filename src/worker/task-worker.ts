@@ -327,17 +327,23 @@ export class TaskWorker {
   private async publishEvents(handle: RunHandle): Promise<void> {
     const queue = this.options.queue;
     const subject = queue.eventsSubject(handle.id);
-    const pending: Promise<unknown>[] = [];
+    // Each publish is observed at once (a rejection while the run goes on is counted, never left unhandled).
+    const pending: Promise<boolean>[] = [];
     let sequence = 0;
     for await (const envelope of handle.events()) {
       let payload = JSON.stringify(envelope);
       if (Buffer.byteLength(payload) > MAX_EVENT_MESSAGE_BYTES) {
         payload = JSON.stringify({ reference: `run/${handle.id}/events.jsonl`, sequence, id: envelope.id, type: envelope.type });
       }
-      pending.push(queue.client.publish(subject, payload, { msgID: `${handle.id}-${sequence}` }));
+      pending.push(
+        queue.client.publish(subject, payload, { msgID: `${handle.id}-${sequence}` }).then(
+          () => true,
+          () => false,
+        ),
+      );
       sequence += 1;
     }
-    const failed = (await Promise.allSettled(pending)).filter((settled) => settled.status === "rejected").length;
+    const failed = (await Promise.all(pending)).filter((stored) => !stored).length;
     if (failed > 0) this.log(`run ${handle.id}: ${failed} event message(s) were not stored (the run's events.jsonl object has them all)`);
   }
 }
