@@ -231,7 +231,8 @@ async function importInstance(instance: SweBenchInstance, options: SweBenchImpor
     `${JSON.stringify({ source: "swe-bench", instance_id: id, repo: instance.repo, base_commit: instance.base_commit, version: instance.version }, null, 2)}\n`,
   );
   const notes: string[] = [];
-  if (!image) notes.push(`image ${DEFAULT_SANDBOX_IMAGE}: the harness's environment for ${instance.repo} ${instance.version} needs PyPI; give --image`);
+  if (!image)
+    notes.push(`image ${DEFAULT_SANDBOX_IMAGE}: the harness's environment for ${instance.repo} ${instance.version} needs a Python package index; give --image`);
   if (!known) notes.push(`${instance.repo} is not a harness repository: tests run with \`${PYTEST}\`, read as pytest -rA`);
   return { id, converted: true, directory, notes };
 }

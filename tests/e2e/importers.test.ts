@@ -4,7 +4,7 @@
  * Python repository with a clone layout; Harbor and Terminal-Bench 1 task dirs
  * whose images build FROM the default sandbox image, so nothing is pulled),
  * then `runner batch run` with the scripted model, then `runner batch
- * export-predictions`. The image's own pytest runs the tests: no PyPI.
+ * export-predictions`. The image's own pytest runs the tests: no package index.
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -107,7 +107,7 @@ describe("imported benchmark tasks (real CLI, real Docker)", () => {
     const tasks = join(root, "tasks");
     const swe = await runCli(["import", "swe-bench", join(root, "instances.jsonl"), "--repos", join(root, "repos"), "--out", join(tasks, "swe")], environment);
     expect(swe.code, swe.stdout + swe.stderr).toBe(0);
-    expect(swe.stdout).toMatch(/^acme__calc-1: converted -> .*needs PyPI; give --image/m);
+    expect(swe.stdout).toMatch(/^acme__calc-1: converted -> .*needs a Python package index; give --image/m);
     useScript(join(tasks, "swe", "acme__calc-1"), fixWith("return a + b"));
     // A worker subagent would be verified with the task's verify command and show the agent its output: not even offered.
     const wrong = fixWith("return a * b");

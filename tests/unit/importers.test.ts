@@ -87,7 +87,7 @@ describe("runner import swe-bench (offline, real git)", () => {
     const lines = byId(await importSweBench(file, { repos, out: join(root, "tasks") }));
     expect(lines["acme__calc-1"]).toMatchObject({ converted: true });
     expect(lines["acme__calc-2"]).toMatchObject({ converted: true });
-    expect(formatImportLine(lines["acme__calc-1"]!)).toMatch(/needs PyPI; give --image/);
+    expect(formatImportLine(lines["acme__calc-1"]!)).toMatch(/needs a Python package index; give --image/);
     expect(formatImportLine(lines["acme__calc-4"]!)).toBe("acme__calc-4: cannot convert: test_patch changes no file (no `diff --git a/... b/...` header)");
     expect(formatImportLine(lines["other__lib-1"]!)).toMatch(/cannot convert: no clone of other\/lib .*other__lib\/ or other\/lib\//);
     expect(formatImportLine(lines["acme__calc-3"]!)).toMatch(/cannot convert: base_commit 0{40} could not be had/);
@@ -131,7 +131,7 @@ describe("runner import swe-bench (offline, real git)", () => {
     const second = git(join(repos, "acme__calc"), "rev-parse", "HEAD");
     writeFileSync(join(root, "i.jsonl"), instance({ instance_id: "acme__calc-9", base_commit: second }));
     const [line] = await importSweBench(join(root, "i.jsonl"), { repos, out: join(root, "tasks"), image: "example/sweb.eval.{instance_id}:v1", shallow: true });
-    // An image given: no note about PyPI; a repository the harness does not know is run with pytest, and the line says so.
+    // An image given: no note about a package index; a repository the harness does not know is run with pytest, and the line says so.
     expect(line).toMatchObject({ converted: true, notes: [expect.stringMatching(/^acme\/calc is not a harness repository: tests run with `pytest/)] });
     const task = loadTaskFile(join(root, "tasks", "acme__calc-9", "task.yaml"));
     expect(task.sandbox.image).toBe("example/sweb.eval.acme_1776_calc-9:v1");
