@@ -89,6 +89,18 @@ export function parseUsd(value: string, flag: string): number {
   return usd;
 }
 
+/** The limits `runner resume` and `runner continue` give a new attempt: `--max-steps`, `--max-cost` (USD), `--timeout` (s); ConfigError naming the flag. */
+function attemptLimits(options: { maxSteps?: string; maxCost?: string; timeout?: string }): { maxSteps?: number; maxCostUsd?: number; timeoutSec?: number } {
+  const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
+  const maxCostUsd = options.maxCost === undefined ? undefined : parseUsd(options.maxCost, "--max-cost");
+  const timeoutSec = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout") / 1000;
+  return {
+    ...(maxSteps ? { maxSteps } : {}),
+    ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
+    ...(timeoutSec === undefined ? {} : { timeoutSec }),
+  };
+}
+
 /**
  * `runner resume <run-id>`: continue an interrupted, crashed or errored run
  * (same branch, a new container, the persisted conversation); returns the exit code.
@@ -98,16 +110,12 @@ export async function resumeCommand(
   options: { json?: boolean; maxSteps?: string; maxCost?: string; timeout?: string; outputLastMessage?: string },
   signal: AbortSignal,
 ): Promise<number> {
-  const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
-  const maxCostUsd = options.maxCost === undefined ? undefined : parseUsd(options.maxCost, "--max-cost");
-  const timeoutSec = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout") / 1000;
+  const limits = attemptLimits(options);
   const runner = Runner.create({ home: runnerHome() });
   const view = options.json ? null : new ProgressView();
   const run = await runner.resume(idOrPrefix, {
     signal,
-    ...(maxSteps ? { maxSteps } : {}),
-    ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
-    ...(timeoutSec === undefined ? {} : { timeoutSec }),
+    ...limits,
     ...terminalApprovals(view),
     ...streamedText(view),
   });
@@ -127,16 +135,12 @@ export async function continueCommand(
   options: { json?: boolean; maxSteps?: string; maxCost?: string; timeout?: string; merge?: boolean; outputLastMessage?: string },
   signal: AbortSignal,
 ): Promise<number> {
-  const maxSteps = options.maxSteps ? positiveInteger(options.maxSteps, "--max-steps") : undefined;
-  const maxCostUsd = options.maxCost === undefined ? undefined : parseUsd(options.maxCost, "--max-cost");
-  const timeoutSec = options.timeout === undefined ? undefined : parseDuration(options.timeout, "--timeout") / 1000;
+  const limits = attemptLimits(options);
   const runner = Runner.create({ home: runnerHome() });
   const view = options.json ? null : new ProgressView();
   const run = await runner.continue(idOrPrefix, message, {
     signal,
-    ...(maxSteps ? { maxSteps } : {}),
-    ...(maxCostUsd === undefined ? {} : { maxCostUsd }),
-    ...(timeoutSec === undefined ? {} : { timeoutSec }),
+    ...limits,
     ...(options.merge ? { merge: true } : {}),
     ...terminalApprovals(view),
     ...streamedText(view),
