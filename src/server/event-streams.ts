@@ -50,7 +50,6 @@ function messageOf(envelope: StreamedEvent, sequence: number): Buffer {
  */
 export function runEventStream(context: Context, events: AsyncIterable<StreamedEvent>, from: number): Response {
   const iterator = events[Symbol.asyncIterator]();
-  const encoder = new TextEncoder();
   let sequence = from;
   let pending: Promise<IteratorResult<StreamedEvent>> | null = null;
   let keepalive: ReturnType<typeof setInterval> | undefined;
@@ -62,14 +61,7 @@ export function runEventStream(context: Context, events: AsyncIterable<StreamedE
   };
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      controller.enqueue(encoder.encode(`retry: ${RETRY_MS}\n\n`));
-      keepalive = setInterval(() => {
-        try {
-          controller.enqueue(encoder.encode(": keepalive\n\n"));
-        } catch {
-          clearInterval(keepalive);
-        }
-      }, KEEPALIVE_MS);
+      keepalive = openSseStream(controller);
     },
     async pull(controller) {
       let result = await next();
@@ -104,6 +96,24 @@ export function runEventStream(context: Context, events: AsyncIterable<StreamedE
 }
 
 /**
+ * Opens an SSE body: the client's reconnect delay (`retry`, {@link RETRY_MS})
+ * and a comment every {@link KEEPALIVE_MS} so proxies keep the connection;
+ * returns the keepalive timer, which stops itself once the stream is closed.
+ */
+function openSseStream(controller: ReadableStreamDefaultController<Uint8Array>): ReturnType<typeof setInterval> {
+  const encoder = new TextEncoder();
+  controller.enqueue(encoder.encode(`retry: ${RETRY_MS}\n\n`));
+  const keepalive = setInterval(() => {
+    try {
+      controller.enqueue(encoder.encode(": keepalive\n\n"));
+    } catch {
+      clearInterval(keepalive);
+    }
+  }, KEEPALIVE_MS);
+  return keepalive;
+}
+
+/**
  * A run's events as Server-Sent Events from its {@link SharedFrames} (a run
  * this server runs): the same messages as {@link runEventStream}, read from
  * the one frame log every client of the run shares. A pull takes what is
@@ -117,14 +127,7 @@ export function sharedFrameStream(context: Context, frames: SharedFrames, from: 
   let keepalive: ReturnType<typeof setInterval> | undefined;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      controller.enqueue(encoder.encode(`retry: ${RETRY_MS}\n\n`));
-      keepalive = setInterval(() => {
-        try {
-          controller.enqueue(encoder.encode(": keepalive\n\n"));
-        } catch {
-          clearInterval(keepalive);
-        }
-      }, KEEPALIVE_MS);
+      keepalive = openSseStream(controller);
     },
     async pull(controller) {
       for (;;) {
