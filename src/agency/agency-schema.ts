@@ -150,12 +150,21 @@ export const agencyFileSchema = z.strictObject({
   workspace: z.string().min(1).default("."),
   /** A directory of agent files (every *.yaml / *.yml), relative to agency.yaml; or, from the library, the agent files' objects. */
   agents: z.union([z.string().min(1), z.array(z.record(z.string(), z.unknown())).min(1)]).default("./agents"),
+  /**
+   * `file` (the embedded bus in the agency's records) or `nats://host:port[,host:port…]` (a JetStream stream per
+   * agency; the agents' invocations then run on the `runner worker`s of `pool`, docs/scale-out.md).
+   */
   bus: z
     .string()
-    .refine((bus) => bus === "file", {
-      message: "only the embedded bus is built: bus: file (nats://… comes with the distributed backend)",
+    .refine((bus) => bus === "file" || /^(nats|tls):\/\/[^\s]+$/.test(bus), {
+      message: "expected file (the embedded bus) or nats://host:port[,host:port…] (a NATS JetStream cluster)",
     })
     .default("file"),
+  /** With a `nats://` bus: the pool of `runner worker --pool NAME` whose workers run the invocations. */
+  pool: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, "expected a pool name of letters, digits, _ and - (like `runner worker --pool NAME`)")
+    .default("default"),
   /** Global project context every agent reads with `read_context`. */
   context: z.record(z.string(), z.unknown()).default({}),
   start: z.array(startEvent).default([]),

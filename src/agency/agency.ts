@@ -121,6 +121,9 @@ async function launch(
   { signal, approvals, clock }: Pick<AgencyOptions, "signal" | "approvals" | "clock">,
 ): Promise<AgencyHandle> {
   let bus: FileEventBus;
+  if (record.definition.bus !== "file") {
+    throw new ConfigError(`agency ${record.agency_id}: bus: ${record.definition.bus}: the NATS bus is not built yet; use bus: file`);
+  }
   try {
     bus = await FileEventBus.open(directory.busDirectory);
   } catch (error) {

@@ -50,14 +50,14 @@ describe("agency and agent files", () => {
         first: { triggers: ["task.ready"], turns: [], capabilities: ["read_file", "teleport"], emits: ["agency.hijack"], policies: { max_concurency: 2 } },
         second: { triggers: ["Bad Trigger"], turns: [], extra: { name: "first", model: { provider: "scripted", script: "../scripts/missing.yaml" } } },
       },
-      agency: { bus: "nats://example.com:4222", goal: "review.approved" },
+      agency: { bus: "amqp://example.com:5672", goal: "review.approved" },
     });
     const problems = await problemsOf(agencyFile);
     const first = join(directory.path, "agents", "first.yaml");
     const second = join(directory.path, "agents", "second.yaml");
     expect(problems).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ file: agencyFile, field: "bus", message: expect.stringContaining("bus: file") }),
+        expect.objectContaining({ file: agencyFile, field: "bus", message: expect.stringContaining("nats://host:port") }),
         expect.objectContaining({ file: first, field: "agent.capabilities.1.tool", message: expect.stringContaining("read_file") }),
         expect.objectContaining({ file: first, field: "agent.emits.0", message: expect.stringContaining("orchestrator") }),
         expect.objectContaining({ file: first, field: "agent.policies", message: expect.stringContaining("max_concurrency") }),
