@@ -1,5 +1,5 @@
 import OpenAI from "openai";
-import { sizeCappedFetch } from "./reply-size.js";
+import { sizeCappedFetch, errorBodyKeepingFetch } from "./reply-size.js";
 import { CancelledError } from "../errors.js";
 import type { ChatMessage, ProviderReasoning, ToolCall, ToolDefinition, Usage } from "./messages.js";
 import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
@@ -71,7 +71,7 @@ export class OpenAIModelClient implements ModelClient {
       baseURL: options.baseURL,
       maxRetries: 0,
       timeout: this.timeoutMs,
-      fetch: sizeCappedFetch(options.maxReplyBytes),
+      fetch: errorBodyKeepingFetch(sizeCappedFetch(options.maxReplyBytes)),
     });
   }
 

@@ -1,6 +1,6 @@
 import OpenAI from "openai";
 import type { FunctionTool, Response, ResponseCreateParamsBase, ResponseErrorEvent, ResponseInputItem } from "openai/resources/responses/responses";
-import { sizeCappedFetch } from "./reply-size.js";
+import { sizeCappedFetch, errorBodyKeepingFetch } from "./reply-size.js";
 import { CancelledError } from "../errors.js";
 import type { ChatMessage, ProviderReasoning, ToolCall, ToolDefinition } from "./messages.js";
 import type { FinishReason, ModelClient, ModelRequest, ModelResponse } from "./model-client.js";
@@ -50,7 +50,7 @@ export class OpenAIResponsesModelClient implements ModelClient {
       baseURL: options.baseURL,
       maxRetries: 0,
       timeout: this.timeoutMs,
-      fetch: sizeCappedFetch(options.maxReplyBytes),
+      fetch: errorBodyKeepingFetch(sizeCappedFetch(options.maxReplyBytes)),
     });
   }
 

@@ -42,6 +42,38 @@ export function sizeCappedFetch(maxBytes: number = MAX_REPLY_BYTES): typeof fetc
   };
 }
 
+/**
+ * Wraps an OpenAI client's `fetch` so that an error reply's JSON body without
+ * an `error` key (FastAPI's and vLLM's `{"detail": "Not Found"}`) reaches the
+ * SDK as `{"error": {"message": "<the body>"}}`: openai-node builds its
+ * message from `body.error` only (core/error.js `APIError.generate`) and says
+ * "status code (no body)" otherwise, losing what the server said. Bodies with
+ * an `error` key, non-JSON bodies and successful replies pass untouched. The
+ * body read here went through `inner`, so the reply size cap still holds.
+ */
+export function errorBodyKeepingFetch(inner: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    const response = await inner(input, init);
+    if (response.ok || !/\bjson\b/i.test(response.headers.get("content-type") ?? "")) return response;
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    const keep = body !== null && typeof body === "object" && !Array.isArray(body) && !("error" in body);
+    const headers = new Headers(response.headers);
+    headers.delete("content-length");
+    headers.delete("content-encoding");
+    return new Response(keep ? JSON.stringify({ error: { message: text.trim() } }) : text, {
+      status: response.status,
+      statusText: response.statusText,
+      headers,
+    });
+  };
+}
+
 /** The {@link ReplyTooLargeError} along `error`'s causes, if any. */
 export function replyTooLarge(error: unknown): ReplyTooLargeError | null {
   for (let current = error, depth = 0; current instanceof Error && depth < 8; depth += 1) {

@@ -8,6 +8,7 @@ import { CancelledError, ConfigError, ModelError } from "../../src/errors.js";
 import type { ChatMessage } from "../../src/model/messages.js";
 import type { ModelRequest, ModelRetryInfo } from "../../src/model/model-client.js";
 import { OpenAIModelClient, type OpenAIModelClientOptions } from "../../src/model/openai-model-client.js";
+import { OpenAIResponsesModelClient } from "../../src/model/openai-responses-model-client.js";
 import { ATTEMPT_HEADER } from "../../src/model/request-headers.js";
 import { backoffDelayMs, RETRY_AFTER_CAP_MS, retryAfterMs } from "../../src/model/retry.js";
 import { DEFAULT_SUMMARY_PREFIX, loadScript, ScriptedModelServer, type Script } from "../../src/model/scripted-model-server.js";
@@ -333,6 +334,23 @@ describe("OpenAIModelClient retries against hand-made failures", () => {
     expect(count()).toBe(1);
     expect(error.reason).toBe("not_found");
     expect(error.message).toMatch(/answered 404: no route POST \/chat\/completions \(is model\.base_url .* does it end in \/v1\?\)/);
+  });
+
+  it("a JSON 404 without an `error` key (FastAPI's, vLLM's) keeps its body, in the chat and the Responses client", async () => {
+    const body = JSON.stringify({ detail: "Not Found", path: "/chat/completions" });
+    for (const Client of [OpenAIModelClient, OpenAIResponsesModelClient]) {
+      const { baseURL, count } = await rawServer([
+        (_request, response) => {
+          response.writeHead(404, { "content-type": "application/json" });
+          response.end(body);
+        },
+      ]);
+      const client = new Client({ baseURL, apiKey: "k", model: "m", sleep: recordingSleep().sleep });
+      const error = await failure(call(client as OpenAIModelClient).promise);
+      expect(count(), Client.name).toBe(1);
+      expect(error.reason).toBe("not_found");
+      expect(error.message, Client.name).toContain(`answered 404: ${body} (is model.base_url`);
+    }
   });
 
   it("names connection_error when the endpoint refuses connections on every attempt", async () => {
