@@ -65,11 +65,11 @@ export interface BatchTotals {
   skipped: number;
   /** succeeded / tasks; null for no tasks. With `--attempts k` this is pass@k. */
   pass_rate: number | null;
-  /** succeeded / (tasks − error): the agent's pass rate, infrastructure errors left out; null when every task is an error. */
+  /** succeeded / (tasks − error): the agent's pass rate, errors (infrastructure, or a task that could not start) left out; null when every task is an error. */
   pass_rate_without_errors: number | null;
   /** Runs made (every try of every attempt that got a run, finished or not: an interrupted run counts; a refused start does not). */
   runs: number;
-  /** Attempts whose last try ended in an infrastructure error (what `--max-errors` counts). */
+  /** Attempts whose last try ended in an error: an infrastructure error, or a task that could not start (task_invalid, image_unavailable); what `--max-errors` counts. */
   errored_attempts: number;
   /** Tries after an infrastructure error (`--retries`). */
   retries: number;
@@ -206,7 +206,7 @@ function reportOf(
   totals: BatchTotals,
   ended: { interrupted: boolean } | null,
 ): BatchReport {
-  const gate = gateOf(totals, header.options);
+  const gate = gateOf(totals, tasks, header.options);
   const status = ended ? finalStatus(totals, header.options, gate.passed, ended.interrupted) : "running";
   return {
     ...header,
@@ -352,26 +352,33 @@ export function nearestRank(samples: number[], q: number): number {
   return sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)]!;
 }
 
-function gateOf(totals: BatchTotals, options: BatchOptions): BatchReport["gate"] {
+function gateOf(totals: BatchTotals, tasks: BatchTaskReport[], options: BatchOptions): BatchReport["gate"] {
   const base = { min_pass_rate: options.min_pass_rate, max_errors: options.max_errors };
   if (totals.errored_attempts > options.max_errors) {
+    const beforeRun = tasks.filter((task) => isBeforeRunError(task)).length;
+    const why =
+      beforeRun === 0
+        ? "an infrastructure error"
+        : beforeRun === totals.errored_attempts
+          ? "an error before its run (a refused task file or an image not to be had)"
+          : `an error (${beforeRun} before its run: a refused task file or an image not to be had)`;
     return {
       ...base,
       passed: false,
-      detail: `${totals.errored_attempts} attempts ended in an infrastructure error; --max-errors allows ${options.max_errors}`,
+      detail: `${totals.errored_attempts} attempt${totals.errored_attempts === 1 ? "" : "s"} ended in ${why}; --max-errors allows ${options.max_errors}`,
     };
   }
   const rate = totals.pass_rate_without_errors;
   if (rate === null) {
     return totals.tasks === 0
       ? { ...base, passed: true, detail: "no tasks in this batch (an empty shard)" }
-      : { ...base, passed: false, detail: "every task ended in an infrastructure error" };
+      : { ...base, passed: false, detail: "every task ended in an error" };
   }
   const passed = rate >= options.min_pass_rate;
   return {
     ...base,
     passed,
-    detail: `pass rate ${formatRate(rate)} (tasks without infrastructure errors) ${passed ? ">=" : "<"} --min-pass-rate ${options.min_pass_rate}`,
+    detail: `pass rate ${formatRate(rate)} (tasks without errors) ${passed ? ">=" : "<"} --min-pass-rate ${options.min_pass_rate}`,
   };
 }
 

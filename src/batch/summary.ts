@@ -6,7 +6,7 @@ export function formatBatchTable(report: BatchReport): string {
   const rows = report.tasks.map((task) => [
     task.name,
     task.status,
-    oneLine(task.reason),
+    reasonText(task, 80),
     String(runCount(task)),
     task.attempts.filter((attempt) => attempt.run_id).at(-1)?.run_id ?? "-",
   ]);
@@ -33,14 +33,18 @@ function totalsLine(report: BatchReport, flakyShown = Number.POSITIVE_INFINITY):
   const flaky = report.flaky.slice(0, flakyShown).join(", ") + (report.flaky.length > flakyShown ? ` and ${report.flaky.length - flakyShown} more` : "");
   return (
     `${totals.tasks} tasks: ${totals.succeeded} succeeded, ${totals.failed} failed, ${totals.error} error, ${totals.skipped} skipped; ` +
-    `pass rate ${formatRate(totals.pass_rate)} (${formatRate(totals.pass_rate_without_errors)} without infrastructure errors); ` +
+    `pass rate ${formatRate(totals.pass_rate)} (${formatRate(totals.pass_rate_without_errors)} of the tasks without errors); ` +
     `${totals.runs} runs, ${totals.tokens.total} tokens (${totals.tokens.cached} cached), cost ${totals.cost_usd === null ? "unknown (a run was not priced)" : formatUsd(totals.cost_usd)}` +
     (report.flaky.length ? `; flaky: ${flaky}` : "")
   );
 }
 
-function oneLine(text: string): string {
-  return text.replace(/\s+/g, " ");
+/** A task's reason, and for an error its message on one line cut to `max` characters (the JSON and JUnit reports keep it whole). */
+function reasonText(task: { status: string; reason: string; error: string | null }, max: number): string {
+  const reason = task.reason.replace(/\s+/g, " ");
+  if (task.status !== "error" || !task.error) return reason;
+  const message = task.error.replace(/\s+/g, " ").trim();
+  return `${reason}: ${message.length > max ? `${message.slice(0, max - 1)}…` : message}`;
 }
 
 /** `$GITHUB_STEP_SUMMARY` takes at most 1 MiB per step (GitHub Actions docs, "Adding a job summary"). */
@@ -49,7 +53,7 @@ const SUMMARY_MAX_BYTES = 1024 * 1024;
 /** Flaky task ids the summary's totals line names (the rest are counted): the line stays short however many there are. */
 const SUMMARY_FLAKY_SHOWN = 20;
 
-/** Rows the summary lists first: what needs a look (infrastructure errors, failures, skips), then the successes. */
+/** Rows the summary lists first: what needs a look (errors, failures, skips), then the successes. */
 const ROW_ORDER: Record<string, number> = { error: 0, failed: 1, skipped: 2, succeeded: 3 };
 
 /**
@@ -73,7 +77,7 @@ export function markdownSummary(report: BatchReport, reportPath: string, maxByte
     .sort((a, b) => (ROW_ORDER[a.status] ?? 9) - (ROW_ORDER[b.status] ?? 9))
     .map(
       (task) =>
-        `| ${cell(task.name)} | ${task.status} | ${cell(task.reason)} | ${runCount(task)} | ${cell(task.attempts.filter((attempt) => attempt.run_dir).at(-1)?.run_dir ?? "-")} |`,
+        `| ${cell(task.name)} | ${task.status} | ${cell(reasonText(task, 300))} | ${runCount(task)} | ${cell(task.attempts.filter((attempt) => attempt.run_dir).at(-1)?.run_dir ?? "-")} |`,
     );
   const truncation = (left: number) =>
     `\n\n_Truncated: ${left} more task${left === 1 ? "" : "s"} not shown (this summary is kept under ${maxBytes} bytes); every task is in ${cell(reportPath)}._\n`;

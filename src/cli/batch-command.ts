@@ -24,7 +24,7 @@ export function batchCommand(signal: AbortSignal, exit: (code: number) => void):
     .option("--limit <n>", "run at most n tasks (the first by id, after --filter and --shard)")
     .option("--attempts <k>", "independent attempts per task (pass@k; a flaky list)", "1")
     .option("--retries <n>", "new tries of an attempt that ended in an infrastructure error (never of an agent failure)", "0")
-    .option("--min-pass-rate <x>", "gate: least pass rate (0..1) among tasks without infrastructure errors", "1")
+    .option("--min-pass-rate <x>", "gate: least pass rate (0..1) among tasks without errors", "1")
     .option("--max-errors <n>", "gate: attempts that may end in an error; past it (errors of runs) the batch stops (exit 3)", "0")
     .option("--budget-usd <x>", "start no run once the batch's runs cost this much, USD; the rest are skipped")
     .option("--deadline <duration>", "start no run this long after the batch (or its resume) started: 90s, 20m, 2h; the rest are skipped")

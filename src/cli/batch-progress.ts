@@ -68,7 +68,8 @@ export class BatchProgressView implements BatchProgress {
     this.settled = settled;
     this.write(
       terminalSafe(
-        `[${settled.done}/${settled.total}] ${task}${attemptText(attempt, tryNumber)}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}`,
+        `[${settled.done}/${settled.total}] ${task}${attemptText(attempt, tryNumber)}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}` +
+          (outcome.status === "error" && outcome.error ? `: ${errorGist(outcome.error)}` : ""),
       ),
     );
   }
@@ -108,4 +109,10 @@ function duration(ms: number): string {
   const minutes = Math.floor(seconds / 60);
   if (minutes < 60) return `${minutes}m${String(seconds % 60).padStart(2, "0")}s`;
   return `${Math.floor(minutes / 60)}h${String(minutes % 60).padStart(2, "0")}m`;
+}
+
+/** An error message on one line, at most 200 characters: what a progress line shows of why a task errored (the reports keep it whole). */
+export function errorGist(message: string): string {
+  const line = message.replace(/\s+/g, " ").trim();
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line;
 }

@@ -243,7 +243,7 @@ describe("summary.md", () => {
     const report = buildBatchReport(plan(["a", "b"]), [...finished("a", "succeeded", "verified"), ...finished("b", "error", "rate_limited")], "/home", ended);
     const summary = markdownSummary(report, "/r.json");
     expect(summary).toContain("## Batch 20261201-120000-abcd: passed");
-    expect(summary).toContain("2 tasks: 1 succeeded, 0 failed, 1 error, 0 skipped; pass rate 50.0% (100.0% without infrastructure errors)");
+    expect(summary).toContain("2 tasks: 1 succeeded, 0 failed, 1 error, 0 skipped; pass rate 50.0% (100.0% of the tasks without errors)");
     expect(summary).toMatch(/\| b \| error \| rate_limited \| 1 \|.*\n\| a \| succeeded \| verified \| 1 \|/);
     expect(summary).not.toContain("Truncated");
   });

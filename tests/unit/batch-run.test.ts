@@ -345,8 +345,15 @@ describe("errors known before any run starts are their task's outcome and never 
     // Never retried: another try fails the same way.
     expect(task(result, "typo").attempts.map((attempt) => [attempt.run_id, attempt.status, attempt.reason])).toEqual([[null, "error", "task_invalid"]]);
     expect(result.totals).toMatchObject({ tasks: 5, succeeded: 4, error: 1, skipped: 0, errored_attempts: 1 });
-    // The gate counts it against --max-errors 0.
-    expect(result.gate.passed).toBe(false);
+    // The gate counts it against --max-errors 0, and says it was no infrastructure error.
+    expect(result.gate).toMatchObject({
+      passed: false,
+      detail: "1 attempt ended in an error before its run (a refused task file or an image not to be had); --max-errors allows 0",
+    });
+    // What a person reads says why, not only the reason: the table of `batch show` and the CI summary.
+    expect(readFileSync(directory.file("summary.md"), "utf8")).toContain(
+      "| typo/task.yaml | error | task_invalid: /in/typo/task.yaml: 1 problem: - (file): unknown field verfy (did you mean verify?) |",
+    );
     expect(result).toMatchObject({ status: "error", exit_code: 3 });
     const xml = readFileSync(directory.file("junit.xml"), "utf8");
     expect(xml).toMatch(/<error message="task_invalid" type="task_invalid">[^<]*unknown field verfy/);
