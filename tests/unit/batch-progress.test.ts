@@ -48,9 +48,10 @@ describe("batch progress lines", () => {
     // An error says why on its own line, on one line and cut short (the reports keep it whole).
     const loader = `/in/typo/task.yaml: 1 problem:\n  - (file): unknown field verfy (did you mean verify?)${" and more".repeat(40)}`;
     view.finished("typo", 1, 1, null, { status: "error", reason: "task_invalid", error: loader }, { done: 3, total: 3 });
-    expect(lines.at(-1)).toMatch(
-      /^\[3\/3\] typo: error \(task_invalid\): \/in\/typo\/task\.yaml: 1 problem: - \(file\): unknown field verfy \(did you mean verify\?\)( and more)+ (an?d?|mor?e?)?…$/,
+    expect(lines.at(-1)).toContain(
+      "[3/3] typo: error (task_invalid): /in/typo/task.yaml: 1 problem: - (file): unknown field verfy (did you mean verify?) and more",
     );
+    expect(lines.at(-1)).toMatch(/…$/);
     expect(lines.at(-1)!.length).toBeLessThan(260);
     view.stop();
   });
