@@ -93,6 +93,9 @@ function costText(report: RunReport): string {
 /** How to continue a run that can be: after an interruption or error, or past a limit `runner resume` raises. */
 function continueHint(report: RunReport): string {
   if (report.steps === 0) return "";
+  // Resuming replays the recorded task with the same verify command: the task file needs the fix, then a new run.
+  if (report.reason === "verify_unrunnable")
+    return "next: fix verify.command in the task file (its program could not run in the sandbox), then start a new run";
   if (report.status === "cancelled" || report.status === "error") return `continue it: runner resume ${report.run_id}`;
   if (report.status !== "failed") return "";
   const flag = { max_steps: " --max-steps N", budget_exceeded: " --max-cost USD", timed_out: " (--timeout D for a new time limit)" }[report.reason];
