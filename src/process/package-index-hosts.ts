@@ -59,20 +59,41 @@ export function packageIndexHosts(options: PackageIndexOptions = {}): PackageInd
   return indexes;
 }
 
+/** Where each toolchain is told its index, for a hint that names what is missing. */
+const INDEX_SETTING: Record<PackageIndex["tool"], string> = {
+  npm: "`npm config set registry URL` or registry= in .npmrc",
+  pip: "PIP_INDEX_URL, or index-url in pip.conf",
+  apt: "the sources in /etc/apt/sources.list(.d)",
+  go: "GOPROXY",
+};
+
+/** Which toolchain's download failed, from its output (its own error prefixes); null when the output does not say. */
+function toolOf(output: string): PackageIndex["tool"] | null {
+  if (/^npm (ERR!|error)|\bnpm (ERR!|error)\b/m.test(output)) return "npm";
+  if (/\bpip\b|Looking in indexes|No matching distribution found|Could not find a version that satisfies/i.test(output)) return "pip";
+  if (/^(Err|W|E):\d*\s|\bapt(-get)?\b/m.test(output)) return "apt";
+  if (/^go: /m.test(output)) return "go";
+  return null;
+}
+
 /**
  * The hint for a command that could not resolve a name in a sandbox whose
  * `sandbox.network.allow` is empty: that the list is empty, and the hosts of
  * `indexes` (from {@link packageIndexHosts}) to put in it, or where to find
- * them when the configuration names none.
+ * them when the configuration names none. When the output shows which
+ * toolchain failed (`tool`), only its index is named, or, when this
+ * machine's configuration names none for it, where that toolchain is told one.
  */
-function offlineHint(indexes: readonly PackageIndex[]): string {
-  const named = indexes.map((index) => `${index.hosts.join(", ")} (${index.tool}: ${index.source})`);
+function offlineHint(indexes: readonly PackageIndex[], tool: PackageIndex["tool"] | null): string {
+  const relevant = tool ? indexes.filter((index) => index.tool === tool) : indexes;
+  const named = relevant.map((index) => `${index.hosts.join(", ")} (${index.tool}: ${index.source})`);
+  const none = tool
+    ? `; this machine's ${tool} configuration names no index (${INDEX_SETTING[tool]}): allow your mirror's host, and point ${tool} at it in the task's setup`
+    : "; this machine's npm, pip, apt and Go configuration name no index: use your mirror's host";
   return (
     "the sandbox has no network: sandbox.network.allow is empty, so no name resolves. To let it reach a package index, list its host under " +
     "sandbox.network.allow in the task file (--allow-host HOST for an ad-hoc task)" +
-    (named.length
-      ? `; this machine's configuration names ${named.join("; ")}`
-      : "; this machine's npm, pip, apt and Go configuration name no index: use your mirror's host") +
+    (named.length ? `; this machine's configuration names ${named.join("; ")}` : none) +
     ' (docs/network.md "Network")'
   );
 }
@@ -187,10 +208,10 @@ function aptSourceUrls(etc: string): { urls: string[]; source: string } {
  */
 export function offlineHintFor(allow: readonly unknown[], indexes: () => PackageIndex[] = () => packageIndexHosts()): (output: string) => string | null {
   if (allow.length) return () => null;
-  let hint: string | null = null;
+  let known: PackageIndex[] | null = null;
   return (output) => {
     if (!isNameResolutionFailure(output)) return null;
-    hint ??= offlineHint(indexes());
-    return hint;
+    known ??= indexes();
+    return offlineHint(known, toolOf(output));
   };
 }

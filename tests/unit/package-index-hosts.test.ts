@@ -79,10 +79,19 @@ describe("the offline hint", () => {
       'go: example.com/x@v1.0.0: Get "https://goproxy.example.com/...": dial tcp: lookup goproxy.example.com on 127.0.0.11:53: no such host',
     ])
       expect(isNameResolutionFailure(output), output).toBe(true);
-    const text = hint("pip: Temporary failure in name resolution");
+    const text = hint("curl: (6) Could not resolve host: files.example.com");
     expect(text).toContain("sandbox.network.allow is empty");
     expect(text).toContain("npm.example.com (npm: npm config get registry)");
     expect(text).toContain("--allow-host HOST");
+    // A failed pip names pip's index, not npm's; with none configured, where pip is told one.
+    const pip = hint(
+      "WARNING: Retrying ... /simple/requests/: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution\nERROR: No matching distribution found for requests",
+    )!;
+    expect(pip).not.toContain("npm.example.com");
+    expect(pip).toContain("this machine's pip configuration names no index (PIP_INDEX_URL, or index-url in pip.conf)");
+    expect(hint("npm error code EAI_AGAIN\nnpm error request to https://npm.example.com/x failed, reason: getaddrinfo EAI_AGAIN npm.example.com")).toContain(
+      "npm.example.com (npm: npm config get registry)",
+    );
     expect(hint("AssertionError: 1 != 2")).toBeNull();
     expect(offlineHintFor(["npm.example.com"], indexes)("getaddrinfo ENOTFOUND other.example.com")).toBeNull();
     expect(offlineHintFor([], () => [])("Could not resolve host: x.example.com")).toContain("name no index: use your mirror's host");
