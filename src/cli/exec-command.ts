@@ -1,5 +1,5 @@
-import { writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { applyDefaults, defaultTimeout, loadDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
@@ -214,6 +214,12 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions, def
   if (taskFile && (options.instruction || options.workspace)) {
     throw new ConfigError("give either a task file or --instruction/--workspace (-C), not both");
   }
+  if (taskFile && !existsSync(taskFile) && !/\.ya?ml$/i.test(taskFile) && /\s/.test(taskFile.trim())) {
+    // `codex exec "fix the test"` takes a prompt; here the argument is a task file, and a prompt needs its flag.
+    throw new ConfigError(
+      `${JSON.stringify(taskFile)} is not a task file; for an ad-hoc task give the instruction as a flag: runner exec --instruction ${JSON.stringify(taskFile)}`,
+    );
+  }
   if (taskFile) {
     const adHoc = AD_HOC_FLAGS.filter(([key]) => options[key] !== undefined && !(Array.isArray(options[key]) && options[key].length === 0));
     if (adHoc.length) {
@@ -226,13 +232,14 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions, def
   if (!options.instruction) {
     throw new ConfigError('missing task: run `runner exec path/to/task.yaml`, or `runner exec --instruction "..." --workspace DIR`');
   }
-  if (!options.workspace) {
-    throw new ConfigError("--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR` or `-C DIR`; `-C .` for this directory)");
+  const workspace = options.workspace ?? enclosingRepository(process.cwd());
+  if (!workspace) {
+    throw new ConfigError("--workspace: an ad-hoc task needs the repository to work on: run it inside one, or give `--workspace DIR` (`-C DIR`)");
   }
   const raw: Record<string, unknown> = {
     name: options.name ?? "adhoc",
     instruction: options.instruction,
-    workspace: options.workspace ?? ".",
+    workspace,
   };
   if (options.maxSteps) raw.max_steps = positiveInteger(options.maxSteps, "--max-steps");
   if (options.verify) raw.verify = { command: options.verify };
@@ -243,7 +250,7 @@ export function loadTask(taskFile: string | undefined, options: ExecOptions, def
   if (options.allowHost?.length) sandbox.network = { allow: options.allowHost };
   if (Object.keys(sandbox).length) raw.sandbox = sandbox;
   try {
-    return withLimitFlags(validateTask(defaults ? applyDefaults(raw, defaults(resolve(options.workspace))) : raw, null, process.cwd()), options);
+    return withLimitFlags(validateTask(defaults ? applyDefaults(raw, defaults(resolve(workspace))) : raw, null, process.cwd()), options);
   } catch (error) {
     // The problems name task fields; say which flag set each.
     if (error instanceof TaskValidationError)
@@ -286,4 +293,16 @@ function positiveInteger(value: string, flag: string): number {
   const number = Number(value);
   if (!Number.isInteger(number) || number <= 0) throw new ConfigError(`${flag}: expected a positive whole number, got "${value}"`);
   return number;
+}
+
+/**
+ * The top level of the git repository `directory` lies in (the nearest
+ * ancestor with a `.git` entry, as git finds it without GIT_DIR), or null.
+ * Found by looking at the file system: nothing of the repository is run.
+ */
+function enclosingRepository(directory: string): string | null {
+  for (let current = resolve(directory); ; current = dirname(current)) {
+    if (existsSync(join(current, ".git"))) return current;
+    if (dirname(current) === current) return null;
+  }
 }

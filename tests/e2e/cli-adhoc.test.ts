@@ -2,6 +2,8 @@
 // flag named in each problem), and two real runs through the CLI (real Docker,
 // the test's own scripted server as the OpenAI-compatible endpoint): the flags
 // reach the run and the model's requests; --timeout (timeout_sec) ends a run failed/timed_out.
+import { mkdirSync, realpathSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadTask, parseDuration } from "../../src/cli/exec-command.js";
@@ -54,8 +56,22 @@ describe("ad-hoc flags", () => {
       /- --image \(sandbox\.image\): expected a Docker image reference/,
     );
     expect(() => loadTask(undefined, { instruction: "x", workspace: repository.root, policy: "nope" })).toThrow(/--policy \(policy\): /);
-    expect(() => loadTask(undefined, { instruction: "x" })).toThrow(
-      "--workspace: an ad-hoc task needs the repository to work on (`--workspace DIR` or `-C DIR`; `-C .` for this directory)",
+    // Without -C: the repository the current directory lies in (from a subdirectory too), as codex exec works where it is run.
+    const cwd = process.cwd();
+    try {
+      mkdirSync(join(repository.root, "src", "deep"), { recursive: true });
+      process.chdir(join(repository.root, "src", "deep"));
+      expect(loadTask(undefined, { instruction: "x" }).workspace).toBe(realpathSync(repository.root));
+      process.chdir(tmpdir());
+      expect(() => loadTask(undefined, { instruction: "x" })).toThrow(
+        "--workspace: an ad-hoc task needs the repository to work on: run it inside one, or give `--workspace DIR` (`-C DIR`)",
+      );
+    } finally {
+      process.chdir(cwd);
+    }
+    // A prompt where the task file belongs says which flag takes it.
+    expect(() => loadTask("fix the failing test", {})).toThrow(
+      '"fix the failing test" is not a task file; for an ad-hoc task give the instruction as a flag: runner exec --instruction "fix the failing test"',
     );
     expect(() => loadTask("task.yaml", { model: "m", allowHost: ["a.org"] })).toThrow(
       "--model, --allow-host: ad-hoc task flags (with --instruction); with a task file, set the field in task.yaml",
