@@ -321,7 +321,7 @@ async function main(argv: string[]): Promise<number> {
   program
     .command("init")
     .description("write a commented task.yaml and a scripted trajectory example (script.yaml) for the repository in dir")
-    .argument("[dir]", "where to write them, in a git repository (default: the current directory)")
+    .argument("[dir]", "where to write them (default: the current directory); outside a repository, for the one you are in")
     .addHelpText(
       "after",
       [
@@ -332,6 +332,7 @@ async function main(argv: string[]): Promise<number> {
         "Examples:",
         "  runner init                  in your repository's top level",
         "  runner init tasks/fix-login  a directory of its own in the repository (workspace: ../..)",
+        "  runner init ../tasks/fix-login  outside the repository, for the one you are in (created; workspace points back)",
       ].join("\n"),
     )
     .action(async (dir: string | undefined) => {
