@@ -58,8 +58,9 @@ export interface DiscoveredTasks {
  * (a repository with a commit) and its model settings. A task that fails is
  * returned with `invalid` (the loader's message) and the batch runs the rest.
  * Throws ConfigError (exit 2) only for the input as a whole: unreadable or of
- * no known kind, no task in it, ids that repeat, or no valid task at all
- * (then listing every task's problem).
+ * no known kind, no task in it, ids that repeat, or no entry that is a task
+ * at all (then listing every entry's problem). Task files that are all
+ * refused still make a batch: each is its task's error.
  */
 export async function discoverTasks(input: string, cwd = process.cwd(), options: DiscoverOptions = {}): Promise<DiscoveredTasks> {
   const path = resolve(cwd, input);
@@ -84,8 +85,11 @@ export async function discoverTasks(input: string, cwd = process.cwd(), options:
     if (earlier !== undefined) problems.push(`task id "${task.id}" is used by both ${earlier} and ${task.taskFile}; give each task a unique id`);
     seen.set(task.id, task.taskFile);
   }
-  // Nothing would run: that is the input's problem, not a batch of errors.
-  if (problems.length === 0 && tasks.length > 0 && tasks.every((task) => task.task === null)) problems.push(...tasks.map((task) => task.invalid!));
+  // Nothing in the input is a task at all (lines that are not JSON, paths that do not exist): the input's problem. Task
+  // files that are there but refused are each a task's error, even all of them: CI still gets every report (as pytest
+  // writes its JUnit file for collection errors).
+  if (problems.length === 0 && found.candidates.length > 0 && found.candidates.every((candidate) => candidate.broken))
+    problems.push(...tasks.map((task) => task.invalid!));
   if (problems.length)
     throw new ConfigError(
       `batch input ${input}: ${problems.length} problem${problems.length === 1 ? "" : "s"}:\n${problems.map((problem) => `- ${problem}`).join("\n")}`,

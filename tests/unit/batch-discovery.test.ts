@@ -107,7 +107,7 @@ describe("batch task discovery", () => {
     expect(found.tasks[5]!.invalid).toMatch(/f-no-repo\/task\.yaml: workspace: .* is not a git repository/);
   });
 
-  it("bad input as a whole is one ConfigError (exit 2): repeated ids, no valid task (naming every problem), nothing found", async () => {
+  it("bad input as a whole is one ConfigError (exit 2): repeated ids, no entry that is a task (naming every problem), nothing found", async () => {
     await using root = temporaryDirectory();
     writeTask(root.path, "good");
     const line = JSON.stringify({
@@ -121,11 +121,16 @@ describe("batch task discovery", () => {
     const jsonlError = (await discoverTasks(join(root.path, "tasks.jsonl")).catch((error: unknown) => error)) as Error;
     expect(jsonlError).toBeInstanceOf(ConfigError);
     expect(jsonlError.message).toMatch(/task id "dup" is used by both .*tasks\.jsonl:1 and .*tasks\.jsonl:3/);
-    writeFileSync(join(root.path, "broken.jsonl"), `not json\n${JSON.stringify({ id: "x", instruction: "x" })}\n`);
+    writeFileSync(join(root.path, "broken.jsonl"), `not json\n{"id": \n`);
     const allBroken = (await discoverTasks(join(root.path, "broken.jsonl")).catch((error: unknown) => error)) as Error;
     expect(allBroken).toBeInstanceOf(ConfigError);
     expect(allBroken.message).toMatch(/2 problems/);
     expect(allBroken.message).toMatch(/broken\.jsonl:1: not JSON/);
+    // Tasks that are there but all refused are no bad input as a whole: each is its task's error, and the batch
+    // writes its reports (pytest writes its JUnit file for collection errors too).
+    writeFileSync(join(root.path, "refused.jsonl"), `${JSON.stringify({ id: "x", instruction: "x" })}\n`);
+    const refused = await discoverTasks(join(root.path, "refused.jsonl"));
+    expect(refused.tasks).toEqual([expect.objectContaining({ id: "x", task: null, invalid: expect.stringContaining("refused.jsonl:1") })]);
     await expect(discoverTasks(join(root.path, "nothing-*"))).rejects.toThrow(/no tasks found/);
     await expect(discoverTasks(join(root.path, "missing"))).rejects.toThrow(/no such file or directory/);
   });

@@ -359,6 +359,15 @@ describe("errors known before any run starts are their task's outcome and never 
     expect(xml).toMatch(/<error message="task_invalid" type="task_invalid">[^<]*unknown field verfy/);
   });
 
+  it("a batch whose every task file was refused still writes every report (CI gets its JUnit file), exit 3", async () => {
+    const { home, directory } = makeBatch(["typo"], {}, { typo: loaderMessage });
+    const runner = new FakeRunner(home, () => ok);
+    const result = await runBatch(runner, directory, new AbortController().signal);
+    expect(runner.starts).toEqual([]);
+    expect(result).toMatchObject({ status: "error", exit_code: 3 });
+    expect(readFileSync(directory.file("junit.xml"), "utf8")).toMatch(/<error message="task_invalid" type="task_invalid">[^<]*unknown field verfy/);
+  });
+
   it("with --max-errors 1 the same batch passes: the refused task is the one error it allows", async () => {
     const { home, directory } = makeBatch(["a", "typo"], { max_errors: 1 }, { typo: loaderMessage });
     const result = await runBatch(new FakeRunner(home, () => ok), directory, new AbortController().signal);
