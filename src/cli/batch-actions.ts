@@ -124,7 +124,8 @@ export async function batchResume(batchId: string, flags: { json?: boolean }, si
 }
 
 async function execute(directory: BatchDirectory, batchId: string, home: string, json: boolean, signal: AbortSignal): Promise<number> {
-  process.stdout.write(`batch ${batchId}\n`);
+  // With --json every stdout line is a JSON document (`jq` reads the stream): the id comes first, as one.
+  process.stdout.write(json ? `${JSON.stringify({ batch_id: batchId, status: "running" })}\n` : `batch ${batchId}\n`);
   const out = json ? process.stderr : process.stdout;
   const nats = directory.readPlan().options.nats;
   if (nats) {
@@ -269,7 +270,7 @@ export function batchMerge(files: string[], flags: { junit?: string; summary?: s
   const directory = BatchDirectory.of(home, merged.batch_id);
   directory.make();
   writeBatchReports(directory, merged);
-  process.stdout.write(`batch ${merged.batch_id}\n`);
+  if (!flags.json) process.stdout.write(`batch ${merged.batch_id}\n`);
   if (flags.json)
     process.stdout.write(`${JSON.stringify({ batch_id: merged.batch_id, status: merged.status, report: directory.file("batch-report.json") })}\n`);
   else process.stdout.write(`${terminalSafe(formatBatchTable(merged))}\nreport: ${directory.file("batch-report.json")}\n`);

@@ -102,8 +102,12 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
       { RUNNER_HOME: home.path, OPENAI_API_KEY: "test-key" },
     );
     const out = lines(result.stdout);
-    expect(out[0], result.stderr).toMatch(/^batch \d{8}-\d{6}-[0-9a-f]{4}$/);
-    const batchId = out[0]!.slice("batch ".length);
+    // --json: stdout is JSON only, the id first.
+    const first = JSON.parse(out[0]!) as { batch_id: string; status: string };
+    expect(first.status, result.stderr).toBe("running");
+    expect(first.batch_id).toMatch(/^\d{8}-\d{6}-[0-9a-f]{4}$/);
+    const batchId = first.batch_id;
+    for (const line of out) expect(() => JSON.parse(line) as unknown, line).not.toThrow();
     const last = JSON.parse(out.at(-1)!) as { batch_id: string; status: string; report: string };
     expect(last).toEqual({ batch_id: batchId, status: "passed", report: join(home.path, "batches", batchId, "batch-report.json") });
     expect(result.code, result.stderr).toBe(0);
@@ -207,7 +211,9 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     const junit = join(directory.path, "junit.xml");
     const running = startCli(["batch", "run", tasks, "-j", "1", "--junit", junit, "--json"], { RUNNER_HOME: home.path });
     cleanups.push(() => void (running.exited || running.child.kill("SIGKILL")));
-    const batchId = await waitFor("the batch id", () => /^batch (\S+)$/m.exec(running.output().stdout)?.[1], { process: running });
+    const batchId = await waitFor("the batch id", () => /^\{"batch_id":"([^"]+)","status":"running"\}$/m.exec(running.output().stdout)?.[1], {
+      process: running,
+    });
     const journalFile = join(home.path, "batches", batchId, "batch.jsonl");
     const runId = await waitFor(
       "a-slow sleeping in its tool call",
@@ -288,7 +294,7 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
 
     const resumed = await runCli(["batch", "resume", batchId, "--json"], environment);
     expect(resumed.code, resumed.stderr).toBe(0);
-    expect(lines(resumed.stdout)[0]).toBe(`batch ${batchId}`);
+    expect(lines(resumed.stdout)[0]).toBe(JSON.stringify({ batch_id: batchId, status: "running" }));
     const report = readJson<BatchReport>(join(home.path, "batches", batchId, "batch-report.json"));
     expect(report.tasks.map((task) => [task.name, task.status, task.reason, task.attempts.length])).toEqual([
       ["a-fast", "succeeded", "verified", 1],
