@@ -199,6 +199,7 @@ async function main(argv: string[]): Promise<number> {
     .option("--older-than <age>", "only runs that ended at least this long ago (7d, 12h, 2w)")
     .option("--dry-run", "say what would be removed, remove nothing")
     .option("--force", "also remove runs whose branches hold commits no other branch, tag or remote branch holds")
+    .option("--referenced", "also remove runs a batch's or an agency's records name (their reports link them)")
     .option("--json", "one JSON object per run")
     .addHelpText(
       "after",
@@ -209,7 +210,7 @@ async function main(argv: string[]): Promise<number> {
         "  runner prune --merged --older-than 7d     merged runs older than a week",
       ].join("\n"),
     )
-    .action(async (options: { merged?: boolean; olderThan?: string; dryRun?: boolean; force?: boolean; json?: boolean }) => {
+    .action(async (options: { merged?: boolean; olderThan?: string; dryRun?: boolean; force?: boolean; referenced?: boolean; json?: boolean }) => {
       const { pruneCommand } = await import("./prune-command.js");
       exitCode = await pruneCommand(runnerHome(), options);
     });

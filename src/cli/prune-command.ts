@@ -7,6 +7,7 @@ export interface PruneCommandOptions {
   olderThan?: string;
   dryRun?: boolean;
   force?: boolean;
+  referenced?: boolean;
   json?: boolean;
 }
 
@@ -23,6 +24,7 @@ export async function pruneCommand(home: string, options: PruneCommandOptions): 
     ...(olderThanMs === undefined ? {} : { olderThanMs }),
     ...(options.dryRun ? { dryRun: true } : {}),
     ...(options.force ? { force: true } : {}),
+    ...(options.referenced ? { referenced: true } : {}),
   });
   if (options.json) {
     for (const { runId, branches, action, reason, unmergedCommits } of decisions) {

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { errorMessage } from "../errors.js";
 import { isOwnerAlive } from "../process/process-owner.js";
@@ -16,6 +16,8 @@ export interface PruneOptions {
   dryRun?: boolean;
   /** Also remove runs whose branches hold commits that no other branch, tag or remote-tracking branch holds. */
   force?: boolean;
+  /** Also remove runs a batch's or an agency's records name (their reports link them; `batch verify` and `agency show` read them). */
+  referenced?: boolean;
   /** The present, ms since the epoch (tests). Default Date.now(). */
   now?: number;
 }
@@ -52,6 +54,7 @@ export async function pruneRuns(home: string, options: PruneOptions = {}): Promi
   if (!existsSync(runs)) return [];
   const now = options.now ?? Date.now();
   const decisions: PruneDecision[] = [];
+  let referrers: Map<string, string> | undefined;
   for (const runId of readdirSync(runs).sort()) {
     const directory = join(runs, runId);
     const store = new RunStore(directory);
@@ -64,10 +67,45 @@ export async function pruneRuns(home: string, options: PruneOptions = {}): Promi
       continue;
     }
     if (options.olderThanMs !== undefined && now - statSync(store.path("report")).mtimeMs < options.olderThanMs) continue;
+    const referrer = options.referenced ? undefined : (referrers ??= runReferrers(home)).get(runId);
+    if (referrer) {
+      decisions.push(kept(runId, [], `${referrer} names it (its reports link the run); --referenced removes it too`));
+      continue;
+    }
     const decision = await decide(runId, directory, options);
     if (decision) decisions.push(decision);
   }
   return decisions;
+}
+
+/**
+ * Run ids the records of batches (`batches/<id>/batch.jsonl`) and agencies
+ * (`agencies/<id>/invocations.jsonl`) name, each with who names it
+ * (`batch <id>`, `agency <id>`). Unreadable files and lines are skipped:
+ * they name nothing.
+ */
+function runReferrers(home: string): Map<string, string> {
+  const referrers = new Map<string, string>();
+  for (const [folder, file, kind] of [
+    ["batches", "batch.jsonl", "batch"],
+    ["agencies", "invocations.jsonl", "agency"],
+  ] as const) {
+    const root = join(home, folder);
+    if (!existsSync(root)) continue;
+    for (const id of readdirSync(root)) {
+      let text: string;
+      try {
+        text = readFileSync(join(root, id, file), "utf8");
+      } catch {
+        continue;
+      }
+      for (const line of text.split("\n")) {
+        const runId = /"run_id":"([^"]+)"/.exec(line)?.[1];
+        if (runId && !referrers.has(runId)) referrers.set(runId, `${kind} ${id}`);
+      }
+    }
+  }
+  return referrers;
 }
 
 async function decide(runId: string, directory: string, options: PruneOptions): Promise<PruneDecision | null> {

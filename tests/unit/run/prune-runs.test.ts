@@ -101,4 +101,31 @@ describe("pruneRuns", () => {
     expect(existsSync(run.directory)).toBe(true);
     await expect(pruneCommand(fake.home, { olderThan: "a week" })).rejects.toThrow(/^--older-than: expected an age such as "7d"/);
   });
+
+  it("keeps runs a batch's or an agency's records name (their reports link them) unless --referenced", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner();
+    const ids: string[] = [];
+    for (const name of ["in-batch", "in-agency", "alone"]) {
+      const { task } = writeScriptedTask(join(directory.path, name), { script: { turns: [{ content: "Nothing to change." }] }, task: { name } });
+      const run = await fake.runner.start(task);
+      await run.result;
+      ids.push(run.id);
+    }
+    const [inBatch, inAgency, alone] = ids as [string, string, string];
+    mkdirSync(join(fake.home, "batches", "b1"), { recursive: true });
+    writeFileSync(join(fake.home, "batches", "b1", "batch.jsonl"), `${JSON.stringify({ type: "attempt.started", task: "x", run_id: inBatch })}\n`);
+    mkdirSync(join(fake.home, "agencies", "a1"), { recursive: true });
+    writeFileSync(join(fake.home, "agencies", "a1", "invocations.jsonl"), `${JSON.stringify({ kind: "started", run_id: inAgency })}\n`);
+    // Run ids made in the same second sort by their random part: compare as maps.
+    const byRun = (decisions: Awaited<ReturnType<typeof pruneRuns>>) =>
+      Object.fromEntries(decisions.map((decision) => [decision.runId, `${decision.action}: ${decision.reason}`]));
+    expect(byRun(await pruneRuns(fake.home))).toEqual({
+      [inBatch]: "kept: batch b1 names it (its reports link the run); --referenced removes it too",
+      [inAgency]: "kept: agency a1 names it (its reports link the run); --referenced removes it too",
+      [alone]: "removed: no branch",
+    });
+    expect(existsSync(join(fake.home, "runs", inBatch))).toBe(true);
+    expect(byRun(await pruneRuns(fake.home, { referenced: true }))).toEqual({ [inBatch]: "removed: no branch", [inAgency]: "removed: no branch" });
+  });
 });
