@@ -69,7 +69,7 @@ export class PermissionGuard implements ToolGuard {
     let step = decideApproval({ toolName: call.name, decision, interactive: this.options.ask !== null, policy, remembered: this.options.remembered });
     if (step.kind === "ask") {
       const ask = this.options.ask!;
-      const question = step.question;
+      const question = step.question + writePreview(call.name, call.arguments);
       const canRemember = step.canRemember;
       const answer = await this.questions.runExclusive(async () => {
         this.options.events.emit({
@@ -167,4 +167,32 @@ function validAnswer(given: unknown): ApprovalAnswer {
     answer: "no",
     reason: `the approval broker gave no valid answer (expected { answer: "yes" | "always" | "no" }, got ${given === null ? "null" : Array.isArray(given) ? "an array" : typeof given === "object" ? `an object with answer ${JSON.stringify(typeof answer === "string" ? answer : typeof answer)}` : `a ${typeof given}`})`,
   };
+}
+
+/** Lines of a file write the approval question shows (the rest is counted): enough to judge, short enough to read. */
+const PREVIEW_LINES = 12;
+
+/**
+ * What a `write_file` or `edit_file` call would write, for its approval
+ * question: the size and first lines of the content, or the text replaced
+ * and its replacement. The path alone (the rule's subject) is not enough to
+ * decide on (issue 26, a new user's trial). Empty for other tools.
+ */
+export function writePreview(toolName: string, args: unknown): string {
+  const fields = (args ?? {}) as Record<string, unknown>;
+  const excerpt = (text: string, label: string) => {
+    const lines = text.split("\n");
+    if (lines.at(-1) === "") lines.pop();
+    const shown = lines.slice(0, PREVIEW_LINES).map((line) => `  | ${line}`);
+    const more = lines.length > PREVIEW_LINES ? [`  | … ${lines.length - PREVIEW_LINES} more line${lines.length - PREVIEW_LINES === 1 ? "" : "s"}`] : [];
+    return [`${label}:`, ...shown, ...more].join("\n");
+  };
+  if (toolName === "write_file" && typeof fields.content === "string") {
+    const bytes = Buffer.byteLength(fields.content);
+    return `\n${excerpt(fields.content, `content (${bytes} bytes, ${fields.content.split("\n").length - (fields.content.endsWith("\n") ? 1 : 0)} lines)`)}`;
+  }
+  if (toolName === "edit_file" && typeof fields.old_string === "string" && typeof fields.new_string === "string") {
+    return `\n${excerpt(fields.old_string, `replace${fields.replace_all === true ? " (every occurrence)" : ""}`)}\n${excerpt(fields.new_string, "with")}`;
+  }
+  return "";
 }

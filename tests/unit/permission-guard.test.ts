@@ -3,7 +3,7 @@ import { CancelledError } from "../../src/errors.js";
 import type { RunEvent } from "../../src/events/run-events.js";
 import { validatePolicy } from "../../src/policy/load-policy.js";
 import { PermissionChecker } from "../../src/policy/permission-checker.js";
-import { PermissionGuard, type AskApproval } from "../../src/run/permission-guard.js";
+import { PermissionGuard, writePreview, type AskApproval } from "../../src/run/permission-guard.js";
 
 /** A guard whose policy asks before every command, answered by `ask`. */
 async function guardAsking(ask: AskApproval, signal = new AbortController().signal) {
@@ -29,6 +29,40 @@ async function guardAsking(ask: AskApproval, signal = new AbortController().sign
 }
 
 describe("PermissionGuard and whoever answers its questions", () => {
+  it("a file write's question shows what it would write (size and first lines; an edit's old and new text), redacted", async () => {
+    const checker = await PermissionChecker.create(
+      validatePolicy(
+        { name: "writes", description: "asks before writes", tools: { allow: ["*"], confirm: ["write_file", "edit_file"] }, confirmations: "prompt" },
+        "writes",
+      ),
+    );
+    const seen: { question: string }[] = [];
+    const guard = new PermissionGuard({
+      checker,
+      hooks: null,
+      events: { emit: () => undefined },
+      signal: new AbortController().signal,
+      ask: async (question) => (seen.push(question), { answer: "yes" }),
+      remembered: new Set(),
+      denials: {},
+      redact: (text) => text.replaceAll("hunter2-secret", "[redacted]"),
+    });
+    const content = ["def add(a, b):", "    return a + b  # hunter2-secret", ...Array.from({ length: 20 }, (_, index) => `# line ${index}`)].join("\n") + "\n";
+    await guard.check({ name: "write_file", arguments: { path: "calc.py", content }, toolCallId: "c1", agentId: "main", readOnly: false });
+    expect(seen[0]!.question).toContain(`content (${Buffer.byteLength(content)} bytes, 22 lines):\n  | def add(a, b):\n  |     return a + b  # [redacted]`);
+    expect(seen[0]!.question).toContain("  | … 10 more lines");
+    expect(seen[0]!.question).not.toContain("hunter2-secret");
+    await guard.check({
+      name: "edit_file",
+      arguments: { path: "calc.py", old_string: "a - b", new_string: "a + b" },
+      toolCallId: "c2",
+      agentId: "main",
+      readOnly: false,
+    });
+    expect(seen[1]!.question).toMatch(/replace:\n  \| a - b\nwith:\n  \| a \+ b$/);
+    expect(writePreview("run_shell", { command: "ls" })).toBe("");
+  });
+
   it("the answerer never sees a secret in clear: question, subject and reason are redacted", async () => {
     const seen: unknown[] = [];
     const { call } = await guardAsking(async (question) => (seen.push(question), { answer: "yes" }));
