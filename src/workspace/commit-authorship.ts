@@ -15,7 +15,7 @@ const RUNNER_IDENTITY = { name: "agent-runner", email: "agent-runner@localhost" 
 export interface CommitAuthorship {
   name: string;
   email: string;
-  /** Where the identity came from: the repository's config, the user's global git config, or none (agent-runner's). */
+  /** Where the identity came from: the repository's config, the user's global git config (or, below it, the system's), or none (agent-runner's). */
   source: "repository" | "user" | "runner";
   /** The trailer line, e.g. `Co-authored-by: agent-runner (gpt-4.1) <agent-runner@localhost>`. */
   coAuthoredBy: string;
@@ -26,9 +26,11 @@ export interface CommitAuthorship {
  * `user.name` and `user.email` as git would take them, each from the
  * repository's own config, else the user's global config
  * (`$XDG_CONFIG_HOME/git/config`, default `~/.config/git/config`, then
- * `~/.gitconfig`, which wins, as in git), HOME and XDG_CONFIG_HOME from
- * `environment`. Read safely: only those files (no system config, no
- * `include`/`includeIf`: `--no-includes`), through host git that runs no
+ * `~/.gitconfig`, which wins, as in git), else the system config
+ * (`GIT_CONFIG_SYSTEM`, default `/etc/gitconfig`; none with
+ * `GIT_CONFIG_NOSYSTEM`, as git-config(1) says), HOME, XDG_CONFIG_HOME and
+ * the GIT_CONFIG_* variables from `environment`. Read safely: only those
+ * files (no `include`/`includeIf`: `--no-includes`), through host git that runs no
  * program (src/workspace/safe-git.ts), and a value git would refuse (angle
  * brackets, a line break, empty) counts as absent. Without both a name and an
  * email the run's commits are agent-runner's. `model` names the model in the
@@ -39,8 +41,9 @@ export async function commitAuthorship(repositoryRoot: string, environment: Node
   const coAuthoredBy = `Co-authored-by: ${RUNNER_IDENTITY.name} (${oneLine(model)}) <${RUNNER_IDENTITY.email}>`;
   const home = environment.HOME;
   const xdg = environment.XDG_CONFIG_HOME || (home ? join(home, ".config") : undefined);
-  // Lowest precedence first, as git reads them.
-  const userFiles = [xdg ? join(xdg, "git", "config") : null, home ? join(home, ".gitconfig") : null].filter(
+  const system = /^(1|true|yes|on)$/i.test(environment.GIT_CONFIG_NOSYSTEM ?? "") ? null : environment.GIT_CONFIG_SYSTEM || "/etc/gitconfig";
+  // Lowest precedence first, as git reads them (the system's counts as the user's: a machine's shared identity).
+  const userFiles = [system, xdg ? join(xdg, "git", "config") : null, home ? join(home, ".gitconfig") : null].filter(
     (file): file is string => file !== null && existsSync(file),
   );
   // One git call per file, all at once (each is ~30 ms of process start on a loaded machine).

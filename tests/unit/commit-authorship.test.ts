@@ -24,7 +24,19 @@ describe("commitAuthorship", () => {
     await using home = temporaryDirectory();
     mkdirSync(join(home.path, "xdg", "git"), { recursive: true });
     writeFileSync(join(home.path, "xdg", "git", "config"), "[user]\n\tname = Xdg Name\n\temail = xdg@example.com\n");
-    const environment = { HOME: home.path, XDG_CONFIG_HOME: join(home.path, "xdg") };
+    // The system file is the test's own (this machine's /etc/gitconfig may hold anything), and the lowest.
+    writeFileSync(join(home.path, "system-gitconfig"), "[user]\n\tname = System Name\n\temail = system@example.com\n");
+    const environment = { HOME: home.path, XDG_CONFIG_HOME: join(home.path, "xdg"), GIT_CONFIG_SYSTEM: join(home.path, "system-gitconfig") };
+    expect(await commitAuthorship(repository.root, { ...environment, XDG_CONFIG_HOME: join(home.path, "none") }, "gpt-4.1")).toMatchObject({
+      name: "System Name",
+      email: "system@example.com",
+      source: "user",
+    });
+    expect(
+      await commitAuthorship(repository.root, { ...environment, XDG_CONFIG_HOME: join(home.path, "none"), GIT_CONFIG_NOSYSTEM: "1" }, "gpt-4.1"),
+    ).toMatchObject({
+      source: "runner",
+    });
 
     expect(await commitAuthorship(repository.root, environment, "gpt-4.1")).toEqual({
       name: "Xdg Name",
@@ -58,11 +70,12 @@ describe("commitAuthorship", () => {
       source: "runner",
       coAuthoredBy: "Co-authored-by: agent-runner (scripted) <agent-runner@localhost>",
     };
-    expect(await commitAuthorship(repository.root, { HOME: home.path }, "scripted")).toEqual(fallback);
+    const noSystem = { GIT_CONFIG_NOSYSTEM: "1" };
+    expect(await commitAuthorship(repository.root, { HOME: home.path, ...noSystem }, "scripted")).toEqual(fallback);
     git(repository.root, "config", "user.name", "Mallory <evil@example.com>");
     git(repository.root, "config", "user.email", "mallory@example.com");
-    expect(await commitAuthorship(repository.root, { HOME: home.path }, "scripted")).toEqual(fallback);
-    expect(await commitAuthorship(repository.root, {}, "scripted")).toEqual(fallback);
+    expect(await commitAuthorship(repository.root, { HOME: home.path, ...noSystem }, "scripted")).toEqual(fallback);
+    expect(await commitAuthorship(repository.root, noSystem, "scripted")).toEqual(fallback);
   });
 
   it("a run.json's authorship is used only in the shape the runner writes", () => {
