@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Task } from "../config/load-task.js";
 import type { ChatMessage } from "../model/messages.js";
 import type { RunReport } from "../run/run-report.js";
@@ -93,7 +93,7 @@ function recordedSecretEnv(directory: string): string[] {
  * summarise (a record of another version, or damaged).
  */
 function summaryOf(directory: string, report: unknown): string {
-  if (!report) return "(no report.json: the run has not finished)\n";
+  if (!report) return `(no report.json: the run has not finished; \`runner logs -f ${basename(directory)}\` follows it live)\n`;
   const taskText = readText(join(directory, RUN_FILES.task));
   let task: Pick<Task, "verify"> = {};
   try {
