@@ -93,7 +93,8 @@ function recordedSecretEnv(directory: string): string[] {
  * summarise (a record of another version, or damaged).
  */
 function summaryOf(directory: string, report: unknown): string {
-  if (!report) return `(no report.json: the run has not finished; \`runner logs -f ${basename(directory)}\` follows it live)\n`;
+  if (!report)
+    return `(no report.json: the run has not finished; \`runner logs -f ${basename(directory)}\` follows it while it runs; \`runner resume ${basename(directory)}\` continues it if it was stopped)\n`;
   const taskText = readText(join(directory, RUN_FILES.task));
   let task: Pick<Task, "verify"> = {};
   try {
