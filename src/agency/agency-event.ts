@@ -7,7 +7,7 @@ import { ORCHESTRATOR_EVENT_PREFIX } from "./agency-schema.js";
 /** Who publishes an event of the agency: the orchestrator, an agent, or someone outside (CLI, library). */
 export type Publisher = { kind: "orchestrator" } | { kind: "agent"; name: string } | { kind: "outside"; source?: string };
 
-/** The CloudEvents `source` of a publisher (docs/agency.md "The event envelope"). */
+/** The CloudEvents `source` of a publisher (docs/agency.md "The envelope"). */
 function sourceOf(agencyId: string, publisher: Publisher): string {
   const base = `agent-runner://agencies/${agencyId}`;
   if (publisher.kind === "orchestrator") return `${base}/orchestrator`;

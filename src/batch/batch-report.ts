@@ -26,7 +26,7 @@ export interface BatchAttempt {
 }
 
 export interface BatchTaskReport {
-  /** The task id (docs/batch.md "Task ids"). */
+  /** The task id (docs/batch.md "Task discovery"). */
   name: string;
   task_file: string;
   status: BatchTaskStatus;
@@ -37,7 +37,7 @@ export interface BatchTaskReport {
   attempts: BatchAttempt[];
 }
 
-/** batch-report.json (docs/batch.md "batch-report.json"). */
+/** batch-report.json (docs/batch.md "The batch directory"). */
 export interface BatchReport {
   batch_id: string;
   /** `running` while the batch goes on, else its end state. */

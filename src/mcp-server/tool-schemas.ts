@@ -10,7 +10,7 @@ import { z } from "zod";
 
 const runId = z.string().min(1).describe("The run's id (run_start returns it; runs_list lists them); a unique prefix will do.");
 
-/** Bounds of run_events (docs/mcp-server.md "run_events"). */
+/** Bounds of run_events (docs/mcp-server.md "The tools"). */
 const EVENT_LIMITS = { maxEvents: 1000, defaultEvents: 100, maxBytes: 1024 * 1024, defaultBytes: 64 * 1024, maxWaitMs: 50_000, defaultWaitMs: 10_000 };
 
 /** Bounds of run_result's patch page. */

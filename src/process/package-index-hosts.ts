@@ -94,7 +94,7 @@ function offlineHint(indexes: readonly PackageIndex[], tool: PackageIndex["tool"
     "the sandbox has no network: sandbox.network.allow is empty, so no name resolves. To let it reach a package index, list its host under " +
     "sandbox.network.allow in the task file (--allow-host HOST for an ad-hoc task)" +
     (named.length ? `; this machine's configuration names ${named.join("; ")}` : none) +
-    ' (docs/network.md "Network")'
+    ' (docs/network.md "Package indexes")'
   );
 }
 

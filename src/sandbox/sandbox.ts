@@ -300,7 +300,7 @@ export interface NetworkEvent {
  * Creates sandboxes. `create` throws SandboxError when the backend cannot (no daemon, missing image).
  * Implemented by `DockerSandboxProvider` and, for tests, `HostDirectorySandboxProvider`; a Kubernetes
  * provider (a task's sandbox as a pod claimed from a warm pool) would implement this interface too:
- * its design, on paper only, is in docs/scale-out.md "A Kubernetes sandbox provider".
+ * its design, on paper only, is in docs/scale-out.md "A Kubernetes sandbox provider (designed, not built)".
  */
 export interface SandboxProvider {
   create(spec: SandboxSpec): Promise<Sandbox>;

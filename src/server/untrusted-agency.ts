@@ -45,7 +45,7 @@ const BUILD_PATHS = ["context", "dockerfile"] as const;
  * to the agency inline, so what was checked is what runs.
  *
  * The trust rule is the task objects' ({@link untrustedTaskProblems},
- * docs/http-api.md "Trust"), applied to the agency's `workspace` and to
+ * docs/http-api.md "The trust rule for task objects"), applied to the agency's `workspace` and to
  * every agent as the task its invocations run (its model, sandbox and
  * verify, on the agency's workspace): no hooks, MCP servers, policy files,
  * `model.base_url`, host variables or private-address allowances, and

@@ -71,6 +71,25 @@ describe("README and docs links", () => {
     expect(docs.filter((page) => !readFileSync(join(ROOT, page), "utf8").includes("](../README.md)"))).toEqual([]);
   });
 
+  it('the source\'s pointers into the docs (`docs/<page>.md "<Heading>"`) name a heading that exists', () => {
+    const files = (directory: string): string[] =>
+      readdirSync(directory, { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() ? files(join(directory, entry.name)) : entry.name.endsWith(".ts") ? [join(directory, entry.name)] : [],
+      );
+    const broken: string[] = [];
+    let checked = 0;
+    for (const file of files(join(ROOT, "src"))) {
+      for (const match of readFileSync(file, "utf8").matchAll(/(docs\/[a-z0-9-]+\.md) "([^"\n]+)"/g)) {
+        const page = join(ROOT, match[1]!);
+        checked += 1;
+        if (!existsSync(page)) broken.push(`${relative(ROOT, file)}: ${match[0]} (no such page)`);
+        else if (!anchors(page).has(anchorOf(match[2]!.replace(/`/g, "")))) broken.push(`${relative(ROOT, file)}: ${match[0]} (no such heading)`);
+      }
+    }
+    expect(checked).toBeGreaterThan(20);
+    expect(broken).toEqual([]);
+  });
+
   it("keep the README a front door: at most 250 lines", () => {
     expect(readFileSync(join(ROOT, "README.md"), "utf8").split("\n").length).toBeLessThanOrEqual(250);
   });
