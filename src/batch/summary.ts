@@ -32,11 +32,16 @@ function totalsLine(report: BatchReport, flakyShown = Number.POSITIVE_INFINITY):
   const { totals } = report;
   const flaky = report.flaky.slice(0, flakyShown).join(", ") + (report.flaky.length > flakyShown ? ` and ${report.flaky.length - flakyShown} more` : "");
   return (
-    `${totals.tasks} tasks: ${totals.succeeded} succeeded, ${totals.failed} failed, ${totals.error} error, ${totals.skipped} skipped; ` +
+    `${counted(totals.tasks, "task")}: ${totals.succeeded} succeeded, ${totals.failed} failed, ${totals.error} error, ${totals.skipped} skipped; ` +
     `pass rate ${formatRate(totals.pass_rate)} (${formatRate(totals.pass_rate_without_errors)} of the tasks without errors); ` +
-    `${totals.runs} runs, ${totals.tokens.total} tokens (${totals.tokens.cached} cached), cost ${totals.cost_usd === null ? "unknown (a run was not priced)" : formatUsd(totals.cost_usd)}` +
+    `${counted(totals.runs, "run")}, ${totals.tokens.total} tokens (${totals.tokens.cached} cached), cost ${totals.cost_usd === null ? "unknown (a run was not priced)" : formatUsd(totals.cost_usd)}` +
     (report.flaky.length ? `; flaky: ${flaky}` : "")
   );
+}
+
+/** `1 task`, `2 tasks`. */
+function counted(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
 /** A task's reason, and for an error its message on one line cut to `max` characters (the JSON and JUnit reports keep it whole). */

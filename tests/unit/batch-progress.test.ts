@@ -104,7 +104,7 @@ describe("after Ctrl-C", () => {
     expect(report.totals.runs).toBe(1);
     const table = formatBatchTable(report);
     expect(table).toMatch(/\nhangs +skipped +interrupted +1 +hangs-run\n/);
-    expect(table).toContain("; 1 runs,");
+    expect(table).toContain("; 1 run,");
     expect(resumeHint(report)).toBe("2 task(s) did not finish; continue with: runner batch resume b1");
   });
 
