@@ -112,7 +112,7 @@ function duration(ms: number): string {
 }
 
 /** An error message on one line, at most 200 characters: what a progress line shows of why a task errored (the reports keep it whole). */
-export function errorGist(message: string): string {
+function errorGist(message: string): string {
   const line = message.replace(/\s+/g, " ").trim();
   return line.length > 200 ? `${line.slice(0, 199)}…` : line;
 }
