@@ -59,7 +59,7 @@ describe("PermissionGuard and whoever answers its questions", () => {
       agentId: "main",
       readOnly: false,
     });
-    expect(seen[1]!.question).toMatch(/replace:\n  \| a - b\nwith:\n  \| a \+ b$/);
+    expect(seen[1]!.question).toMatch(/replace:\n {2}\| a - b\nwith:\n {2}\| a \+ b$/);
     expect(writePreview("run_shell", { command: "ls" })).toBe("");
   });
 
