@@ -1,11 +1,12 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative, sep } from "node:path";
 import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import type { PendingApproval } from "../runner/approval-inbox.js";
 import type { ApprovalInbox } from "../runner/approval-inbox.js";
 import { listRuns, runSummary, type RunSummary } from "../runner/run-records.js";
 import { recordedRunRefusal } from "../runner/untrusted-task.js";
+import { AgencyDirectory } from "../agency/agency-directory.js";
 import type { AgencyHandle, AgencyRunner } from "../agency/agency.js";
 import type { RunHandle } from "../runner/runner.js";
 import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
@@ -14,6 +15,7 @@ import type { BoardStream } from "./event-streams.js";
 import type { IdempotencyKeys } from "./idempotency.js";
 import { SharedFrames } from "./shared-frames.js";
 import { HttpProblem } from "./problem.js";
+import { recordedAgencyRefusal } from "./untrusted-agency.js";
 
 /** What every route of the server works with: the Runner, the handles of the runs it started that have not ended, the approvals inbox, the board's stream. */
 export interface ServerContext {
@@ -70,7 +72,33 @@ export function adopt(context: ServerContext, handle: RunHandle): void {
  */
 export function runRefusal(context: ServerContext, id: string): string | null {
   if (context.handles.has(id)) return null;
-  return recordedRunRefusal(join(context.runner.home, "runs", id), { roots: context.roots, allowMerge: true });
+  return recordedRunRefusal(join(context.runner.home, "runs", id), {
+    roots: context.roots,
+    allowMerge: true,
+    vouchedPolicy: (file) => agencyOfPolicy(context, file) !== null,
+  });
+}
+
+/**
+ * The agency whose invocations' policy `file` is (`<home>/agencies/<id>/policies/<agent>.yaml`, generated from
+ * the agency's checked definition), when the server's callers may use that agency; else null. So an agency's
+ * invocation runs are as visible as their agency: their records, events and approval questions.
+ */
+function agencyOfPolicy(context: ServerContext, file: string): string | null {
+  const root = join(context.runner.home, "agencies");
+  const parts = relative(root, file).split(sep);
+  if (parts.length !== 3 || parts[1] !== "policies" || !/^[\w.-]+$/.test(parts[0]!) || !parts[2]!.endsWith(".yaml")) return null;
+  return agencyRefusal(context, parts[0]!) === null ? parts[0]! : null;
+}
+
+/** Why the server's callers may not use agency `id` (null: they may): one it runs, or one whose recorded definition passes the trust rule. */
+export function agencyRefusal(context: ServerContext, id: string): string | null {
+  if (context.agencies.has(id)) return null;
+  try {
+    return recordedAgencyRefusal(AgencyDirectory.of(context.runner.home, id).readRecord().definition, context.roots);
+  } catch {
+    return "its record (agency.json) cannot be read";
+  }
 }
 
 /** The runs of RUNNER_HOME the server's callers may use, newest first. */
@@ -144,6 +172,7 @@ export function approvalBody(approval: PendingApproval): ApprovalBody {
     can_remember: request.canRemember,
     asked_at: new Date(approval.askedAt).toISOString(),
     deadline: new Date(approval.deadline).toISOString(),
+    agency: request.agency ? { id: request.agency.agencyId, agent: request.agency.agent, invocation_id: request.agency.invocationId } : null,
   };
 }
 

@@ -120,6 +120,15 @@ export function show(main) {
             h("strong", {}, approval.tool),
             " in ",
             h("a", { href: `/runs/${encodeURIComponent(approval.run_id)}` }, runs.get(approval.run_id)?.task ?? approval.run_id),
+            approval.agency
+              ? h(
+                  "span",
+                  { class: "agency" },
+                  ` · agency ${approval.agency.id} · agent `,
+                  h("strong", {}, approval.agency.agent),
+                  ` (${approval.agency.invocation_id})`,
+                )
+              : null,
             h("span", { class: "muted" }, ` · ${approval.agent_id} · answer by ${time(approval.deadline)}`),
           ),
           approval.subject ? h("pre", { class: "subject" }, approval.subject) : null,
