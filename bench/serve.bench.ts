@@ -152,7 +152,7 @@ async function measure(
   count: number,
   intervalMs: number,
   options: { record?: boolean; perClient?: boolean } = {},
-): Promise<{ latencies: number[]; rssBefore: number; rssPeak: number }> {
+): Promise<{ latencies: number[]; rssBefore: number; rssPeak: number; cpuPerEventUs: number }> {
   const id = await startRun();
   const path = options.perClient ? `/bench/per-client/${id}/events` : `/v1/runs/${id}/events`;
   const readers = await clientProcess(path, clients, count, options.record ?? true);
@@ -161,6 +161,7 @@ async function measure(
   let rssPeak = rssBefore;
   const events = envelopes(count, id);
   const { replay, pushed } = current!;
+  const cpuBefore = process.cpuUsage();
   const watch = setInterval(() => {
     const usage = process.memoryUsage();
     if (usage.rss > rssPeak) rssPeak = usage.rss;
@@ -173,11 +174,12 @@ async function measure(
   }
   replay.end();
   const received = await readers.done;
+  const cpu = process.cpuUsage(cpuBefore);
   clearInterval(watch);
   rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
   const latencies: number[] = [];
   for (let index = 0; index < received.length; index += 2) latencies.push(received[index + 1]! - pushed.get(received[index]!)!);
-  return { latencies, rssBefore, rssPeak };
+  return { latencies, rssBefore, rssPeak, cpuPerEventUs: (cpu.user + cpu.system) / count };
 }
 
 /** Baseline: the same emit → receive through RunHandle.events() in-process. */
@@ -246,6 +248,15 @@ async function main(): Promise<void> {
   ];
   printTable(`event emitted → received (${EVENTS} events, one every ${INTERVAL_MS} ms)`, rows);
   for (const row of rows) console.log(`   ${row.name}: p50 ${percentile(row.samples, 0.5).toFixed(2)} ms, p99 ${percentile(row.samples, 0.99).toFixed(2)} ms`);
+  // CPU time of this process (the server, the run's replay, this loop) per event: what load on the machine does not change.
+  for (const [name, run] of [
+    ["SSE, 1 client", one],
+    ["SSE, 50 clients, per-client iterator (before)", fiftyBefore],
+    ["SSE, 50 clients", fifty],
+  ] as const)
+    console.log(
+      `   ${name}: server CPU ${run.cpuPerEventUs.toFixed(0)} µs per event (${(run.cpuPerEventUs / (name === "SSE, 1 client" ? 1 : 50)).toFixed(1)} µs per event per client)`,
+    );
   // Each in a fresh process: RSS does not shrink back, so a second measurement in this one would start at the first's peak.
   const bigBefore = await rssProcess("per-client");
   const big = await rssProcess("shared");

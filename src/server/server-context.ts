@@ -106,10 +106,17 @@ export function visibleRuns(context: ServerContext): RunSummary[] {
   return listRuns(context.runner.home).filter((run) => runRefusal(context, run.id) === null);
 }
 
-/** Sends the board the run's fresh record (reading that run's records only: this runs at every step of every run). */
+/**
+ * Sends the board the run's fresh record once this turn of the event loop is
+ * over (reading that run's records only: this is asked at every step of
+ * every run; a burst of steps reads them once, and nothing is read while no
+ * board is open).
+ */
 export function publishRun(context: ServerContext, id: string): void {
-  const summary = runSummary(context.runner.home, id);
-  if (summary && runRefusal(context, id) === null) context.board.publish({ event: "run", data: runRecord(context, summary) });
+  context.board.publishLater(`run:${id}`, () => {
+    const summary = runSummary(context.runner.home, id);
+    return summary && runRefusal(context, id) === null ? { event: "run", data: runRecord(context, summary) } : null;
+  });
 }
 
 /** `dev.agent-runner.run.started.v1` → `run.started`. */
