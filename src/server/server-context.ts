@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join, relative, sep } from "node:path";
 import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
@@ -13,9 +13,13 @@ import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
 import { RunRecordSchema } from "./api-schemas.js";
 import type { BoardStream } from "./event-streams.js";
 import type { IdempotencyKeys } from "./idempotency.js";
+import { followEventsFile } from "./follow-events-file.js";
 import { SharedFrames } from "./shared-frames.js";
 import { HttpProblem } from "./problem.js";
 import { recordedAgencyRefusal } from "./untrusted-agency.js";
+
+/** While following a run another process runs: how often events.jsonl is read when the file system reported no change, ms. */
+const FOLLOW_POLL_MS = 1_000;
 
 /** What every route of the server works with: the Runner, the handles of the runs it started that have not ended, the approvals inbox, the board's stream. */
 export interface ServerContext {
@@ -185,44 +189,14 @@ export function approvalBody(approval: PendingApproval): ApprovalBody {
 
 /**
  * A run's events from sequence number `from`: the shared frames of the live
- * handle when this server runs it, else events.jsonl, followed (every
- * `pollMs`) while another process still runs it, until its report.json exists.
+ * handle when this server runs it, else events.jsonl, followed while another
+ * process still runs it, until its report.json exists ({@link followEventsFile}:
+ * woken by the file's changes, polled every {@link FOLLOW_POLL_MS} as well).
  */
-export function runEvents(context: ServerContext, id: string, from: number, pollMs = 250): AsyncIterable<RunEnvelope> | SharedFrames {
+export function runEvents(context: ServerContext, id: string, from: number): AsyncIterable<RunEnvelope> | SharedFrames {
   const frames = context.frames.get(id);
   if (frames) return frames;
-  return followFile(join(context.runner.home, "runs", id), from, pollMs);
-}
-
-async function* followFile(directory: string, from: number, pollMs: number): AsyncGenerator<RunEnvelope> {
-  const file = join(directory, "events.jsonl");
-  let offset = 0;
-  let sequence = 0;
-  for (;;) {
-    const ended = existsSync(join(directory, "report.json"));
-    const { text, bytes } = readFrom(file, offset);
-    offset += bytes;
-    for (const line of text.split("\n")) {
-      if (!line) continue;
-      if (sequence++ >= from) yield JSON.parse(line) as RunEnvelope;
-    }
-    if (ended && bytes === 0) return;
-    if (bytes === 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
-  }
-}
-
-/** Whole lines of `file` from byte `offset` (up to 1 MiB of them; a line still being written waits for its newline). */
-function readFrom(file: string, offset: number): { text: string; bytes: number } {
-  if (!existsSync(file)) return { text: "", bytes: 0 };
-  const descriptor = openSync(file, "r");
-  try {
-    const chunk = Buffer.alloc(1 << 20);
-    const read = readSync(descriptor, chunk, 0, chunk.length, offset);
-    const bytes = chunk.subarray(0, read).lastIndexOf(0x0a) + 1;
-    return { text: chunk.subarray(0, bytes).toString("utf8"), bytes };
-  } finally {
-    closeSync(descriptor);
-  }
+  return followEventsFile(join(context.runner.home, "runs", id), from, { pollMs: FOLLOW_POLL_MS });
 }
 
 function readJson(file: string): unknown {
