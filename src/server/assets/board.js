@@ -129,7 +129,12 @@ export function show(main) {
                   ` (${approval.agency.invocation_id})`,
                 )
               : null,
-            h("span", { class: "muted" }, ` · ${approval.agent_id} · answer by ${time(approval.deadline)}`),
+            // An agency invocation's own agent is its run's "main": named above already; a subagent is still shown.
+            h(
+              "span",
+              { class: "muted" },
+              `${approval.agency && approval.agent_id === "main" ? "" : ` · ${approval.agent_id}`} · answer by ${time(approval.deadline)}`,
+            ),
           ),
           approval.subject ? h("pre", { class: "subject" }, approval.subject) : null,
           h("p", {}, h("span", { class: "rule" }, approval.rule), " ", approval.reason),
