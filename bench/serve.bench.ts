@@ -8,7 +8,7 @@
  * iterator of the run's events and one chunk copy per client,
  * `runEventStream`), on a route of the bench's own.
  *
- *   npx tsx bench/serve.bench.ts [--events=1000] [--interval-ms=5]
+ *   npx tsx bench/serve.bench.ts [--events=1000] [--interval-ms=5] [--client=http|fetch]
  *
  * Goals (issue 23): p50 <= 5 ms and p99 <= 50 ms at 50 clients; RSS growth
  * <= 50 MiB. The run is a stand-in for a Runner's run: a RunHandle over the
@@ -37,6 +37,9 @@ import { printTable, type Row } from "./lib/stats.js";
 const EVENTS = positiveOption("events", 1000);
 const INTERVAL_MS = positiveOption("interval-ms", 5);
 const TOKEN = "bench-token-0123456789";
+/** The clients' HTTP stack: `http` (node:http, default) or `fetch` (undici and web streams: three times the client CPU a message, which 50 clients in one process pay one after another). */
+const CLIENT = process.argv.find((argument) => argument.startsWith("--client="))?.slice("--client=".length) ?? "http";
+if (CLIENT !== "http" && CLIENT !== "fetch") throw new Error(`--client: expected http or fetch, got ${CLIENT}`);
 
 const home = mkdtempSync(join(tmpdir(), "agent-runner-bench-serve-"));
 const tasks = mkdtempSync(join(tmpdir(), "agent-runner-bench-serve-tasks-"));
@@ -91,10 +94,32 @@ async function startRun(): Promise<string> {
  */
 async function clientProcess(path: string, clients: number, expected: number, record: boolean) {
   const code = `
-    const [url, token, clients, expected, record] = [process.argv[1], process.argv[2], Number(process.argv[3]), Number(process.argv[4]), process.argv[5] === "1"];
+    const [url, token, clients, expected, record, kind] = [process.argv[1], process.argv[2], Number(process.argv[3]), Number(process.argv[4]), process.argv[5] === "1", process.argv[6]];
     const received = [];
     let connected = 0;
-    await Promise.all(Array.from({ length: clients }, async () => {
+    const http = await import("node:http");
+    // node:http: what a non-browser SSE client (the eventsource package) reads with; bytes scanned for the blank line, no text decoding until a message is whole.
+    if (kind === "http") await Promise.all(Array.from({ length: clients }, () => new Promise((resolve, reject) => {
+      const request = http.get(url, { headers: { authorization: "Bearer " + token }, agent: false }, (response) => {
+        if (++connected === clients) process.stdout.write("connected\\n");
+        let buffer = Buffer.alloc(0), count = 0;
+        response.on("data", (chunk) => {
+          const now = performance.timeOrigin + performance.now();
+          buffer = buffer.length ? Buffer.concat([buffer, chunk]) : chunk;
+          let end;
+          while ((end = buffer.indexOf("\\n\\n")) >= 0) {
+            const block = buffer.subarray(0, end);
+            buffer = buffer.subarray(end + 2);
+            if (block[0] !== 0x69) continue; // "id: "
+            if (record) received.push(Number(block.subarray(4, block.indexOf(10)).toString("latin1")), now);
+            if (++count === expected) { request.destroy(); resolve(); }
+          }
+        });
+        response.on("end", resolve);
+      });
+      request.on("error", (error) => (error.code === "ECONNRESET" ? resolve() : reject(error)));
+    })));
+    else await Promise.all(Array.from({ length: clients }, async () => {
       const response = await fetch(url, { headers: { authorization: "Bearer " + token } });
       if (++connected === clients) process.stdout.write("connected\\n");
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -120,7 +145,7 @@ async function clientProcess(path: string, clients: number, expected: number, re
   `;
   const child = spawn(
     process.execPath,
-    ["--input-type=module", "-e", code, `${listening.url}${path}`, TOKEN, String(clients), String(expected), record ? "1" : "0"],
+    ["--input-type=module", "-e", code, `${listening.url}${path}`, TOKEN, String(clients), String(expected), record ? "1" : "0", CLIENT],
     {
       stdio: ["ignore", "pipe", "inherit"],
     },
@@ -152,7 +177,7 @@ async function measure(
   count: number,
   intervalMs: number,
   options: { record?: boolean; perClient?: boolean } = {},
-): Promise<{ latencies: number[]; rssBefore: number; rssPeak: number }> {
+): Promise<{ latencies: number[]; rssBefore: number; rssPeak: number; cpuPerEventUs: number }> {
   const id = await startRun();
   const path = options.perClient ? `/bench/per-client/${id}/events` : `/v1/runs/${id}/events`;
   const readers = await clientProcess(path, clients, count, options.record ?? true);
@@ -161,6 +186,7 @@ async function measure(
   let rssPeak = rssBefore;
   const events = envelopes(count, id);
   const { replay, pushed } = current!;
+  const cpuBefore = process.cpuUsage();
   const watch = setInterval(() => {
     const usage = process.memoryUsage();
     if (usage.rss > rssPeak) rssPeak = usage.rss;
@@ -173,11 +199,12 @@ async function measure(
   }
   replay.end();
   const received = await readers.done;
+  const cpu = process.cpuUsage(cpuBefore);
   clearInterval(watch);
   rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
   const latencies: number[] = [];
   for (let index = 0; index < received.length; index += 2) latencies.push(received[index + 1]! - pushed.get(received[index]!)!);
-  return { latencies, rssBefore, rssPeak };
+  return { latencies, rssBefore, rssPeak, cpuPerEventUs: (cpu.user + cpu.system) / count };
 }
 
 /** Baseline: the same emit → receive through RunHandle.events() in-process. */
@@ -207,7 +234,9 @@ function percentile(samples: number[], q: number): number {
 
 /** The RSS measurement of one stream in a new process of this script (`--rss=per-client|shared`). */
 function rssProcess(variant: "per-client" | "shared"): Promise<{ rssBefore: number; rssPeak: number }> {
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, `--rss=${variant}`], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, `--rss=${variant}`, `--client=${CLIENT}`], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   let output = "";
   child.stdout.on("data", (chunk) => (output += chunk));
   return new Promise((resolve, reject) =>
@@ -246,6 +275,15 @@ async function main(): Promise<void> {
   ];
   printTable(`event emitted → received (${EVENTS} events, one every ${INTERVAL_MS} ms)`, rows);
   for (const row of rows) console.log(`   ${row.name}: p50 ${percentile(row.samples, 0.5).toFixed(2)} ms, p99 ${percentile(row.samples, 0.99).toFixed(2)} ms`);
+  // CPU time of this process (the server, the run's replay, this loop) per event: what load on the machine does not change.
+  for (const [name, run] of [
+    ["SSE, 1 client", one],
+    ["SSE, 50 clients, per-client iterator (before)", fiftyBefore],
+    ["SSE, 50 clients", fifty],
+  ] as const)
+    console.log(
+      `   ${name}: server CPU ${run.cpuPerEventUs.toFixed(0)} µs per event (${(run.cpuPerEventUs / (name === "SSE, 1 client" ? 1 : 50)).toFixed(1)} µs per event per client)`,
+    );
   // Each in a fresh process: RSS does not shrink back, so a second measurement in this one would start at the first's peak.
   const bigBefore = await rssProcess("per-client");
   const big = await rssProcess("shared");

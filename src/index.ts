@@ -7,7 +7,16 @@ export type { AgencyReport, AgencyStatus } from "./agency/agency-directory.js";
 export { STOP_CLASSES, type ChainStop, type StopClass } from "./agency/guards/stop-reasons.js";
 export { AgencyFileError, type AgencyProblem } from "./agency/load-agency.js";
 export type { AgencyEvent } from "./bus/event-bus.js";
-export { Runner, type ApprovalBroker, type ApprovalRequest, type ModelText, type RunHandle, type RunnerOptions, type StartOptions } from "./runner/runner.js";
+export {
+  Runner,
+  type ApprovalAgency,
+  type ApprovalBroker,
+  type ApprovalRequest,
+  type ModelText,
+  type RunHandle,
+  type RunnerOptions,
+  type StartOptions,
+} from "./runner/runner.js";
 export {
   cloudEventType,
   EVENT_CATALOGUE,

@@ -112,7 +112,7 @@ export class Orchestrator {
     });
     const ended = () => [...this.invocations.values()].filter((invocation) => invocation.status !== "running").map((invocation) => invocation.cost_usd);
     this.budget = new AgencyBudget(options.record.definition.budget?.max_cost_usd ?? null, ended);
-    this.approvals = new AgencyApprovals(options.approvals ?? null, async (type, invocation, id, data) => {
+    this.approvals = new AgencyApprovals(options.approvals ?? null, options.record.agency_id, async (type, invocation, id, data) => {
       await options.bus.publish(this.event({ kind: "orchestrator" }, { type, subject: invocation.agent, id, cause: invocation.event, data }));
     });
   }

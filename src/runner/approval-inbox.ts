@@ -33,6 +33,8 @@ export interface ApprovalInboxOptions {
  * (cancelled, the call's deadline) takes its question out of the list.
  */
 export class ApprovalInbox implements ApprovalBroker {
+  /** Each question waits and is answered on its own: an agency's invocations may ask at once. */
+  readonly concurrent = true;
   private readonly waiting = new Map<string, { approval: PendingApproval; settle: (answer: ApprovalAnswer) => void }>();
   private readonly timeoutMs: number;
   private readonly now: () => number;

@@ -47,6 +47,22 @@ import { StreamedTextRedactor } from "../redaction/streamed-text.js";
  */
 export interface ApprovalRequest extends ApprovalQuestion {
   runId: string;
+  /**
+   * Set when the run is an agency's invocation (src/agency/guards/agency-approvals.ts
+   * fills it): which agency, agent and invocation ask, so an inbox can show
+   * it next to the run. Absent for a run started on its own.
+   */
+  agency?: ApprovalAgency;
+}
+
+/** The agency invocation a question comes from (docs/agency.md "Human gates: confirm"). */
+export interface ApprovalAgency {
+  /** The agency id (`<date>-<time>-<random>`). */
+  agencyId: string;
+  /** The agent's name. */
+  agent: string;
+  /** The invocation id (`<agent>-<12 hex>`). */
+  invocationId: string;
 }
 
 /**
@@ -57,6 +73,13 @@ export interface ApprovalRequest extends ApprovalQuestion {
  */
 export interface ApprovalBroker {
   request(approval: ApprovalRequest, signal: AbortSignal): Promise<ApprovalAnswer>;
+  /**
+   * True when the broker holds several open questions at once and each is
+   * answered on its own (an inbox: `runner serve`, `runner mcp`). Absent or
+   * false (a terminal prompt): a caller that asks for many runs at once (an
+   * agency) puts its questions to it one at a time.
+   */
+  readonly concurrent?: boolean;
 }
 
 export interface RunnerOptions {

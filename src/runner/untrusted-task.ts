@@ -273,9 +273,13 @@ function realpathOrSelf(path: string): string {
  * have started that run itself: the recorded task (task.json) has its workspace and the workspace's git directories
  * inside the roots, no hooks, MCP servers, merge on success, base URL, host variables or policy file. So the user's
  * own `runner exec` runs elsewhere stay out of reach (their records, their checkouts, their hooks on resume).
- * `allowMerge`: a recorded merge on success is no reason (the HTTP API lets its callers merge).
+ * `allowMerge`: a recorded merge on success is no reason (the HTTP API lets its callers merge). `vouchedPolicy`: policy
+ * files the caller vouches for (`runner serve`: the policies an agency it may use generated for its invocations).
  */
-export function recordedRunRefusal(runDirectory: string, trust: { roots: readonly string[]; allowMerge?: boolean }): string | null {
+export function recordedRunRefusal(
+  runDirectory: string,
+  trust: { roots: readonly string[]; allowMerge?: boolean; vouchedPolicy?: (file: string) => boolean },
+): string | null {
   let task: Record<string, unknown>;
   try {
     task = JSON.parse(readFileSync(join(runDirectory, "task.json"), "utf8")) as Record<string, unknown>;
@@ -298,7 +302,7 @@ export function recordedRunRefusal(runDirectory: string, trust: { roots: readonl
   if (hasEntries(sandbox?.pass_env) || hasEntries(sandbox?.secret_env)) return "its task passes host environment variables";
   const subagents = task.subagents as Record<string, unknown> | undefined;
   for (const policy of [task.policy, subagents?.explore_policy, subagents?.worker_policy]) {
-    if (typeof policy === "string" && !shippedPolicyNames().includes(policy)) return "its task has a policy file";
+    if (typeof policy === "string" && !shippedPolicyNames().includes(policy) && !trust.vouchedPolicy?.(policy)) return "its task has a policy file";
   }
   return null;
 }

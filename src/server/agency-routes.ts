@@ -26,8 +26,8 @@ import {
 import type { ApiRoutes } from "./api-routes.js";
 import { runEventStream, startSequence } from "./event-streams.js";
 import { HttpProblem, problemOfError } from "./problem.js";
-import type { ServerContext } from "./server-context.js";
-import { readUntrustedAgency, recordedAgencyRefusal, type AgencyTrustProblem } from "./untrusted-agency.js";
+import { agencyRefusal, type ServerContext } from "./server-context.js";
+import { readUntrustedAgency, type AgencyTrustProblem } from "./untrusted-agency.js";
 
 const problem = (description: string) => ({ description, schema: ProblemSchema });
 
@@ -60,7 +60,7 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
     if (under) return under;
     if (context.agencies.has(id) || agencyRunning(directory.path)) return Promise.resolve(false);
     const resumed = context.runner
-      .resumeAgency(id)
+      .resumeAgency(id, { approvals: context.inbox })
       .then((handle) => (adoptAgency(context, handle), true))
       .catch((error: unknown) => Promise.reject(problemOfError(error, 409)))
       .finally(() => resuming.delete(id));
@@ -148,7 +148,7 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
         }
         const event = body.event ? outsideEvent(body.event) : undefined;
         const handle = await context.runner
-          .agency(checked.object, { baseDirectory: checked.baseDirectory, ...(event ? { event } : {}) })
+          .agency(checked.object, { baseDirectory: checked.baseDirectory, approvals: context.inbox, ...(event ? { event } : {}) })
           .catch((error: unknown) => {
             if (!(error instanceof AgencyFileError)) throw problemOfError(error);
             // The agency labels its object `agency` and inline agents `agency.agents[n]`: name the caller's files instead.
@@ -290,15 +290,6 @@ export function visibleAgency(context: ServerContext): MiddlewareHandler {
 function adoptAgency(context: ServerContext, handle: AgencyHandle): void {
   context.agencies.set(handle.id, handle);
   void handle.result.catch(() => undefined).finally(() => context.agencies.delete(handle.id));
-}
-
-function agencyRefusal(context: ServerContext, id: string): string | null {
-  if (context.agencies.has(id)) return null;
-  try {
-    return recordedAgencyRefusal(AgencyDirectory.of(context.runner.home, id).readRecord().definition, context.roots);
-  } catch {
-    return "its record (agency.json) cannot be read";
-  }
 }
 
 /** The agencies of RUNNER_HOME the server's callers may use, newest first (ids begin with their start time). */

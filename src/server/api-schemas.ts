@@ -92,6 +92,10 @@ export const ApprovalSchema = z.object({
   can_remember: z.boolean().describe("whether allow_always is accepted"),
   asked_at: z.string(),
   deadline: z.string().describe("when the policy's non-interactive answer applies"),
+  agency: z
+    .object({ id: z.string(), agent: z.string(), invocation_id: z.string() })
+    .nullable()
+    .describe("the agency invocation that asks (its run is run_id); null for a run started on its own"),
 });
 export type ApprovalBody = z.infer<typeof ApprovalSchema>;
 

@@ -177,22 +177,49 @@ export interface BoardMessage {
  * (`run` with the run's fresh record, `approval.requested`,
  * `approval.resolved`). It has no ids to resume from: a client that
  * reconnects gets a fresh snapshot, so nothing is missed. The board keeps
- * nothing but its listeners.
+ * nothing but its listeners and the messages of this turn of the event loop
+ * not sent yet ({@link publishLater}).
  */
 export class BoardStream {
-  private readonly listeners = new Set<(message: BoardMessage) => void>();
+  private readonly listeners = new Set<(message: SerialisedMessage) => void>();
+  private readonly later = new Map<string, () => BoardMessage | null>();
 
+  /** Sends `message` to every client now, its data serialised once for all of them. */
   publish(message: BoardMessage): void {
-    for (const listener of this.listeners) listener(message);
+    if (this.listeners.size === 0) return;
+    const serialised = { event: message.event, data: JSON.stringify(message.data) };
+    for (const listener of this.listeners) listener(serialised);
+  }
+
+  /**
+   * Sends `make()`'s message (null: nothing) once this turn of the event loop
+   * is over; a second call with the same `key` before then replaces the
+   * first. A run's record is read from its files at each step: a burst of
+   * steps costs one read and one message, and with no client connected none
+   * (a client that connects gets a fresh snapshot).
+   */
+  publishLater(key: string, make: () => BoardMessage | null): void {
+    if (this.listeners.size === 0) return;
+    if (this.later.size === 0) setImmediate(() => this.flush());
+    this.later.set(key, make);
+  }
+
+  private flush(): void {
+    const made = [...this.later.values()];
+    this.later.clear();
+    for (const make of made) {
+      const message = make();
+      if (message) this.publish(message);
+    }
   }
 
   /** The SSE response for one client: `snapshot()` first, then every message published while it is connected. */
   respond(context: Context, snapshot: () => unknown): Response {
     return streamSSE(context, async (stream) => {
       const closed = closedSignal(stream);
-      const queue: BoardMessage[] = [];
+      const queue: SerialisedMessage[] = [];
       let wake: (() => void) | null = null;
-      const listener = (message: BoardMessage) => {
+      const listener = (message: SerialisedMessage) => {
         queue.push(message);
         wake?.();
       };
@@ -204,7 +231,7 @@ export class BoardStream {
         while (!closed.aborted()) {
           while (queue.length) {
             const message = queue.shift()!;
-            await stream.writeSSE({ event: message.event, data: JSON.stringify(message.data) });
+            await stream.writeSSE(message);
           }
           await Promise.race([new Promise<void>((resolve) => (wake = resolve)), closed.promise]);
           wake = null;
@@ -215,6 +242,12 @@ export class BoardStream {
       }
     });
   }
+}
+
+/** A board message with its data as JSON text. */
+interface SerialisedMessage {
+  event: string;
+  data: string;
 }
 
 /** Resolves (to null) when the client goes away. */

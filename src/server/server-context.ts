@@ -1,19 +1,25 @@
-import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import { join, relative, sep } from "node:path";
 import type { RunEnvelope } from "../events/event-catalogue.js";
 import { readEnvelopes } from "../events/event-log-reader.js";
 import type { PendingApproval } from "../runner/approval-inbox.js";
 import type { ApprovalInbox } from "../runner/approval-inbox.js";
 import { listRuns, runSummary, type RunSummary } from "../runner/run-records.js";
 import { recordedRunRefusal } from "../runner/untrusted-task.js";
+import { AgencyDirectory } from "../agency/agency-directory.js";
 import type { AgencyHandle, AgencyRunner } from "../agency/agency.js";
 import type { RunHandle } from "../runner/runner.js";
 import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
 import { RunRecordSchema } from "./api-schemas.js";
 import type { BoardStream } from "./event-streams.js";
 import type { IdempotencyKeys } from "./idempotency.js";
+import { followEventsFile } from "./follow-events-file.js";
 import { SharedFrames } from "./shared-frames.js";
 import { HttpProblem } from "./problem.js";
+import { recordedAgencyRefusal } from "./untrusted-agency.js";
+
+/** While following a run another process runs: how often events.jsonl is read when the file system reported no change, ms. */
+const FOLLOW_POLL_MS = 1_000;
 
 /** What every route of the server works with: the Runner, the handles of the runs it started that have not ended, the approvals inbox, the board's stream. */
 export interface ServerContext {
@@ -70,7 +76,33 @@ export function adopt(context: ServerContext, handle: RunHandle): void {
  */
 export function runRefusal(context: ServerContext, id: string): string | null {
   if (context.handles.has(id)) return null;
-  return recordedRunRefusal(join(context.runner.home, "runs", id), { roots: context.roots, allowMerge: true });
+  return recordedRunRefusal(join(context.runner.home, "runs", id), {
+    roots: context.roots,
+    allowMerge: true,
+    vouchedPolicy: (file) => agencyOfPolicy(context, file) !== null,
+  });
+}
+
+/**
+ * The agency whose invocations' policy `file` is (`<home>/agencies/<id>/policies/<agent>.yaml`, generated from
+ * the agency's checked definition), when the server's callers may use that agency; else null. So an agency's
+ * invocation runs are as visible as their agency: their records, events and approval questions.
+ */
+function agencyOfPolicy(context: ServerContext, file: string): string | null {
+  const root = join(context.runner.home, "agencies");
+  const parts = relative(root, file).split(sep);
+  if (parts.length !== 3 || parts[1] !== "policies" || !/^[\w.-]+$/.test(parts[0]!) || !parts[2]!.endsWith(".yaml")) return null;
+  return agencyRefusal(context, parts[0]!) === null ? parts[0]! : null;
+}
+
+/** Why the server's callers may not use agency `id` (null: they may): one it runs, or one whose recorded definition passes the trust rule. */
+export function agencyRefusal(context: ServerContext, id: string): string | null {
+  if (context.agencies.has(id)) return null;
+  try {
+    return recordedAgencyRefusal(AgencyDirectory.of(context.runner.home, id).readRecord().definition, context.roots);
+  } catch {
+    return "its record (agency.json) cannot be read";
+  }
 }
 
 /** The runs of RUNNER_HOME the server's callers may use, newest first. */
@@ -78,10 +110,17 @@ export function visibleRuns(context: ServerContext): RunSummary[] {
   return listRuns(context.runner.home).filter((run) => runRefusal(context, run.id) === null);
 }
 
-/** Sends the board the run's fresh record (reading that run's records only: this runs at every step of every run). */
+/**
+ * Sends the board the run's fresh record once this turn of the event loop is
+ * over (reading that run's records only: this is asked at every step of
+ * every run; a burst of steps reads them once, and nothing is read while no
+ * board is open).
+ */
 export function publishRun(context: ServerContext, id: string): void {
-  const summary = runSummary(context.runner.home, id);
-  if (summary && runRefusal(context, id) === null) context.board.publish({ event: "run", data: runRecord(context, summary) });
+  context.board.publishLater(`run:${id}`, () => {
+    const summary = runSummary(context.runner.home, id);
+    return summary && runRefusal(context, id) === null ? { event: "run", data: runRecord(context, summary) } : null;
+  });
 }
 
 /** `dev.agent-runner.run.started.v1` → `run.started`. */
@@ -144,49 +183,20 @@ export function approvalBody(approval: PendingApproval): ApprovalBody {
     can_remember: request.canRemember,
     asked_at: new Date(approval.askedAt).toISOString(),
     deadline: new Date(approval.deadline).toISOString(),
+    agency: request.agency ? { id: request.agency.agencyId, agent: request.agency.agent, invocation_id: request.agency.invocationId } : null,
   };
 }
 
 /**
  * A run's events from sequence number `from`: the shared frames of the live
- * handle when this server runs it, else events.jsonl, followed (every
- * `pollMs`) while another process still runs it, until its report.json exists.
+ * handle when this server runs it, else events.jsonl, followed while another
+ * process still runs it, until its report.json exists ({@link followEventsFile}:
+ * woken by the file's changes, polled every {@link FOLLOW_POLL_MS} as well).
  */
-export function runEvents(context: ServerContext, id: string, from: number, pollMs = 250): AsyncIterable<RunEnvelope> | SharedFrames {
+export function runEvents(context: ServerContext, id: string, from: number): AsyncIterable<RunEnvelope> | SharedFrames {
   const frames = context.frames.get(id);
   if (frames) return frames;
-  return followFile(join(context.runner.home, "runs", id), from, pollMs);
-}
-
-async function* followFile(directory: string, from: number, pollMs: number): AsyncGenerator<RunEnvelope> {
-  const file = join(directory, "events.jsonl");
-  let offset = 0;
-  let sequence = 0;
-  for (;;) {
-    const ended = existsSync(join(directory, "report.json"));
-    const { text, bytes } = readFrom(file, offset);
-    offset += bytes;
-    for (const line of text.split("\n")) {
-      if (!line) continue;
-      if (sequence++ >= from) yield JSON.parse(line) as RunEnvelope;
-    }
-    if (ended && bytes === 0) return;
-    if (bytes === 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
-  }
-}
-
-/** Whole lines of `file` from byte `offset` (up to 1 MiB of them; a line still being written waits for its newline). */
-function readFrom(file: string, offset: number): { text: string; bytes: number } {
-  if (!existsSync(file)) return { text: "", bytes: 0 };
-  const descriptor = openSync(file, "r");
-  try {
-    const chunk = Buffer.alloc(1 << 20);
-    const read = readSync(descriptor, chunk, 0, chunk.length, offset);
-    const bytes = chunk.subarray(0, read).lastIndexOf(0x0a) + 1;
-    return { text: chunk.subarray(0, bytes).toString("utf8"), bytes };
-  } finally {
-    closeSync(descriptor);
-  }
+  return followEventsFile(join(context.runner.home, "runs", id), from, { pollMs: FOLLOW_POLL_MS });
 }
 
 function readJson(file: string): unknown {

@@ -12,10 +12,11 @@ import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listen } from "../../src/server/listen.js";
+import { writeAgency } from "../helpers/agency-fixture.js";
 import { launchChromium } from "../helpers/chromium.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { eventsFile, fakeShell, Gates, toolCall, writeScriptedTask } from "../helpers/fake-runner.js";
-import { fakeServer, TOKEN } from "../helpers/server-client.js";
+import { allSse, fakeServer, TOKEN } from "../helpers/server-client.js";
 import { envelopeLine, stepLines, syntheticRun } from "../helpers/synthetic-run.js";
 
 let browser: Browser;
@@ -161,6 +162,55 @@ describe("runner serve: the page", () => {
       // Static assets and the stream need the token too.
       for (const path of ["/assets/app.js", "/assets/vendor/diff2html.min.js", `/v1/runs/${id}/events`, `/runs/${id}`])
         expect((await fetch(`${listening.url}${path}`)).status, path).toBe(401);
+    } finally {
+      await listening.close();
+    }
+  }, 120_000);
+
+  it("an agency's confirm questions wait in the inbox with their agency, agent and invocation, answered from the keyboard", async () => {
+    await using directory = temporaryDirectory();
+    const agent = (name: string) => ({
+      triggers: ["task.ready"],
+      capabilities: ["read_file", "run_shell"],
+      turns: [{ tool_calls: [toolCall("run_shell", { command: `echo ${name} >> ${name}.txt` })] }, { content: "done" }],
+    });
+    writeAgency(directory.path, {
+      agents: { alpha: agent("alpha"), beta: agent("beta") },
+      agency: { confirm: ["run_shell"], goal: "never.happens" },
+    });
+    await using server = await fakeServer(directory.path, { exec: fakeShell() });
+    const listening = await listen(server.app, "127.0.0.1", 0);
+    try {
+      const board = await openPage(listening.url, "/");
+      await board.waitForSelector("#connection[data-state='live']");
+      const id = await board.evaluate(async () => {
+        const response = await fetch("/v1/agencies", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ agency_file: "agency.yaml" }),
+        });
+        return ((await response.json()) as { id: string }).id;
+      });
+
+      // Both invocations' questions wait at once; the selected one is answered by its key, then the other.
+      await board.locator("article.approval").nth(1).waitFor();
+      const answered: Record<string, string> = {};
+      for (const key of ["a", "d"]) {
+        const selected = board.locator("article.approval.selected");
+        const name = (await selected.locator(".agency strong").textContent())!;
+        expect(await selected.locator(".agency").textContent()).toMatch(new RegExp(`^ · agency ${id} · agent ${name} \\(${name}-[0-9a-f]{12}\\)$`));
+        expect(await selected.locator("pre.subject").textContent()).toBe(`echo ${name} >> ${name}.txt`);
+        expect(await selected.locator(".rule").textContent()).toBe("tools.confirm[0]");
+        await board.keyboard.press(key);
+        answered[name] = key;
+        if (key === "a") await board.locator("article.approval").nth(1).waitFor({ state: "detached" });
+      }
+      await board.getByText("Nothing waits for you.").waitFor();
+      expect(Object.keys(answered).sort()).toEqual(["alpha", "beta"]);
+
+      await allSse((await server.request(`/v1/agencies/${id}/events`)).body!);
+      const commands = server.provider.commands.map((command) => command.request.command);
+      for (const [name, key] of Object.entries(answered)) expect(commands.includes(`echo ${name} >> ${name}.txt`), name).toBe(key === "a");
     } finally {
       await listening.close();
     }

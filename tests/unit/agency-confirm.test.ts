@@ -66,6 +66,7 @@ describe("confirm", () => {
     ]);
     expect(asked[0]!.question).toMatch(/^agent coder \(coder-[0-9a-f]{12}\): policy agency-coder: run_shell "echo checked >> log.txt" needs confirmation\./);
     expect(asked[0]!.runId).toBe(report.invocations[0]!.run_id);
+    expect(asked[0]!.agency).toEqual({ agencyId: agency.id, agent: "coder", invocationId: report.invocations[0]!.invocation_id });
     // The approved command ran and its change merged; the refused write did not happen.
     expect(git("show", `agency/${agency.id}:log.txt`)).toBe("checked\n");
     expect(git("show", `agency/${agency.id}:calc.txt`)).toBe("wrong\n");

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { Mutex } from "async-mutex";
 import type { AgencyEvent } from "../../bus/event-bus.js";
 import type { ApprovalAnswer } from "../../policy/approval.js";
-import type { ApprovalBroker, RunHandle } from "../../runner/runner.js";
+import type { ApprovalAgency, ApprovalBroker, RunHandle } from "../../runner/runner.js";
 
 /** The agency's approval events (docs/agency.md "Human gates: confirm"). */
 const APPROVAL_REQUESTED = "agency.approval.requested";
@@ -29,10 +29,13 @@ type PublishApproval = (type: string, invocation: ApprovalInvocation, id: string
  * item 5). The generated policy of each agent lists those tools under
  * `tools.confirm` with `confirmations: prompt`, so a run asks before each
  * such call. With the agency's broker (`runner agency run` on a terminal:
- * the prompt; the library: `approvals`) every question goes to it, one at a
- * time across all invocations (a terminal shows one question), each
- * recorded as `agency.approval.requested` and `agency.approval.resolved`
- * (`by: "broker"`). Without one, the run is given no broker: the policy's
+ * the prompt; the library: `approvals`; `runner serve`: its inbox) every
+ * question goes to it, naming the agency, agent and invocation
+ * (`ApprovalRequest.agency`): one at a time across all invocations (a
+ * terminal shows one question) unless the broker is `concurrent` (an inbox
+ * shows them all), each recorded as `agency.approval.requested` and
+ * `agency.approval.resolved` (`by: "broker"`, and `timed_out` when nobody
+ * answered in the broker's time). Without one, the run is given no broker: the policy's
  * answer for calls nobody can be asked applies (refused, and the model is
  * told "there is no terminal to ask"), and the agency records each such
  * refusal of a `confirm` gate as `agency.approval.resolved` with
@@ -45,6 +48,7 @@ export class AgencyApprovals {
 
   constructor(
     private readonly broker: ApprovalBroker | null,
+    private readonly agencyId: string,
     private readonly publish: PublishApproval,
   ) {}
 
@@ -63,9 +67,10 @@ export class AgencyApprovals {
           reason: approval.reason,
           question: approval.question,
         });
-        const answer: ApprovalAnswer = await this.questions.runExclusive(() =>
-          broker.request({ ...approval, question: `agent ${invocation.agent} (${invocation.invocationId}): ${approval.question}` }, signal),
-        );
+        const agency: ApprovalAgency = { agencyId: this.agencyId, agent: invocation.agent, invocationId: invocation.invocationId };
+        const ask = () =>
+          broker.request({ ...approval, question: `agent ${invocation.agent} (${invocation.invocationId}): ${approval.question}`, agency }, signal);
+        const answer: ApprovalAnswer = await (broker.concurrent ? ask() : this.questions.runExclusive(ask));
         if (answer.answer === "no") this.count(invocation.invocationId);
         await this.publish(APPROVAL_RESOLVED, invocation, `${id}-resolved`, {
           ...call,
@@ -73,6 +78,7 @@ export class AgencyApprovals {
           reason: answer.answer === "no" ? (answer.reason ?? null) : null,
           by: "broker",
           asked: true,
+          timed_out: answer.answer === "no" && answer.timedOut === true,
         });
         return answer;
       },
@@ -101,6 +107,7 @@ export class AgencyApprovals {
         reason: denied.reason,
         by: "policy",
         asked: false,
+        timed_out: false,
       });
     }
   }

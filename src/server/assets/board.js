@@ -120,7 +120,21 @@ export function show(main) {
             h("strong", {}, approval.tool),
             " in ",
             h("a", { href: `/runs/${encodeURIComponent(approval.run_id)}` }, runs.get(approval.run_id)?.task ?? approval.run_id),
-            h("span", { class: "muted" }, ` · ${approval.agent_id} · answer by ${time(approval.deadline)}`),
+            approval.agency
+              ? h(
+                  "span",
+                  { class: "agency" },
+                  ` · agency ${approval.agency.id} · agent `,
+                  h("strong", {}, approval.agency.agent),
+                  ` (${approval.agency.invocation_id})`,
+                )
+              : null,
+            // An agency invocation's own agent is its run's "main": named above already; a subagent is still shown.
+            h(
+              "span",
+              { class: "muted" },
+              `${approval.agency && approval.agent_id === "main" ? "" : ` · ${approval.agent_id}`} · answer by ${time(approval.deadline)}`,
+            ),
           ),
           approval.subject ? h("pre", { class: "subject" }, approval.subject) : null,
           h("p", {}, h("span", { class: "rule" }, approval.rule), " ", approval.reason),
