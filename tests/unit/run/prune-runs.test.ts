@@ -22,13 +22,13 @@ describe("pruneRuns", () => {
     const start = async (name: string, script: unknown) => {
       const { task, git, repo } = writeScriptedTask(join(directory.path, name), { script, task: { name } });
       const run = await fake.runner.start(task);
-      await run.result;
-      return { id: run.id, directory: run.directory, git, repo };
+      const { branch } = await run.result;
+      return { id: run.id, directory: run.directory, branch, git, repo };
     };
     const unmerged = await start("unmerged", writes("kept\n"));
     const unchanged = await start("unchanged", { turns: [{ content: "Nothing to change." }] });
     const merged = await start("merged", writes("merged\n"));
-    merged.git("merge", "--ff-only", "-q", `runner/${merged.id}`);
+    merged.git("merge", "--ff-only", "-q", merged.branch!);
     // A run whose runner is alive (this process) and that has no report yet.
     const live = join(fake.home, "runs", "20991231-000000-live");
     mkdirSync(live, { recursive: true });
@@ -47,13 +47,13 @@ describe("pruneRuns", () => {
     const planned = await pruneRuns(fake.home, { dryRun: true });
     const plan = new Map(planned.map((decision) => [decision.runId, decision]));
     expect(planned).toHaveLength(4);
-    expect(plan.get(unmerged.id)).toMatchObject({ action: "kept", branches: [`runner/${unmerged.id}`], unmergedCommits: 1 });
+    expect(plan.get(unmerged.id)).toMatchObject({ action: "kept", branches: [unmerged.branch!], unmergedCommits: 1 });
     expect(plan.get(unchanged.id)).toMatchObject({ action: "remove", branches: [], reason: "no branch" });
-    expect(plan.get(merged.id)).toMatchObject({ action: "remove", branches: [`runner/${merged.id}`], reason: "merged" });
+    expect(plan.get(merged.id)).toMatchObject({ action: "remove", branches: [merged.branch!], reason: "merged" });
     expect(plan.get("20991231-000000-live")).toMatchObject({ action: "kept", reason: "still running" });
     expect(plan.get(unmerged.id)!.reason).toMatch(/^1 commit on no other branch \(merge it, or --force removes it\)$/);
     expect([unmerged, unchanged, merged].every((run) => existsSync(run.directory))).toBe(true);
-    expect(merged.git("branch", "--list", `runner/${merged.id}`).trim()).toBe(`runner/${merged.id}`);
+    expect(merged.git("branch", "--list", merged.branch!).trim()).toBe(merged.branch!);
 
     // --merged lists only the runs merged into the checked-out branch (a run without a branch counts).
     expect((await pruneRuns(fake.home, { dryRun: true, merged: true })).map((decision) => decision.runId).sort()).toEqual([unchanged.id, merged.id].sort());
@@ -72,7 +72,7 @@ describe("pruneRuns", () => {
     expect(existsSync(unchanged.directory) || existsSync(merged.directory)).toBe(false);
     expect(merged.git("branch", "--list", "runner/*").trim()).toBe("");
     expect(existsSync(unmerged.directory)).toBe(true);
-    expect(unmerged.git("branch", "--list", "runner/*").trim()).toBe(`runner/${unmerged.id}`);
+    expect(unmerged.git("branch", "--list", "runner/*").trim()).toBe(unmerged.branch!);
     expect(existsSync(live)).toBe(true);
 
     const forced = await pruneRuns(fake.home, { force: true });
