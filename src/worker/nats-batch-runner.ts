@@ -39,7 +39,7 @@ interface KeyState {
  * - The handle's `result` resolves with the run's report once `result.<key>`
  *   exists, after the run's records are copied into `$RUNNER_HOME/runs/<run-id>/`
  *   (report.json with `deliveries`, events.jsonl, patch.diff) and its branch
- *   (`runner/<task-slug>-<short-id>`) is made in your repository from the worker's commits:
+ *   (`runner/<task-name>-<short-id>`) is made in your repository from the worker's commits:
  *   only the submitter writes your repository. `id` is the run of the latest
  *   delivery (a redelivered task's run id changes).
  * - `cancel` (the batch interrupted) stops waiting; the remote run goes on,

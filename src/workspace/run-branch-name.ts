@@ -36,7 +36,7 @@ const NUMBERED_CANDIDATES = 20;
 
 /**
  * The branch names a new run tries, in order, the first one free wins:
- * `runner/<task-slug>-<short-id>`, where the short id is the run id's last
+ * `runner/<task-name>-<short-id>`, where the short id is the run id's last
  * `-`-separated part (the 4 random hex digits of `YYYYMMDD-HHMMSS-xxxx`,
  * src/run/run-id.ts), then more of the run id (`HHMMSS-xxxx`, then all of
  * it), then the whole run id with `-2`, `-3`, … (a repository shared by

@@ -25,7 +25,7 @@ import { runBranchCandidates } from "./run-branch-name.js";
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
 const FALLBACK_SANDBOX_UID = 1000;
 
-/** A task's own git worktree on its run branch (`runner/<task-slug>-<short-id>`, src/workspace/run-branch-name.ts), created from the repository's HEAD. */
+/** A task's own git worktree on its run branch (`runner/<task-name>-<short-id>`, src/workspace/run-branch-name.ts), created from the repository's HEAD. */
 export interface RunWorktree {
   /** Top level of the user's repository. */
   repositoryRoot: string;
@@ -83,7 +83,7 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
   } catch {
     throw new ConfigError(`workspace: the repository ${root} has no commits yet; commit the starting state first`);
   }
-  // git cannot hold both a branch `runner` and the run branches `runner/<task-slug>-<short-id>`.
+  // git cannot hold both a branch `runner` and the run branches `runner/<task-name>-<short-id>`.
   const clash = await rawSafeGit({ baseDirectory: root }, ["for-each-ref", "--format=%(refname)", "refs/heads/runner"]);
   if (clash.trim() === "refs/heads/runner") {
     throw new ConfigError(
@@ -98,7 +98,7 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
  * Creates the worktree at `worktreePath` on a new run branch from HEAD (or
  * from the head of `baseBranch`), without touching the user's checkout, and
  * hands its files to the sandbox user. The branch is the first of
- * {@link runBranchCandidates} (`runner/<task-slug>-<short-id>`) that is free:
+ * {@link runBranchCandidates} (`runner/<task-name>-<short-id>`) that is free:
  * neither it nor a worker branch of it (`<name>-w<n>`) exists. An existing
  * branch is never reused or moved: `git worktree add -b` refuses a name that
  * is taken, also one taken by a concurrent run since the check, and the next

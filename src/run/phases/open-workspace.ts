@@ -15,7 +15,7 @@ import type { RunScope } from "../run-scope.js";
 import { WorkDelivery } from "../../delivery/deliver.js";
 import { recordMainCommit } from "./deliver-main.js";
 
-/** What the open-workspace phase made: the run's disk, its worktree on its run branch (`runner/<task-slug>-<short-id>`), and the delivery of the main agent's work. */
+/** What the open-workspace phase made: the run's disk, its worktree on its run branch (`runner/<task-name>-<short-id>`), and the delivery of the main agent's work. */
 export interface RunWorkspace {
   disk: RunDisk;
   worktree: RunWorktree;
