@@ -1,4 +1,5 @@
 import { basename, dirname } from "node:path";
+import { rawSafeGit } from "./safe-git.js";
 
 /** Every run branch lives under this prefix: `runner prune`, the run-lock check and `git branch --list 'runner/*'` find them there. */
 export const RUN_BRANCH_PREFIX = "runner/";
@@ -49,4 +50,23 @@ export function runBranchCandidates(slug: string, runId: string): string[] {
   const whole = suffixes.at(-1) ?? "run";
   for (let number = 2; number < 2 + NUMBERED_CANDIDATES; number++) suffixes.push(`${whole}-${number}`);
   return suffixes.map((suffix) => `${RUN_BRANCH_PREFIX}${slug}-${suffix}`);
+}
+
+/**
+ * Whether a run may not be named `branch` in the repository: `branch`
+ * exists, or a worker branch of it (`<branch>-w<n>`, src/agents/subagents.ts:
+ * the run's workers would take its names, and `runner prune` would count it
+ * as the run's), or a branch below it (`<branch>/…`, which git cannot hold
+ * beside it). Throws GitCommandError when git cannot list the branches.
+ */
+export async function runBranchNameTaken(repositoryRoot: string, branch: string): Promise<boolean> {
+  const listed = await rawSafeGit({ baseDirectory: repositoryRoot }, [
+    "for-each-ref",
+    "--format=%(refname:strip=2)",
+    `refs/heads/${branch}`,
+    `refs/heads/${branch}-w*`,
+  ]);
+  return listed
+    .split("\n")
+    .some((name) => name === branch || name.startsWith(`${branch}/`) || (name.startsWith(`${branch}-w`) && /^\d+$/.test(name.slice(branch.length + 2))));
 }

@@ -20,7 +20,7 @@ import { driverOverrides, GitCommandError, rawSafeGit, safeGitResult, streamSafe
 import { checkStagedContent } from "./staged-content-check.js";
 import { authorshipConfig, recordedAuthorship, withCoAuthor, type CommitAuthorship } from "./commit-authorship.js";
 import { WORKSPACE_ROOT, type Sandbox } from "../sandbox/sandbox.js";
-import { runBranchCandidates } from "./run-branch-name.js";
+import { runBranchCandidates, runBranchNameTaken } from "./run-branch-name.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
 const FALLBACK_SANDBOX_UID = 1000;
@@ -116,7 +116,7 @@ export async function createRunWorktree(
   const sandboxUser = sandboxUserFor(repository.root);
   const base = baseBranch === undefined ? repository.head : await branchHead(repository.root, baseBranch);
   for (const branch of runBranchCandidates(run.taskSlug, run.runId)) {
-    if (await branchNameTaken(repository.root, branch)) continue;
+    if (await runBranchNameTaken(repository.root, branch)) continue;
     let added: { path: string; gitDirectory: string };
     try {
       added = await addWorktree(repository.root, gitConfig, ["-b", branch, worktreePath, base], worktreePath, sandboxUser, `the worktree for ${branch}`);
@@ -125,7 +125,7 @@ export async function createRunWorktree(
       // then: a failure after git made the branch (the path exists, the checkout failed) must not try another.
       const message = errorMessage(error);
       const refused = message.includes(`a branch named '${branch}' already exists`) || message.includes(`cannot lock ref 'refs/heads/${branch}'`);
-      if (refused && (await branchNameTaken(repository.root, branch))) continue;
+      if (refused && (await runBranchNameTaken(repository.root, branch))) continue;
       throw error;
     }
     return {
@@ -144,22 +144,6 @@ export async function createRunWorktree(
       reason: "git_failed",
     },
   );
-}
-
-/**
- * Whether `branch`, a worker branch of it (`<branch>-w<n>`, src/agents/subagents.ts)
- * or a branch below it (`<branch>/…`, which git cannot hold beside it) exists.
- */
-async function branchNameTaken(repositoryRoot: string, branch: string): Promise<boolean> {
-  const listed = await rawSafeGit({ baseDirectory: repositoryRoot }, [
-    "for-each-ref",
-    "--format=%(refname:strip=2)",
-    `refs/heads/${branch}`,
-    `refs/heads/${branch}-w*`,
-  ]);
-  return listed
-    .split("\n")
-    .some((name) => name === branch || name.startsWith(`${branch}/`) || (name.startsWith(`${branch}-w`) && /^\d+$/.test(name.slice(branch.length + 2))));
 }
 
 /** Creates branch `branch` at `commit` (host-side safe git; no checkout). Throws SandboxError when git refuses (the name is taken). */
