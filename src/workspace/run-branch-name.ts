@@ -66,7 +66,14 @@ export async function runBranchNameTaken(repositoryRoot: string, branch: string)
     `refs/heads/${branch}`,
     `refs/heads/${branch}-w*`,
   ]);
-  return listed
-    .split("\n")
-    .some((name) => name === branch || name.startsWith(`${branch}/`) || (name.startsWith(`${branch}-w`) && /^\d+$/.test(name.slice(branch.length + 2))));
+  return listed.split("\n").some((name) => name === branch || name.startsWith(`${branch}/`) || isWorkerBranchOf(name, branch));
+}
+
+/**
+ * Whether `name` is a worker branch of the run branch `branch`: exactly
+ * `<branch>-w<n>` (src/agents/subagents.ts). Not `<branch>-w1-<short-id>`,
+ * the branch of another run whose task is named `<task>-<short-id>-w1`.
+ */
+export function isWorkerBranchOf(name: string, branch: string): boolean {
+  return name.startsWith(`${branch}-w`) && /^\d+$/.test(name.slice(branch.length + 2));
 }

@@ -4,7 +4,7 @@
  * commits no other ref holds stays unless --force; a running run is never
  * touched; --dry-run removes nothing; --merged and --older-than narrow it.
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { pruneCommand } from "../../../src/cli/prune-command.js";
@@ -100,5 +100,56 @@ describe("pruneRuns", () => {
     ]);
     expect(existsSync(run.directory)).toBe(true);
     await expect(pruneCommand(fake.home, { olderThan: "a week" })).rejects.toThrow(/^--older-than: expected an age such as "7d"/);
+  });
+  it("finds old (runner/<run-id>) and new branch names by their records, takes exactly <branch>-w<n> as a worker's, and lists branches no record accounts for without removing them", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner();
+    const { task, git, repo } = writeScriptedTask(directory.path, { script: writes("new\n"), task: { name: "fix" } });
+    const newer = await fake.runner.start(task);
+    const newerBranch = (await newer.result).branch!;
+    writeFileSync(
+      join(directory.path, "script.yaml"),
+      JSON.stringify({ turns: [{ tool_calls: [toolCall("write_file", { path: "b.txt", content: "old\n" })] }, { content: "Done." }] }),
+    );
+    const older = await fake.runner.start(task);
+    const olderReport = await older.result;
+    // What a runner before the new names recorded: runner/<run-id>.
+    const oldStyle = `runner/${older.id}`;
+    git("branch", "-m", olderReport.branch!, oldStyle);
+    for (const record of ["run.json", "report.json"]) {
+      const path = join(older.directory, record);
+      writeFileSync(path, JSON.stringify({ ...(JSON.parse(readFileSync(path, "utf8")) as object), branch: oldStyle }));
+    }
+    git("branch", `${newerBranch}-w1`, newerBranch); // its worker's
+    git("branch", `${newerBranch}-w1-cd34`, newerBranch); // another run's (a task named "<task>-<id>-w1"), not recorded here
+    git("branch", "runner/gone-9f3a", "main"); // a run whose directory was removed by hand
+    git("merge", "-q", "--no-edit", newerBranch, oldStyle);
+
+    const printed: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => printed.push(String(chunk)) > 0);
+    try {
+      expect(await pruneCommand(fake.home, { json: true })).toBe(0);
+    } finally {
+      write.mockRestore();
+    }
+    const lines = printed.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(new Map(lines.filter((line) => line.run_id !== null).map((line) => [line.run_id, [line.action, line.branches]]))).toEqual(
+      new Map([
+        [newer.id, ["removed", [newerBranch, `${newerBranch}-w1`]]],
+        [older.id, ["removed", [oldStyle]]],
+      ]),
+    );
+    expect(lines.filter((line) => line.run_id === null)).toEqual(
+      [`${newerBranch}-w1-cd34`, "runner/gone-9f3a"]
+        .sort()
+        .map((branch) => expect.objectContaining({ branches: [branch], repository: realpathSync(repo), action: "kept" })),
+    );
+    expect(
+      git("branch", "--list", "runner/*")
+        .split("\n")
+        .map((line) => line.trim())
+        .filter(Boolean)
+        .sort(),
+    ).toEqual([`${newerBranch}-w1-cd34`, "runner/gone-9f3a"].sort());
   });
 });
