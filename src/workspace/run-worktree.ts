@@ -225,7 +225,10 @@ export interface RecordedWorktree {
  * work of a run whose runner died. The existing directory is used when it is
  * still registered with git (`reused`: uncommitted changes included);
  * otherwise a new worktree of the run branch is created at the same path.
- * Throws ConfigError when the repository or the branch is gone.
+ * A branch the run dropped (`branch_dropped`) is made again at its base
+ * commit. Throws ConfigError when the repository or the branch is gone, or
+ * the dropped branch's name is held by a branch with other commits (another
+ * run's: names are reused once free, src/workspace/run-branch-name.ts).
  */
 export async function reopenRunWorktree(recorded: RecordedWorktree, options: { create: boolean }): Promise<{ worktree: RunWorktree; reused: boolean } | null> {
   const repository = await resolveRepository(recorded.repository);
@@ -237,6 +240,13 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
     await createBranch(repository.root, recorded.branch, recorded.base_commit);
   } else if (!branchHead.trim()) {
     throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  } else if (recorded.branch_dropped && recorded.base_commit && branchHead.trim() !== recorded.base_commit) {
+    // Deleted at the run's end, so a later run (of the same task, with the same short id) could take the name:
+    // a branch there with commits is not this run's, and its work must not be built on.
+    throw new ConfigError(
+      `the run's branch ${recorded.branch} was deleted when the run ended (it changed nothing), and another branch of that name holds other commits now; ` +
+        `rename that branch (git branch -m ${recorded.branch} <new-name>) to continue this run`,
+    );
   }
   const base = {
     repositoryRoot: repository.root,

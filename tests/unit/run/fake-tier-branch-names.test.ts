@@ -90,4 +90,29 @@ describe("run branch names", () => {
     expect(await pruneRuns(fake.home)).toEqual([{ runId: first.id, branches: [old], action: "removed", reason: "merged", unmergedCommits: 0 }]);
     expect(git("branch", "--list", "runner/*").trim()).toBe("");
   });
+  it("continuing a run whose unchanged branch was dropped refuses a branch that took its name meanwhile, and leaves that branch alone", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner({ exec: fakeShell() });
+    const { task, git } = writeScriptedTask(directory.path, {
+      script: { turns: [{ content: "Nothing to change." }] },
+      task: { name: "unchanged" },
+    });
+    const run = await fake.runner.start(task);
+    expect(await run.result).toMatchObject({ status: "succeeded", branch: null });
+    const { branch: dropped } = readJson(join(run.directory, "run.json")) as { branch: string };
+    // Another run of the task drew the same short id once the name was free again.
+    git("checkout", "-q", "-b", dropped);
+    git("commit", "-q", "--allow-empty", "-m", "another run's work");
+    const theirs = git("rev-parse", "HEAD").trim();
+    git("checkout", "-q", "main");
+
+    const continued = await fake.runner.continue(run.id, "Look again.");
+    // The repository's state, refused as bad input: not the agent's failure nor the infrastructure's.
+    expect(await continued.result).toMatchObject({
+      status: "error",
+      reason: "invalid_task",
+      error: expect.stringMatching(/branch .* was deleted when the run ended \(it changed nothing\), and another branch of that name holds other commits now/),
+    });
+    expect(git("rev-parse", dropped).trim()).toBe(theirs);
+  });
 });
