@@ -77,7 +77,7 @@ export async function benchWorkerReady(docker: Docker, options: { rounds: number
     let poolAt = head;
     shm = existsSync("/dev/shm") ? mkdtempSync("/dev/shm/agent-runner-bench-") : null;
     // The "parent": a run worktree of the big repository, as `runner exec` makes it, and an idle sandbox on it.
-    parent = await createRunWorktree(repo, "bench-parent", join(scratch, "parent"));
+    parent = await createRunWorktree(repo, { runId: "bench-parent", taskSlug: "bench" }, join(scratch, "parent"));
     const entries = lchownWalk(parent.path, parent.sandboxUser.uid, parent.sandboxUser.gid);
     idle = await provider.create(benchSpec(parent.path));
     await idle.exec({ command: "true" });

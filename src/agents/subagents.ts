@@ -39,7 +39,7 @@ export interface SubagentReport {
   task_id: string | null;
   background: boolean;
   fork: boolean;
-  /** Worker branch `<run branch>-w<n>` (`runner/<run-id>-w<n>`), kept whatever the outcome. */
+  /** Worker branch `<run branch>-w<n>` (`runner/<task-name>-<short-id>-w<n>`), kept whatever the outcome. */
   branch: string | null;
   status: "pending" | "running" | "merged" | "not_merged" | "finished" | "failed" | "cancelled";
   steps: number;
@@ -130,7 +130,7 @@ export const agentToolInput = z.strictObject({
  * `explore` investigates read-only (the parent's workspace mounted read-only,
  * read-only tools plus run_shell) and returns its report; `worker` gets a
  * snapshot of the parent's worktree as a commit, its own worktree and branch
- * `runner/<run-id>-w<n>`, its own container, and the writer's tools; when it
+ * `runner/<task-name>-<short-id>-w<n>`, its own container, and the writer's tools; when it
  * ends its work is committed, verified on a clean checkout and, only if that
  * passes, merged into the parent's branch with a real git merge. One level of
  * delegation: subagents get no `agent` tool.

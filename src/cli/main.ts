@@ -87,7 +87,7 @@ async function main(argv: string[]): Promise<number> {
     .option("--json", "stream the run's events (CloudEvents JSON lines) on stdout")
     .option("--instruction <text>", "ad-hoc task: what the agent must do")
     .option("-C, --workspace <dir>", "ad-hoc task: the git repository to work on", undefined)
-    .option("--name <name>", "ad-hoc task: its name ([a-z0-9-])")
+    .option("--name <name>", "ad-hoc task: its name ([a-z0-9-]; default adhoc), which names the run's branch runner/<name>-<short-id>")
     .option("--verify <command>", "ad-hoc task: verification command run in the sandbox")
     .option(
       "--model <name>",
@@ -117,6 +117,9 @@ async function main(argv: string[]): Promise<number> {
         "  runner exec task.yaml --max-steps 20 --merge     fewer steps; on a verified success, fast-forward your branch",
         '  runner exec --instruction "Fix the failing test" -C . --verify "python3 -m pytest -q" --policy ci --timeout 20m',
         '  runner exec --instruction "Upgrade requests" -C . --allow-host packages.example.com --allow-host files.example.com',
+        "",
+        "The work lands on a new branch runner/<task-name>-<short-id> (e.g. runner/fix-add-3f9c; printed as `branch:` at the end),",
+        "never on your checkout: take it with git merge <branch>, or --merge.",
         "",
         "Environment: OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL (real model); RUNNER_HOME (run records, default ~/.runner);",
         "RUNNER_EGRESS_NETWORK (Docker network the egress proxies use, default bridge).",

@@ -117,7 +117,7 @@ function registerTools(
     {
       title: "Start a sandboxed run",
       description:
-        "Start a coding agent on a task in a sandboxed container: either task_file (a task.yaml), or instruction + workspace (a git repository) with optional verify, model, policy, allow_hosts, max_steps. Returns run_id at once; the run goes on in the background. The agent's work lands on a branch runner/<name>-<id> of the repository, never on your checkout; with verify, it counts as done only when the command passes on a clean checkout. Follow it with run_events, then read run_result.",
+        "Start a coding agent on a task in a sandboxed container: either task_file (a task.yaml), or instruction + workspace (a git repository) with optional verify, model, policy, allow_hosts, max_steps. Returns run_id at once; the run goes on in the background. The agent's work lands on a branch runner/<task-name>-<short-id> of the repository, never on your checkout; with verify, it counts as done only when the command passes on a clean checkout. Follow it with run_events, then read run_result.",
       inputSchema: schemas.runStartInput(policies),
       outputSchema: schemas.runStartOutput,
       annotations: { destructiveHint: false, openWorldHint: true },

@@ -4,6 +4,7 @@ import { errorMessage } from "../errors.js";
 import { isOwnerAlive } from "../process/process-owner.js";
 import { rawSafeGit, safeGitResult } from "../workspace/safe-git.js";
 import { runPaths } from "../workspace/run-disk.js";
+import { isWorkerBranchOf, RUN_BRANCH_PREFIX } from "../workspace/run-branch-name.js";
 import { readRunLock, runLockProblem, type RunLock } from "./run-lock.js";
 import { RunStore } from "./run-store.js";
 
@@ -108,6 +109,57 @@ function runReferrers(home: string): Map<string, string> {
   return referrers;
 }
 
+/** A run branch that no run record of this RUNNER_HOME accounts for ({@link unrecordedRunBranches}). */
+export interface UnrecordedBranch {
+  /** The repository it is in (one a run record of this home names). */
+  repository: string;
+  /** Its short name, `runner/...`. */
+  branch: string;
+}
+
+/** The repositories the run records under `<home>/runs` name (run.json `repository`), sorted, each once. */
+export function recordedRepositories(home: string): string[] {
+  return [...new Set(recordedBranches(home).map((recorded) => recorded.repository))].sort();
+}
+
+/**
+ * The `runner/...` branches in `repositories` (default: those the run
+ * records under `<home>/runs` name; pass the ones named before a prune to
+ * look where the removed runs were too) that no record accounts for (as a
+ * run's branch, or a worker branch `<branch>-w<n>` of one): left by a run
+ * directory removed by hand, a RUNNER_HOME that is gone, or runs of another
+ * RUNNER_HOME. `runner prune` lists them and never removes them: without a
+ * record it cannot tell an abandoned branch from another home's run that
+ * still needs it. Old (`runner/<run-id>`) and new
+ * (`runner/<task-name>-<short-id>`) names alike; sorted by repository, then
+ * name. A repository that is gone or git cannot read is skipped.
+ */
+export async function unrecordedRunBranches(home: string, repositories: string[] = recordedRepositories(home)): Promise<UnrecordedBranch[]> {
+  const recorded = recordedBranches(home);
+  const found: UnrecordedBranch[] = [];
+  for (const repository of [...new Set(repositories)].sort()) {
+    if (!existsSync(repository)) continue;
+    const listed = await rawSafeGit({ baseDirectory: repository }, ["for-each-ref", "--format=%(refname:strip=2)", `refs/heads/${RUN_BRANCH_PREFIX}`]).catch(
+      () => null,
+    );
+    if (listed === null) continue;
+    const branches = recorded.filter((entry) => entry.repository === repository).map((entry) => entry.branch);
+    const known = (name: string) => branches.some((branch) => name === branch || isWorkerBranchOf(name, branch));
+    for (const name of listed.split("\n").filter(Boolean).sort()) if (!known(name)) found.push({ repository, branch: name });
+  }
+  return found;
+}
+
+/** Every run record's repository and branch (runs without run.json, or with one missing either, have none). */
+function recordedBranches(home: string): UnrecordedBranch[] {
+  const runs = join(home, "runs");
+  if (!existsSync(runs)) return [];
+  return readdirSync(runs).flatMap((runId) => {
+    const lock = readRunLock(join(runs, runId));
+    return typeof lock?.repository === "string" && typeof lock.branch === "string" ? [{ repository: lock.repository, branch: lock.branch }] : [];
+  });
+}
+
 async function decide(runId: string, directory: string, options: PruneOptions): Promise<PruneDecision | null> {
   const lock = readRunLock(directory);
   // A run that failed before it had a worktree has no branch: only its directory goes.
@@ -177,7 +229,7 @@ async function runBranches(lock: RunLock): Promise<string[]> {
     `refs/heads/${lock.branch}`,
     `refs/heads/${lock.branch}-w*`,
   ]);
-  return listed.split("\n").filter((name) => name === lock.branch || /-w\d+$/.test(name));
+  return listed.split("\n").filter((name) => name === lock.branch || isWorkerBranchOf(name, lock.branch));
 }
 
 /** Commits of `branches` that no ref but the run's own branches holds (other branches, tags, remote-tracking branches, HEAD). */

@@ -12,7 +12,7 @@ import type { Tool } from "../tools/define-tool.js";
 export interface RunEmbedding {
   /**
    * A branch of the task's repository: the run's worktree starts at its head
-   * instead of the repository's HEAD (the run branch `runner/<run-id>` is
+   * instead of the repository's HEAD (the run branch `runner/<task-name>-<short-id>` is
    * still made). ConfigError before anything is created when it does not exist.
    */
   baseBranch?: string;

@@ -9,6 +9,7 @@ import { commitLimitsOf } from "../workspace/commit-selection.js";
 import { commitRunWorktree, removeWorktreeDirectory, reopenRunWorktree, type RecordedWorktree } from "../workspace/run-worktree.js";
 import { closeRunDisk, mountRunDiskIfPresent, runPaths, unmountRunDisk } from "../workspace/run-disk.js";
 import { registeredRunDisks, RUN_DISK_REGISTRY } from "../workspace/run-disk-registry.js";
+import { RUN_BRANCH_PREFIX } from "../workspace/run-branch-name.js";
 
 /**
  * `run.json` in a run directory: which runner process owns the run and which
@@ -44,7 +45,8 @@ export function writeRunLock(runDirectory: string, lock: RunLock): void {
  * host directory to commit and delete, or the user's `main`.
  */
 export function runLockProblem(runDirectory: string, lock: RunLock): string | null {
-  if (typeof lock.branch !== "string" || !lock.branch.startsWith("runner/")) return `its branch ${String(lock.branch)} is not a run branch (runner/...)`;
+  if (typeof lock.branch !== "string" || !lock.branch.startsWith(RUN_BRANCH_PREFIX))
+    return `its branch ${String(lock.branch)} is not a run branch (runner/...)`;
   if (typeof lock.worktree !== "string" || !isAbsolute(lock.worktree)) return `its worktree ${String(lock.worktree)} is not an absolute path`;
   const inside = isPathInside(resolve(lock.worktree), resolve(runDirectory)) && isPathInside(realExistingPath(lock.worktree), realExistingPath(runDirectory));
   return inside ? null : `its worktree ${lock.worktree} is not inside the run's directory ${runDirectory}`;

@@ -58,7 +58,7 @@ export interface RunResult {
 }
 
 /**
- * Runs one task end to end: worktree on `runner/<run-id>`, sandbox, agent
+ * Runs one task end to end: worktree on its run branch `runner/<task-name>-<short-id>`, sandbox, agent
  * loop, host-side commit, verification in the sandbox, patch.diff and
  * report.json. Everything it started (container, model server, worktree
  * directory) is gone when it returns or throws; the branch stays. Fatal

@@ -56,7 +56,11 @@ export const RunRecordSchema = z.object({
   id: z.string(),
   task: z.string(),
   status: RunStatusSchema,
-  branch: z.string().describe("the run branch, `-` before it existed"),
+  branch: z
+    .string()
+    .describe(
+      "the run branch, `runner/<task-name>-<short-id>` (runs of older versions: `runner/<run-id>`); `-` before it existed or when the run changed nothing",
+    ),
   started_at: z.string().describe("ISO 8601"),
   steps: z.number().int().nullable().describe("model calls (from report.json; null while running)"),
   cost_usd: z.number().nullable().describe("USD (from report.json; null while running or unpriced)"),

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
+import { runBranchNameTaken } from "../workspace/run-branch-name.js";
 import { rawSafeGit } from "../workspace/safe-git.js";
 
 /**
@@ -68,37 +69,64 @@ export async function bundleBranch(repositoryRoot: string, branch: string, base:
 }
 
 /**
- * Makes `branch` in the user's repository: fetched from `bundle` (the
- * worker's commits on top of `base`), or at `base` when the run made none.
- * A branch already at the right commit (a result fetched twice) is left as
- * it is. Throws when git refuses (the branch exists at another commit).
+ * Makes the run's branch in the user's repository at the worker's commit:
+ * fetched from `bundle` (the worker's commits on top of `base`, on `branch`
+ * there), or at `base` when the run made none. It is named `branch` when that
+ * name is free here, else the first free one of `alternatives` (more of the
+ * run id: src/workspace/run-branch-name.ts), so a branch of another run of
+ * the same task is never moved or reused; a name is taken as
+ * {@link runBranchNameTaken} says. A name already at the worker's commit (a
+ * result fetched twice, two submitters of the same job) is the one returned.
+ * The commits come in under a private ref, and the branch is created with
+ * `update-ref` only if it does not exist, so a branch made meanwhile is not
+ * fast-forwarded. Returns the branch's name here. Throws when git fails or
+ * every name is taken.
  */
-export async function landBranch(repositoryRoot: string, branch: string, base: string, bundle: Uint8Array | null, scratch: string): Promise<void> {
-  const headOf = () =>
-    rawSafeGit({ baseDirectory: repositoryRoot }, ["rev-parse", "--verify", "--quiet", `refs/heads/${branch}`]).then(
+export async function landBranch(
+  repositoryRoot: string,
+  branch: string,
+  alternatives: string[],
+  base: string,
+  bundle: Uint8Array | null,
+  scratch: string,
+): Promise<string> {
+  const git = (args: string[]) => rawSafeGit({ baseDirectory: repositoryRoot }, args);
+  const headOf = (name: string) =>
+    git(["rev-parse", "--verify", "--quiet", `refs/heads/${name}`]).then(
       (output) => output.trim(),
       () => null,
     );
-  // Two submitters of the same job land the same branch: the one that loses the ref lock finds it made.
-  const unlessMade = (target: string) => async (error: unknown) => {
-    if ((await headOf()) !== target) throw error;
-  };
-  const existing = await headOf();
-  if (!bundle) {
-    if (existing === base) return;
-    await rawSafeGit({ baseDirectory: repositoryRoot }, ["branch", "--no-track", branch, base]).catch(unlessMade(base));
-    return;
-  }
+  const names = [branch, ...alternatives.filter((name) => name !== branch)];
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
   const directory = mkdtempSync(join(scratch, "land-"));
+  const landing = `refs/agent-runner/landing/${basename(directory)}`;
   try {
-    const file = join(directory, "branch.bundle");
-    writeFileSync(file, bundle);
-    const head = (await rawSafeGit({ baseDirectory: repositoryRoot }, ["bundle", "list-heads", file, `refs/heads/${branch}`])).trim().split(" ")[0]!;
-    if (existing === head) return;
-    const refspec = `refs/heads/${branch}:refs/heads/${branch}`;
-    await rawSafeGit({ baseDirectory: repositoryRoot }, ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", file, refspec]).catch(unlessMade(head));
+    let target = base;
+    if (bundle) {
+      const file = join(directory, "branch.bundle");
+      writeFileSync(file, bundle);
+      target = (await git(["bundle", "list-heads", file, `refs/heads/${branch}`])).trim().split(" ")[0]!;
+    }
+    for (const name of names) {
+      if ((await headOf(name)) === target) return name;
+    }
+    if (bundle) await git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", join(directory, "branch.bundle"), `+refs/heads/${branch}:${landing}`]);
+    for (const name of names) {
+      if (await runBranchNameTaken(repositoryRoot, name)) continue;
+      try {
+        // The empty old value: create, never move an existing branch.
+        await git(["update-ref", "-m", "agent-runner: land a worker's run", `refs/heads/${name}`, target, ""]);
+        return name;
+      } catch (error) {
+        // Made meanwhile: by a submitter of the same job (it is the run's branch), or by another run (the next name).
+        const now = await headOf(name);
+        if (now === target) return name;
+        if (now === null) throw error;
+      }
+    }
+    throw new Error(`every name for the run's branch is taken (${names[0]} … ${names.at(-1)}); runner prune removes ended runs' branches`);
   } finally {
+    if (bundle) await git(["update-ref", "-d", landing]).catch(() => undefined);
     rmSync(directory, { recursive: true, force: true });
   }
 }

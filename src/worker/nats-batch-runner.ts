@@ -15,6 +15,7 @@ import { writeRunLock } from "../run/run-lock.js";
 import { currentOwner } from "../process/process-owner.js";
 import { recordDeadLetters } from "./dead-letters.js";
 import { bundleHead, landBranch } from "./git-bundles.js";
+import { runBranchCandidates, taskSlug } from "../workspace/run-branch-name.js";
 import { taskKey, wireTask, type TaskJob } from "./task-job.js";
 import type { Lease, TaskResult, WorkQueue } from "./work-queue.js";
 
@@ -39,7 +40,8 @@ interface KeyState {
  * - The handle's `result` resolves with the run's report once `result.<key>`
  *   exists, after the run's records are copied into `$RUNNER_HOME/runs/<run-id>/`
  *   (report.json with `deliveries`, events.jsonl, patch.diff) and its branch
- *   `runner/<run-id>` is made in your repository from the worker's commits:
+ *   (`runner/<task-name>-<short-id>`, or more of the run id when that name is
+ *   taken here: report.json says which) is made in your repository from the worker's commits:
  *   only the submitter writes your repository. `id` is the run of the latest
  *   delivery (a redelivered task's run id changes).
  * - `cancel` (the batch interrupted) stops waiting; the remote run goes on,
@@ -255,10 +257,21 @@ export class NatsBatchRunner implements BatchRunner {
     let report: RunReport = { ...workerReport, deliveries } as RunReport;
     if (!existsSync(join(directory, RUN_FILES.events))) writeFileSync(join(directory, RUN_FILES.events), await bytes(result.objects.events), { mode: 0o600 });
     if (result.objects.patch) writeFileSync(join(directory, RUN_FILES.patch), await bytes(result.objects.patch), { mode: 0o600 });
+    let landed: string | null = null;
     if (workerReport.branch && workerReport.base_commit) {
       const branch = await bytes(result.objects.branch);
       try {
-        await landBranch(repositoryRoot, workerReport.branch, workerReport.base_commit, branch.length > 0 ? branch : null, join(this.home, "tmp"));
+        // The worker named the branch in its own clone; here another run of the task may hold that name already.
+        const alternatives = runBranchCandidates(taskSlug(task), runId);
+        landed = await landBranch(
+          repositoryRoot,
+          workerReport.branch,
+          alternatives,
+          workerReport.base_commit,
+          branch.length > 0 ? branch : null,
+          join(this.home, "tmp"),
+        );
+        report = { ...report, branch: landed };
       } catch (error) {
         report = {
           ...report,
@@ -269,14 +282,14 @@ export class NatsBatchRunner implements BatchRunner {
       }
     }
     writeAtomically(join(directory, RUN_FILES.report), `${JSON.stringify(report, null, 2)}\n`);
-    if (report.status !== "error" && workerReport.branch) {
+    if (report.status !== "error" && landed !== null) {
       // Where the run's branch is on this host, for `runner batch verify` (regrading here, in a fresh checkout of the commit).
       writeRunLock(directory, {
         run_id: runId,
         owner: currentOwner(),
         repository: repositoryRoot,
         worktree: runPaths(directory).worktree,
-        branch: workerReport.branch,
+        branch: landed,
         ...(workerReport.base_commit ? { base_commit: workerReport.base_commit } : {}),
       });
     }

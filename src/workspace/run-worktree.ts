@@ -20,11 +20,12 @@ import { driverOverrides, GitCommandError, rawSafeGit, safeGitResult, streamSafe
 import { checkStagedContent } from "./staged-content-check.js";
 import { authorshipConfig, recordedAuthorship, withCoAuthor, type CommitAuthorship } from "./commit-authorship.js";
 import { WORKSPACE_ROOT, type Sandbox } from "../sandbox/sandbox.js";
+import { runBranchCandidates, runBranchNameTaken } from "./run-branch-name.js";
 
 /** Uid the sandbox falls back to when the workspace belongs to root (the image's `agent` user). */
 const FALLBACK_SANDBOX_UID = 1000;
 
-/** A task's own git worktree on branch `runner/<run-id>`, created from the repository's HEAD. */
+/** A task's own git worktree on its run branch (`runner/<task-name>-<short-id>`, src/workspace/run-branch-name.ts), created from the repository's HEAD. */
 export interface RunWorktree {
   /** Top level of the user's repository. */
   repositoryRoot: string;
@@ -82,11 +83,11 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
   } catch {
     throw new ConfigError(`workspace: the repository ${root} has no commits yet; commit the starting state first`);
   }
-  // git cannot hold both a branch `runner` and the run branches `runner/<id>`.
+  // git cannot hold both a branch `runner` and the run branches `runner/<task-name>-<short-id>`.
   const clash = await rawSafeGit({ baseDirectory: root }, ["for-each-ref", "--format=%(refname)", "refs/heads/runner"]);
   if (clash.trim() === "refs/heads/runner") {
     throw new ConfigError(
-      `workspace: the repository has a branch named "runner", so git cannot create run branches runner/<id>; rename it (git branch -m runner <new-name>)`,
+      `workspace: the repository has a branch named "runner", so git cannot create run branches runner/<task-name>-<short-id>; rename it (git branch -m runner <new-name>)`,
     );
   }
   const common = (await rawSafeGit({ baseDirectory: root }, ["rev-parse", "--path-format=absolute", "--git-common-dir"])).trim();
@@ -94,27 +95,55 @@ export async function resolveRepository(directory: string): Promise<{ root: stri
 }
 
 /**
- * Creates the worktree at `worktreePath` on a new branch `runner/<runId>` from
- * HEAD (or from the head of `baseBranch`), without touching the user's
- * checkout, and hands its files to the sandbox user. Throws ConfigError when
- * `baseBranch` does not exist, SandboxError when git fails.
+ * Creates the worktree at `worktreePath` on a new run branch from HEAD (or
+ * from the head of `baseBranch`), without touching the user's checkout, and
+ * hands its files to the sandbox user. The branch is the first of
+ * {@link runBranchCandidates} (`runner/<task-name>-<short-id>`) that is free:
+ * neither it nor a worker branch of it (`<name>-w<n>`) exists. An existing
+ * branch is never reused or moved: `git worktree add -b` refuses a name that
+ * is taken, also one taken by a concurrent run since the check, and the next
+ * candidate is tried. Throws ConfigError when `baseBranch` does not exist,
+ * SandboxError when git fails or every candidate is taken.
  */
-export async function createRunWorktree(repositoryDirectory: string, runId: string, worktreePath: string, baseBranch?: string): Promise<RunWorktree> {
+export async function createRunWorktree(
+  repositoryDirectory: string,
+  run: { runId: string; taskSlug: string },
+  worktreePath: string,
+  baseBranch?: string,
+): Promise<RunWorktree> {
   const repository = await resolveRepository(repositoryDirectory);
   const gitConfig = await driverOverrides(repository.root);
-  const branch = `runner/${runId}`;
   const sandboxUser = sandboxUserFor(repository.root);
   const base = baseBranch === undefined ? repository.head : await branchHead(repository.root, baseBranch);
-  const added = await addWorktree(repository.root, gitConfig, ["-b", branch, worktreePath, base], worktreePath, sandboxUser, `the worktree for ${branch}`);
-  return {
-    repositoryRoot: repository.root,
-    commonGitDirectory: repository.commonGitDirectory,
-    ...added,
-    branch,
-    baseCommit: base,
-    sandboxUser,
-    gitConfig,
-  };
+  for (const branch of runBranchCandidates(run.taskSlug, run.runId)) {
+    if (await runBranchNameTaken(repository.root, branch)) continue;
+    let added: { path: string; gitDirectory: string };
+    try {
+      added = await addWorktree(repository.root, gitConfig, ["-b", branch, worktreePath, base], worktreePath, sandboxUser, `the worktree for ${branch}`);
+    } catch (error) {
+      // Taken since the check (another run of the same task): git created nothing, the next name is tried. Only
+      // then: a failure after git made the branch (the path exists, the checkout failed) must not try another.
+      const message = errorMessage(error);
+      const refused = message.includes(`a branch named '${branch}' already exists`) || message.includes(`cannot lock ref 'refs/heads/${branch}'`);
+      if (refused && (await runBranchNameTaken(repository.root, branch))) continue;
+      throw error;
+    }
+    return {
+      repositoryRoot: repository.root,
+      commonGitDirectory: repository.commonGitDirectory,
+      ...added,
+      branch,
+      baseCommit: base,
+      sandboxUser,
+      gitConfig,
+    };
+  }
+  throw new SandboxError(
+    `could not name the run branch: every name for run ${run.runId} is taken in ${repository.root} (runner prune removes ended runs' branches)`,
+    {
+      reason: "git_failed",
+    },
+  );
 }
 
 /** Creates branch `branch` at `commit` (host-side safe git; no checkout). Throws SandboxError when git refuses (the name is taken). */
@@ -196,7 +225,10 @@ export interface RecordedWorktree {
  * work of a run whose runner died. The existing directory is used when it is
  * still registered with git (`reused`: uncommitted changes included);
  * otherwise a new worktree of the run branch is created at the same path.
- * Throws ConfigError when the repository or the branch is gone.
+ * A branch the run dropped (`branch_dropped`) is made again at its base
+ * commit. Throws ConfigError when the repository or the branch is gone, or
+ * the dropped branch's name is held by a branch with other commits (another
+ * run's: names are reused once free, src/workspace/run-branch-name.ts).
  */
 export async function reopenRunWorktree(recorded: RecordedWorktree, options: { create: boolean }): Promise<{ worktree: RunWorktree; reused: boolean } | null> {
   const repository = await resolveRepository(recorded.repository);
@@ -208,6 +240,13 @@ export async function reopenRunWorktree(recorded: RecordedWorktree, options: { c
     await createBranch(repository.root, recorded.branch, recorded.base_commit);
   } else if (!branchHead.trim()) {
     throw new ConfigError(`the run branch ${recorded.branch} no longer exists in ${repository.root}`);
+  } else if (recorded.branch_dropped && recorded.base_commit && branchHead.trim() !== recorded.base_commit) {
+    // Deleted at the run's end, so a later run (of the same task, with the same short id) could take the name:
+    // a branch there with commits is not this run's, and its work must not be built on.
+    throw new ConfigError(
+      `the run's branch ${recorded.branch} was deleted when the run ended (it changed nothing), and another branch of that name holds other commits now; ` +
+        `rename that branch (git branch -m ${recorded.branch} <new-name>) to continue this run`,
+    );
   }
   const base = {
     repositoryRoot: repository.root,

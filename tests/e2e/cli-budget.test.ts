@@ -35,14 +35,16 @@ describe("runner exec --max-cost", () => {
     const first = await runCli(["exec", task, "--max-cost", "0.01"], environment);
     expect(first.code, first.stdout + first.stderr).toBe(1);
     const runDirectory = onlyRunDirectory(home.path)!;
-    const report = readJson<{ run_id: string; status: string; reason: string; cost_usd: number; steps: number }>(join(runDirectory, "report.json"));
+    const report = readJson<{ run_id: string; status: string; reason: string; cost_usd: number; steps: number; branch: string }>(
+      join(runDirectory, "report.json"),
+    );
     expect(report).toMatchObject({ status: "failed", reason: "budget_exceeded", steps: 1 });
     expect(report.cost_usd).toBeGreaterThanOrEqual(0.01);
     expect(first.stdout).toContain("status: failed (budget_exceeded)");
     expect(first.stdout).toMatch(/cost: \$[\d.]+ \(the budget, model\.max_cost_usd, was reached\)/);
     expect(first.stdout).toContain(`continue it: runner resume ${report.run_id} --max-cost USD`);
     expect(first.stderr).toMatch(/budget reached: the model calls cost \$[\d.]+ of model\.max_cost_usd \$0\.01/);
-    expect(git("show", `runner/${report.run_id}:half.txt`)).toBe("first half\n");
+    expect(git("show", `${report.branch}:half.txt`)).toBe("first half\n");
     expect(readJson(join(runDirectory, "task.json"))).toMatchObject({ model: { max_cost_usd: 0.01 } });
 
     const refused = await runCli(["resume", report.run_id], environment);
@@ -52,7 +54,7 @@ describe("runner exec --max-cost", () => {
     const resumed = await runCli(["resume", report.run_id, "--max-cost", "100"], environment);
     expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0);
     expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", steps: 3, final_message: "Both halves written." });
-    expect(git("show", `runner/${report.run_id}:rest.txt`)).toBe("second half\n");
+    expect(git("show", `${report.branch}:rest.txt`)).toBe("second half\n");
     expect(eventsOfType(readEvents(runDirectory), "run.limit_reached")).toHaveLength(1);
   });
 });

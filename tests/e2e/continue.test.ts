@@ -38,14 +38,15 @@ describe("runner continue (real CLI, scripted model over HTTP, real Docker)", ()
     expect(first.code, first.stderr + first.stdout).toBe(1);
     const runId = /run directory: \S+\/runs\/(\S+)/.exec(first.stdout)![1]!;
     const runDirectory = join(home.path, "runs", runId);
+    const { branch } = readJson<{ branch: string }>(join(runDirectory, "run.json"));
     try {
       const again = await runCli(["continue", runId, "The median of 1..5 is 3, not 4."], environment);
       expect(again.code, again.stderr + again.stdout).toBe(0);
       expect(again.stdout).toContain(`continuing run ${runId} at model call 3`);
       expect(again.stdout).toMatch(/status: succeeded \(verified\)/);
-      expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1, steps: 5, branch: `runner/${runId}` });
-      expect(git("show", `runner/${runId}:median.txt`)).toBe("3\n");
-      expect(git("log", "--format=%an <%ae>%n%(trailers:key=Co-authored-by,valueonly)", `main..runner/${runId}`).trim().split("\n").filter(Boolean)).toEqual([
+      expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1, steps: 5, branch });
+      expect(git("show", `${branch}:median.txt`)).toBe("3\n");
+      expect(git("log", "--format=%an <%ae>%n%(trailers:key=Co-authored-by,valueonly)", `main..${branch}`).trim().split("\n").filter(Boolean)).toEqual([
         "Ada Lovelace <ada@example.com>",
         "agent-runner (scripted) <agent-runner@localhost>",
         "Ada Lovelace <ada@example.com>",

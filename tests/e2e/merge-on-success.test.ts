@@ -52,8 +52,8 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     const runDirectory = runDirectoryOf(result);
     const report = readReport(runDirectory);
     expect(report).toMatchObject({ status: "succeeded", reason: "verified" });
-    expect(report.merge).toEqual({ merged: true, branch: "refs/heads/main", detail: `fast-forwarded refs/heads/main to runner/${report.run_id}` });
-    expect(result.stdout).toContain(`merge: fast-forwarded refs/heads/main to runner/${report.run_id}`);
+    expect(report.merge).toEqual({ merged: true, branch: "refs/heads/main", detail: `fast-forwarded refs/heads/main to ${report.branch}` });
+    expect(result.stdout).toContain(`merge: fast-forwarded refs/heads/main to ${report.branch}`);
     // A fast-forward: main now is the run commit, whose parent is where main was.
     expect(inspectGit(repo, ["rev-parse", "main"]).trim()).toBe(report.head_commit);
     expect(inspectGit(repo, ["log", "--format=%H %s", "main"]).trim().split("\n")).toEqual([
@@ -88,10 +88,10 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     expect(report.merge).toEqual({
       merged: false,
       branch: "refs/heads/main",
-      detail: `refs/heads/main moved since the run started (${base.slice(0, 12)} → ${moved.head.slice(0, 12)}); merge runner/${report.run_id} yourself`,
+      detail: `refs/heads/main moved since the run started (${base.slice(0, 12)} → ${moved.head.slice(0, 12)}); merge ${report.branch} yourself`,
     });
     expect(result.stdout).toMatch(
-      new RegExp(`merge: not merged: refs/heads/main moved since the run started .*; merge ${escapeRegExp(`runner/${report.run_id}`)} yourself`),
+      new RegExp(`merge: not merged: refs/heads/main moved since the run started .*; merge ${escapeRegExp(`${report.branch}`)} yourself`),
     );
     expect(checkout(repo)).toEqual(moved);
     expect(moved.files["app.txt"]).toBe("broken\n");
@@ -109,7 +109,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     expect(report.merge).toEqual({
       merged: false,
       branch: "refs/heads/main",
-      detail: `tracked files have uncommitted changes (keep.txt); commit or stash them, then merge runner/${report.run_id}`,
+      detail: `tracked files have uncommitted changes (keep.txt); commit or stash them, then merge ${report.branch}`,
     });
     expect(checkout(repo)).toEqual(before);
     expect(before.status).toBe(" M keep.txt\n");
@@ -126,7 +126,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     const result = await runCli(["exec", task, "--merge"], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr + result.stdout).toBe(4);
     const report = readReport(runDirectoryOf(result));
-    expect(inspectGit(repo, ["show", `runner/${report.run_id}:notes/todo.txt`])).toBe("the agent's\n");
+    expect(inspectGit(repo, ["show", `${report.branch}:notes/todo.txt`])).toBe("the agent's\n");
     expect(report.merge).toMatchObject({ merged: false, branch: "refs/heads/main" });
     expect(report.merge!.detail).toMatch(/^git refused the fast-forward: .*untracked working tree files would be overwritten by merge: .*notes\/todo\.txt/);
     expect(checkout(repo, [...Object.keys(FILES), "notes/todo.txt"])).toEqual(before);
@@ -185,7 +185,7 @@ describe("runner exec --merge / on_success: merge (real CLI, real Docker and git
     const result = await runCli(["exec", task, "--merge"], { RUNNER_HOME: home.path });
     expect(result.code, result.stderr + result.stdout).toBe(4);
     const report = readReport(runDirectoryOf(result));
-    expect(inspectGit(repo, ["show", `runner/${report.run_id}:local.cfg`])).toBe("the agent's\n");
+    expect(inspectGit(repo, ["show", `${report.branch}:local.cfg`])).toBe("the agent's\n");
     // Today: { merged: true } and local.cfg holds "the agent's".
     expect(readFileSync(join(repo, "local.cfg"), "utf8")).toBe("the user's local settings\n");
     expect(report.merge).toMatchObject({ merged: false });

@@ -66,7 +66,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
 
     const first = startCli(["exec", task], environment);
     const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", isSleep, { process: first });
-    const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+    const { run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json"));
     try {
       expect(first.child.kill("SIGKILL")).toBe(true);
       expect((await first.result).signal).toBe("SIGKILL");
@@ -83,7 +83,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
         reason: "verified",
         resumes: 1,
         verify: { passed: true },
-        branch: `runner/${runId}`,
+        branch,
         // 2 model calls before the kill, 2 after; calls: echo, write a.txt, the interrupted sleep, cat, write b.txt.
         steps: 4,
         tool_calls: 5,
@@ -109,14 +109,14 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       expect(worktreePaths(repo)).toHaveLength(1);
 
       // The branch holds the final commit, on top of the partial work the sweep saved.
-      expect(git("rev-parse", `runner/${runId}`).trim()).toBe(report.head_commit);
-      expect(git("log", "--format=%s", `main..runner/${runId}`).trim().split("\n")).toEqual([
+      expect(git("rev-parse", branch).trim()).toBe(report.head_commit);
+      expect(git("log", "--format=%s", `main..${branch}`).trim().split("\n")).toEqual([
         `agent-runner: resume-kill (run ${runId})`,
         `agent-runner: run ${runId} (runner died: partial work)`,
       ]);
-      expect(git("show", `runner/${runId}:count.txt`)).toBe("once\n");
-      expect(git("show", `runner/${runId}:a.txt`)).toBe("alpha\n");
-      expect(git("show", `runner/${runId}:b.txt`)).toBe("after resume\n");
+      expect(git("show", `${branch}:count.txt`)).toBe("once\n");
+      expect(git("show", `${branch}:a.txt`)).toBe("alpha\n");
+      expect(git("show", `${branch}:b.txt`)).toBe("after resume\n");
 
       const session = readJson<{ agents: { main: { messages: { role: string; content: string | null }[] } } }>(join(runDirectory, "session.json"));
       expect(session.agents.main.messages.filter((message) => message.role === "tool" && String(message.content).includes("[interrupted]"))).toHaveLength(1);
@@ -136,7 +136,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
 
     const first = startCli(["exec", task], environment);
     const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", isSleep, { process: first });
-    const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+    const { run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json"));
     try {
       // Its runner is alive: no second runner may take the run.
       const refused = await runCli(["resume", runId], environment);
@@ -150,7 +150,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       expect(stopped.stdout).toContain(`continue it: runner resume ${runId}`);
       expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "cancelled", reason: "interrupted", steps: 2, tool_calls: 2 });
       // The partial work is on the branch; the worktree and the container are gone.
-      expect(git("show", `runner/${runId}:a.txt`)).toBe("alpha\n");
+      expect(git("show", `${branch}:a.txt`)).toBe("alpha\n");
       expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
       expect(existsSync(runPaths(runDirectory).disk)).toBe(false);
       expect(containersOfRun(runId)).toEqual([]);
@@ -164,7 +164,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       expect(eventsOfType(events, "tool_call.interrupted")).toHaveLength(1);
       expect(eventsOfType(events, "run.finished").map((event) => event.data.status)).toEqual(["cancelled", "succeeded"]);
       expect(containersOfRun(runId)).toEqual([]);
-      expect(git("show", `runner/${runId}:count.txt`)).toBe("once\n");
+      expect(git("show", `${branch}:count.txt`)).toBe("once\n");
     } finally {
       if (!first.exited) first.child.kill("SIGKILL");
       removeContainersOfRun(runId);
@@ -186,9 +186,9 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     const first = startCli(["exec", task], { RUNNER_HOME: home, VERIFY_MODE: "hang" });
     try {
       const { runDirectory } = await waitForRunEvent(home, "verify.started", () => true, { process: first });
-      const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+      const { run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json"));
       await waitFor("the verify command to run", () => existsSync(join(runPaths(runDirectory).verify, "verify-hanging")), { process: first });
-      return { runId, runDirectory, git };
+      return { runId, branch, runDirectory, git };
     } finally {
       first.child.kill("SIGKILL");
       await first.result;
@@ -199,7 +199,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     await requireDocker();
     await using directory = temporaryDirectory();
     await using home = temporaryDirectory();
-    const { runId, runDirectory, git } = await killDuringVerification(directory.path, home.path, 20);
+    const { runId, branch, runDirectory, git } = await killDuringVerification(directory.path, home.path, 20);
     try {
       const resumed = await runCli(["resume", runId], { RUNNER_HOME: home.path, VERIFY_MODE: "pass" });
       expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
@@ -214,7 +214,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       const events = readEvents(runDirectory);
       expect(eventsOfType(events, "model_call.started")).toHaveLength(2);
       expect(eventsOfType(events, "verify.finished")).toEqual([expect.objectContaining({ data: expect.objectContaining({ passed: true }) })]);
-      expect(git("show", `runner/${runId}:done.txt`)).toBe("done\n");
+      expect(git("show", `${branch}:done.txt`)).toBe("done\n");
       expect(existsSync(runPaths(runDirectory).verify)).toBe(false);
       expect(containersOfRun(runId)).toEqual([]);
     } finally {
@@ -255,7 +255,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     const failed = await runCli(["exec", task], environment);
     expect(failed.code, failed.stderr + failed.stdout).toBe(3);
     const runDirectory = onlyRunDirectory(home.path)!;
-    const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+    const { run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json"));
     expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "error", reason: "rate_limited", steps: 1, tool_calls: 1 });
 
     // The model is back (the scripted server plays the script file again on resume).
@@ -270,7 +270,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       tool_calls: 2,
       final_message: "Logged twice.",
     });
-    expect(git("show", `runner/${runId}:log.txt`)).toBe("first\nsecond\n");
+    expect(git("show", `${branch}:log.txt`)).toBe("first\nsecond\n");
     const events = readEvents(runDirectory);
     expect(eventsOfType(events, "tool_call.started")).toHaveLength(2);
     expect(eventsOfType(events, "tool_call.interrupted")).toEqual([]);
@@ -293,14 +293,14 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
     const environment = { RUNNER_HOME: home.path };
     const first = startCli(["exec", task], environment);
     const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", () => true, { process: first });
-    const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+    const { run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json"));
     try {
       first.child.kill("SIGKILL");
       await first.result;
       const results = await Promise.all([runCli(["resume", runId], environment), runCli(["resume", runId], environment)]);
       expect(results.map((result) => result.code).sort(), results.map((result) => result.stderr + result.stdout).join("\n----\n")).toEqual([0, 2]);
       expect(readJson(join(runDirectory, "report.json"))).toMatchObject({ status: "succeeded", resumes: 1 });
-      expect(git("show", `runner/${runId}:count.txt`)).toBe("resumed\n");
+      expect(git("show", `${branch}:count.txt`)).toBe("resumed\n");
       const events = readEvents(runDirectory);
       expect(eventsOfType(events, "run.resumed")).toHaveLength(1);
       expect(eventsOfType(events, "run.finished")).toHaveLength(1);
@@ -342,7 +342,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
 
     const first = startCli(["exec", task], environment);
     const { runDirectory } = await waitForRunEvent(home.path, "tool_call.started", isSleep, { process: first });
-    const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+    const { run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json"));
     try {
       first.child.kill("SIGKILL");
       await first.result;
@@ -350,7 +350,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
       expect(existsSync(join(runDirectory, "session.jsonl"))).toBe(true);
 
       const runs = await runCli(["runs", "--json"], environment);
-      expect(JSON.parse(runs.stdout.trim())).toMatchObject({ id: runId, status: "unfinished", branch: `runner/${runId}` });
+      expect(JSON.parse(runs.stdout.trim())).toMatchObject({ id: runId, status: "unfinished", branch });
 
       const shown = await runCli(["show", runId.slice(0, 20)], environment);
       expect(shown.code, shown.stderr).toBe(0);

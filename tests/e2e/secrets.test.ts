@@ -126,7 +126,7 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
     for (const value of [secret, quotedCore, openaiToken, githubToken]) expect(shown.stdout).not.toContain(value);
 
     // The agent's work keeps the real values: the run branch and patch.diff (the diff of that branch) hold them.
-    const written = git("show", `runner/${report.run_id}:secret.txt`);
+    const written = git("show", `${report.branch}:secret.txt`);
     expect(written).toBe(fileContent);
     const patch = readFileSync(join(runDirectory, "patch.diff"), "utf8");
     expect(patch).toContain(`+token=${secret}`);
@@ -194,7 +194,7 @@ describe("secrets in a run's records (real CLI, scripted model over HTTP, real D
     expect(result.code, result.stderr).toBe(0);
     const report = readJson(join(onlyRunDirectory(home.path)!, "report.json"));
     expect(report).toMatchObject({ status: "succeeded" });
-    const runBranch = `runner/${report.run_id}`;
+    const runBranch = `${report.branch}`;
     const messages = git("log", "--format=%B%x00", runBranch, `${runBranch}-w1`, "--not", "main");
     // The worker's commit and the merge (the run has nothing left to commit after it).
     expect(messages).toContain("agent-runner: worker w1: use [REDACTED] and [REDACTED:npm-token] to publish");

@@ -127,6 +127,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const runDirectory = runDirectoryOf(result);
     const report = readReport(runDirectory);
     const runId = report.run_id;
+    const branch = readJson<{ branch: string }>(join(runDirectoryOf(result), "run.json")).branch;
     expect(report).toMatchObject({ status: "succeeded", reason: "verified", verify: { passed: true } });
     expect(report.verify!.output_tail).toMatch(/3 passed/);
 
@@ -145,7 +146,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
         merge: { status: "merged", files: [file] },
         error: null,
       });
-      expect(agent.branch).toBe(`runner/${runId}-${agent.id}`);
+      expect(agent.branch).toBe(`${branch}-${agent.id}`);
       expect(branches(repo, agent.branch!)).toEqual([agent.branch]);
     }
 
@@ -159,12 +160,10 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(Math.max(...started)).toBeLessThan(Math.min(...finished));
 
     // The run branch holds all three fixes, as merges of the worker branches.
-    expect(inspectGit(repo, ["show", `runner/${runId}:shapes.py`])).toContain("side * side");
-    expect(inspectGit(repo, ["show", `runner/${runId}:money.py`])).toContain("round(amount * 100)");
-    expect(inspectGit(repo, ["show", `runner/${runId}:words.py`])).toContain("text.upper()");
-    const merges = inspectGit(repo, ["log", "--merges", "--format=%s", `runner/${runId}`])
-      .trim()
-      .split("\n");
+    expect(inspectGit(repo, ["show", `${branch}:shapes.py`])).toContain("side * side");
+    expect(inspectGit(repo, ["show", `${branch}:money.py`])).toContain("round(amount * 100)");
+    expect(inspectGit(repo, ["show", `${branch}:words.py`])).toContain("text.upper()");
+    const merges = inspectGit(repo, ["log", "--merges", "--format=%s", branch]).trim().split("\n");
     expect(merges.sort()).toEqual(report.agents.map((agent) => `agent-runner: merge worker ${agent.id} (${agent.description})`).sort());
     // The user's checkout is untouched; nothing of the run is left running or checked out.
     expect(readFileSync(join(repo, "shapes.py"), "utf8")).toBe(THREE_MODULES["shapes.py"]);
@@ -243,6 +242,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const runDirectory = runDirectoryOf(result);
     const report = readReport(runDirectory);
     const runId = report.run_id;
+    const branch = readJson<{ branch: string }>(join(runDirectoryOf(result), "run.json")).branch;
     expect(report).toMatchObject({ status: "succeeded", verify: { passed: true } });
     expect(report.agents.map((agent) => [agent.id, agent.status, agent.merge?.status])).toEqual([
       ["w1", "merged", "merged"],
@@ -251,8 +251,8 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(report.agents[1]!.merge!.files).toEqual(["calc.py"]);
     expect(report.agents[1]!.verify).toMatchObject({ passed: true });
     // w2's branch is kept with its version; the parent's branch has w1's, and no conflict markers anywhere.
-    expect(branches(repo, `runner/${runId}-w*`)).toEqual([`runner/${runId}-w1`, `runner/${runId}-w2`]);
-    expect(inspectGit(repo, ["show", `runner/${runId}-w2:calc.py`])).toContain("return x * 4");
+    expect(branches(repo, `${branch}-w*`)).toEqual([`${branch}-w1`, `${branch}-w2`]);
+    expect(inspectGit(repo, ["show", `${branch}-w2:calc.py`])).toContain("return x * 4");
     expect(inspectGit(repo, ["show", `${report.head_commit}:calc.py`])).toContain("return x * 3");
     expect(inspectGitStatus(repo, ["grep", "-n", "-e", "<<<<<<<", "-e", ">>>>>>>", report.head_commit])).toMatchObject({ code: 1, stdout: "" });
     // The directory the parent's container found without MERGE_HEAD (turn 2's expect) is the container's own
@@ -298,12 +298,13 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const report = readReport(runDirectoryOf(result));
     const runId = report.run_id;
+    const branch = readJson<{ branch: string }>(join(runDirectoryOf(result), "run.json")).branch;
     expect(report).toMatchObject({ status: "succeeded", reason: "verified" });
     expect(report.agents).toEqual([
       expect.objectContaining({
         id: "w1",
         status: "not_merged",
-        branch: `runner/${runId}-w1`,
+        branch: `${branch}-w1`,
         verify: expect.objectContaining({ passed: false, exit_code: 1 }),
         merge: { status: "skipped", files: [], detail: "verify_failed" },
       }),
@@ -312,9 +313,9 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(inspectGit(repo, ["diff", "--stat", report.base_commit, report.head_commit])).toBe("");
     // The run itself changed nothing, so it leaves no branch of its own (issue 26); the worker's stays.
     expect(report.branch).toBeNull();
-    expect(branches(repo, `runner/${runId}`)).toEqual([]);
-    expect(branches(repo, `runner/${runId}-w1`)).toEqual([`runner/${runId}-w1`]);
-    expect(inspectGit(repo, ["show", `runner/${runId}-w1:calc.py`])).toContain("return a - b");
+    expect(branches(repo, branch)).toEqual([]);
+    expect(branches(repo, `${branch}-w1`)).toEqual([`${branch}-w1`]);
+    expect(inspectGit(repo, ["show", `${branch}-w1:calc.py`])).toContain("return a - b");
     expect(containersOfRun(runId)).toEqual([]);
     onlyMainCheckout(repo);
   });
@@ -380,7 +381,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
         (data) => data.agent_id === "w1" && String(data.arguments).includes("sleep 3307"),
         { process: running },
       );
-      const runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+      const { run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json"));
       await waitFor("the worker's sleep on the host", () => hostProcesses(WORKER_SLEEP).length === 1, { process: running });
       expect(containersOfAgent(runId, "w1")).toHaveLength(1);
       expect(containersNamed(`agent-runner-${runId}-w1`)).toHaveLength(1);
@@ -398,9 +399,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       expect(result.code, result.stderr + result.stdout).toBe(0);
       const report = readReport(runDirectory);
       expect(report).toMatchObject({ status: "succeeded", reason: "finished_unverified" });
-      expect(report.agents).toEqual([
-        expect.objectContaining({ id: "w1", task_id: "t1", background: true, status: "cancelled", branch: `runner/${runId}-w1` }),
-      ]);
+      expect(report.agents).toEqual([expect.objectContaining({ id: "w1", task_id: "t1", background: true, status: "cancelled", branch: `${branch}-w1` })]);
       const tasks = eventsOfType(readEvents(runDirectory), "task.finished").map((event) => [event.data.task_id, event.data.kind, event.data.status]);
       expect(tasks).toEqual([
         ["t1", "agent", "cancelled"],
@@ -500,7 +499,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       "run_shell",
     ]);
     expect(report.head_commit).toBe(report.base_commit);
-    expect(branches(repo, `runner/${report.run_id}-*`)).toEqual([]);
+    expect(branches(repo, "runner/*")).toEqual([]);
     expect(containersOfRun(report.run_id)).toEqual([]);
   });
 
@@ -529,6 +528,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     });
     const running = startCli(["exec", task], { RUNNER_HOME: home.path });
     let runId = "";
+    let branch = "";
     try {
       const { runDirectory } = await waitForRunEvent(
         home.path,
@@ -536,7 +536,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
         (data) => data.agent_id === "w1" && String(data.arguments).includes("sleep 3317"),
         { process: running },
       );
-      runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+      ({ run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json")));
       await waitFor("the worker's sleep on the host", () => hostProcesses(WORKER_SLEEP).length === 1, { process: running });
       // What there is to sweep: the parent's and the worker's worktrees (registered with git) and containers.
       const workerWorktree = join(runPaths(runDirectory).workers, "w1");
@@ -564,7 +564,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
       expect(swept).toMatchObject({ status: "error", reason: "runner_died" });
       expect(swept.error).toContain(`runner resume ${runId}`);
       // The branches stay: the parent's with what the sweep committed, the worker's as it was created.
-      expect(branches(repo, `runner/${runId}*`)).toEqual([`runner/${runId}`, `runner/${runId}-w1`]);
+      expect(branches(repo, `${branch}*`)).toEqual([branch, `${branch}-w1`]);
     } finally {
       if (!running.exited) running.child.kill("SIGKILL");
       if (runId) await removeRunContainers(runId);
@@ -621,6 +621,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     expect(result.code, result.stderr + result.stdout).toBe(0);
     const report = readReport(runDirectoryOf(result));
     const runId = report.run_id;
+    const branch = readJson<{ branch: string }>(join(runDirectoryOf(result), "run.json")).branch;
     expect(report.agents).toEqual([
       expect.objectContaining({ id: "w1", status: "merged", merge: expect.objectContaining({ files: [".gitattributes", "notes.txt", "planted.txt"] }) }),
     ]);
@@ -629,7 +630,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     // Nothing ran: not the planted hooks, fsmonitor or filters, not the user's drivers and hooks.
     expect(readdirSync(markers)).toEqual([]);
     // No clean filter touched the blobs; the planted git directory is in no commit.
-    for (const ref of [`runner/${runId}-w1`, `runner/${runId}`, "main"]) {
+    for (const ref of [`${branch}-w1`, branch, "main"]) {
       expect(inspectGit(repo, ["show", `${ref}:notes.txt`])).toBe("hello from the worker\n");
       expect(inspectGit(repo, ["ls-tree", "-r", "--name-only", ref]).split("\n").filter(Boolean)).toEqual([".gitattributes", "notes.txt", "planted.txt"]);
     }
@@ -640,7 +641,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     // Control: the same payloads DO fire under plain host git, so the assertions above can fail.
     const plainGit = (cwd: string, ...args: string[]) =>
       execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@l", ...args], { cwd, encoding: "utf8", env: isolatedGitEnvironment() });
-    plainGit(repo, "worktree", "add", "-q", join(directory.path, "control-checkout"), `runner/${runId}-w1`);
+    plainGit(repo, "worktree", "add", "-q", join(directory.path, "control-checkout"), `${branch}-w1`);
     expect(readdirSync(markers)).toEqual(expect.arrayContaining(["PWNED-user-filter-smudge", "PWNED-user-hook-post-checkout"]));
     const planted = join(directory.path, "control-planted");
     mkdirSync(planted);
@@ -690,8 +691,8 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     const report = readReport(runDirectoryOf(result));
     expect(result.code, `${report.error}\n${result.stdout}`).toBe(0);
     expect(report.agents[0]).toMatchObject({ status: "merged", merge: { status: "merged", files: ["café.txt", "données/notes.txt"] } });
-    expect(inspectGit(repo, ["show", `runner/${report.run_id}:café.txt`])).toBe("from the parent\n");
-    expect(inspectGit(repo, ["show", `runner/${report.run_id}:données/more.txt`])).toBe("parent\n");
+    expect(inspectGit(repo, ["show", `${report.branch}:café.txt`])).toBe("from the parent\n");
+    expect(inspectGit(repo, ["show", `${report.branch}:données/more.txt`])).toBe("parent\n");
   });
 
   it("a blocking agent call while a background worker holds the only slot: both finish (no deadlock between the slot and the parent's gate)", async () => {
@@ -717,12 +718,13 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     });
     const running = startCli(["exec", task], { RUNNER_HOME: home.path });
     let runId = "";
+    let branch = "";
     try {
       // The background worker has verified its work and only needs to merge.
       const { runDirectory } = await waitForRunEvent(home.path, "verify.finished", (data) => data.command === "test -f bg.txt" && data.passed === true, {
         process: running,
       });
-      runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+      ({ run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json")));
       // Healthy, the rest (a merge, one more small worker, the final commit) takes a few seconds.
       await waitFor("the run to finish", () => running.exited, { timeoutMs: 15_000 });
       const report = readReport(runDirectory);
@@ -730,11 +732,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
         ["in the background", "merged"],
         ["in the foreground", "merged"],
       ]);
-      expect(
-        inspectGit(repo, ["ls-tree", "--name-only", `runner/${runId}`])
-          .split("\n")
-          .filter(Boolean),
-      ).toEqual(["README.md", "bg.txt", "fg.txt"]);
+      expect(inspectGit(repo, ["ls-tree", "--name-only", branch]).split("\n").filter(Boolean)).toEqual(["README.md", "bg.txt", "fg.txt"]);
     } finally {
       if (!running.exited) {
         running.child.kill("SIGKILL");
@@ -769,6 +767,7 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
     });
     const first = startCli(["exec", task], { RUNNER_HOME: home.path });
     let runId = "";
+    let branch = "";
     try {
       const { runDirectory } = await waitForRunEvent(
         home.path,
@@ -776,18 +775,14 @@ describe("subagents (real CLI, scripted model over HTTP, real Docker and git)", 
         (data) => data.agent_id === "main" && String(data.arguments).includes(".release-never"),
         { process: first },
       );
-      runId = readJson<{ run_id: string }>(join(runDirectory, "run.json")).run_id;
+      ({ run_id: runId, branch } = readJson<{ run_id: string; branch: string }>(join(runDirectory, "run.json")));
       first.child.kill("SIGKILL");
       await first.result;
       const resumed = await runCli(["resume", runId], { RUNNER_HOME: home.path });
       const report = readReport(runDirectory);
       expect(resumed.code, `${report.error}\n${resumed.stdout}`).toBe(0);
-      expect(
-        inspectGit(repo, ["ls-tree", "--name-only", `runner/${runId}`])
-          .split("\n")
-          .filter(Boolean),
-      ).toEqual(["README.md", "first.txt", "second.txt"]);
-      expect(branches(repo, `runner/${runId}-w*`)).toHaveLength(2);
+      expect(inspectGit(repo, ["ls-tree", "--name-only", branch]).split("\n").filter(Boolean)).toEqual(["README.md", "first.txt", "second.txt"]);
+      expect(branches(repo, `${branch}-w*`)).toHaveLength(2);
     } finally {
       if (!first.exited) first.child.kill("SIGKILL");
       if (runId) await removeRunContainers(runId);

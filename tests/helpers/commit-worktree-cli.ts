@@ -9,7 +9,7 @@ import { execFileSync } from "node:child_process";
 import { commitRunWorktree, createRunWorktree } from "../../src/workspace/run-worktree.js";
 
 const [repository, path, command] = process.argv.slice(2);
-const worktree = await createRunWorktree(repository!, "as-runner", path!);
+const worktree = await createRunWorktree(repository!, { runId: "as-runner", taskSlug: "test" }, path!);
 execFileSync("bash", ["-c", command!], { cwd: worktree.path });
 try {
   const outcome = await commitRunWorktree(worktree, "agent-runner: test commit");

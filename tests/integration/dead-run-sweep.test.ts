@@ -17,8 +17,8 @@ describe("sweepDeadRuns (real git)", () => {
     const liveDirectory = join(home.path, "runs", "live-run");
     mkdirSync(deadDirectory, { recursive: true });
     mkdirSync(liveDirectory, { recursive: true });
-    const dead = await createRunWorktree(repository.root, "dead-run", join(deadDirectory, "worktree"));
-    const live = await createRunWorktree(repository.root, "live-run", join(liveDirectory, "worktree"));
+    const dead = await createRunWorktree(repository.root, { runId: "dead-run", taskSlug: "test" }, join(deadDirectory, "worktree"));
+    const live = await createRunWorktree(repository.root, { runId: "live-run", taskSlug: "test" }, join(liveDirectory, "worktree"));
     // A pid that has certainly exited: a child we already waited for.
     const exited = spawnSync("true").pid!;
     writeRunLock(deadDirectory, {
@@ -52,7 +52,7 @@ describe("sweepDeadRuns (real git)", () => {
     const worktrees = execFileSync("git", ["worktree", "list", "--porcelain"], { cwd: repository.root, encoding: "utf8" });
     expect(worktrees).not.toContain(dead.path);
     expect(worktrees).toContain(live.path);
-    expect(repository.git("branch", "--list", "runner/*")).toContain("runner/dead-run");
+    expect(repository.git("branch", "--list", "runner/*")).toContain(dead.branch);
     expect(repository.git("show", `${dead.branch}:unsaved.txt`)).toBe("agent work\n");
     const report = JSON.parse(readFileSync(join(deadDirectory, "report.json"), "utf8"));
     expect(report).toMatchObject({ status: "error", reason: "runner_died" });
@@ -67,11 +67,12 @@ describe("sweepDeadRuns (real git)", () => {
     await using repository = createGitRepository({ "a.txt": "a\n" });
     await using home = temporaryDirectory();
     const exited = spawnSync("true").pid!;
-    const runs = ["dead-a", "dead-b"].map((runId) => ({ runId, directory: join(home.path, "runs", runId) }));
-    for (const { runId, directory } of runs) {
+    const runs = ["dead-a", "dead-b"].map((runId) => ({ runId, directory: join(home.path, "runs", runId), branch: "" }));
+    for (const run of runs) {
+      const { runId, directory } = run;
       mkdirSync(directory, { recursive: true });
       expect((await openRunDisk(directory, 64 * 1024 * 1024)).enforcement).toBe("filesystem");
-      const worktree = await createRunWorktree(repository.root, runId, runPaths(directory).worktree);
+      const worktree = await createRunWorktree(repository.root, { runId, taskSlug: "test" }, runPaths(directory).worktree);
       writeRunLock(directory, {
         run_id: runId,
         owner: `${hostname()}:${exited}:1`,
@@ -80,15 +81,16 @@ describe("sweepDeadRuns (real git)", () => {
         git_directory: worktree.gitDirectory,
         branch: worktree.branch,
       });
+      run.branch = worktree.branch;
       writeFileSync(join(worktree.path, "unsaved.txt"), `work of ${runId}\n`);
       execFileSync("umount", [runPaths(directory).disk]);
     }
 
     expect((await sweepDeadRuns(home.path, { ensureWorkspaceIdle: async () => undefined })).sort()).toEqual(["dead-a", "dead-b"]);
 
-    for (const { runId, directory } of runs) {
-      expect(repository.git("show", `runner/${runId}:unsaved.txt`)).toBe(`work of ${runId}\n`);
-      expect(JSON.parse(readFileSync(join(directory, "report.json"), "utf8")).error).toContain(`committed on runner/${runId}`);
+    for (const { runId, directory, branch } of runs) {
+      expect(repository.git("show", `${branch}:unsaved.txt`)).toBe(`work of ${runId}\n`);
+      expect(JSON.parse(readFileSync(join(directory, "report.json"), "utf8")).error).toContain(`committed on ${branch}`);
       expect(existsSync(runPaths(directory).image)).toBe(false);
       expect(existsSync(runPaths(directory).disk)).toBe(false);
     }

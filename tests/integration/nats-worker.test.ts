@@ -112,9 +112,11 @@ describe("runner batch run --nats over workers", () => {
       const runReport = JSON.parse(readFileSync(join(attempt.run_dir!, "report.json"), "utf8"));
       expect(runReport).toMatchObject({ run_id: attempt.run_id, task: task.name, deliveries: [{ delivery: 1, run_id: attempt.run_id, reason: null }] });
       const repository = join(input.path, task.name, "repo");
-      const branchFile = execFileSync("git", ["-C", repository, "show", `refs/heads/runner/${attempt.run_id}:out.txt`], { encoding: "utf8" });
+      // The branch the worker's run recorded, made in the user's repository under that name.
+      expect(runReport.branch).toMatch(/^runner\//);
+      const branchFile = execFileSync("git", ["-C", repository, "show", `refs/heads/${runReport.branch}:out.txt`], { encoding: "utf8" });
       expect(branchFile).toBe("ok\n");
-      expect(runReport.head_commit).toBe(execFileSync("git", ["-C", repository, "rev-parse", `runner/${attempt.run_id}`], { encoding: "utf8" }).trim());
+      expect(runReport.head_commit).toBe(execFileSync("git", ["-C", repository, "rev-parse", `refs/heads/${runReport.branch}`], { encoding: "utf8" }).trim());
     }
   }, 240_000);
 

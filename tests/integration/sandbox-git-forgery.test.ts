@@ -42,7 +42,7 @@ beforeAll(async () => {
     { prefix: "agent-runner-review-git-repo-" },
   );
   runDirectory = temporaryDirectory("agent-runner-review-git-run-");
-  worktree = await createRunWorktree(repository.root, `review-git-${process.pid}`, join(runDirectory.path, "worktree"));
+  worktree = await createRunWorktree(repository.root, { runId: `review-git-${process.pid}`, taskSlug: "test" }, join(runDirectory.path, "worktree"));
   // The same mounts and environment as a run's container (start-environment.ts sandboxSpecFactory).
   sandbox = await createTestSandbox(worktree.path, {
     ...(await containerGitView(worktree, runDirectory.path)),

@@ -228,9 +228,9 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
       expect(readdirSync(markers)).toEqual(["canary.txt"]);
     });
 
-    it("commits the agent's change on runner/<id> with the planted files as plain data", () => {
-      const branch = `runner/${run.runId}`;
-      expect(run.report.branch).toBe(branch);
+    it("commits the agent's change on the run branch with the planted files as plain data", () => {
+      const branch = run.report.branch!;
+      expect(JSON.parse(readFileSync(join(run.runDirectory, "run.json"), "utf8")).branch).toBe(branch);
       expect(inspectGit(repository.root, ["rev-parse", branch]).trim()).toBe(run.report.head_commit);
       expect(inspectGit(repository.root, ["rev-parse", `${branch}~1`]).trim()).toBe(before.head);
       expect(inspectGit(repository.root, ["cat-file", "-p", `${branch}:app.txt`])).toBe("fixed\n");
@@ -246,7 +246,7 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
     });
 
     it("commits symlinks to host files as symlinks (mode 120000), never their targets' content", () => {
-      const branch = `runner/${run.runId}`;
+      const branch = run.report.branch!;
       const tree = inspectGit(repository.root, ["ls-tree", branch]);
       for (const name of ["leak-canary", "leak-shadow", "leak-dir"]) {
         expect(tree).toMatch(new RegExp(`^120000 blob [0-9a-f]{40}\\t${name}$`, "m"));
@@ -311,7 +311,7 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
     });
     try {
       expect(parseShellResult(run.toolResults[1]).stdout, describeRun(run)).toContain("watching");
-      const branch = `runner/${run.runId}`;
+      const branch = run.report.branch!;
       expect(inspectGit(repository.root, ["cat-file", "-p", `${branch}:app.txt`])).toBe("fixed\n");
       const grep = spawnSync("git", ["-C", repository.root, "grep", "-F", "-l", "-e", canaryContent, branch, "--"], {
         encoding: "utf8",
@@ -351,7 +351,7 @@ describe("security invariant 3: a hostile worktree runs nothing on the host", ()
     try {
       expect(run.report.status, describeRun(run)).toBe("succeeded");
       expect(markersIn(markers)).toEqual([]);
-      const branch = `runner/${run.runId}`;
+      const branch = run.report.branch!;
       expect(inspectGit(repository.root, ["rev-parse", branch]).trim()).toBe(run.report.head_commit);
       expect(inspectGit(repository.root, ["cat-file", "-p", `${branch}:app.txt`])).toBe("fixed\n");
       expect(readFileSync(join(run.runDirectory, "patch.diff"), "utf8")).toMatch(/-broken\n\+fixed/);

@@ -33,7 +33,7 @@ beforeAll(async () => {
     { prefix: "agent-runner-skills-repo-" },
   );
   runDirectory = temporaryDirectory("agent-runner-skills-run-");
-  worktree = await createRunWorktree(repository.root, `skills-${process.pid}`, join(runDirectory.path, "worktree"));
+  worktree = await createRunWorktree(repository.root, { runId: `skills-${process.pid}`, taskSlug: "test" }, join(runDirectory.path, "worktree"));
   // The same mounts and git variables as a run's container (run-task.ts).
   sandbox = await createTestSandbox(worktree.path, {
     ...(await containerGitView(worktree, runDirectory.path)),

@@ -109,7 +109,7 @@ describe("a run's commits", () => {
     const run = await fake.runner.start(task);
     const report = await run.result;
     expect(report).toMatchObject({ status: "succeeded" });
-    const branch = `runner/${run.id}`;
+    const branch = report.branch!;
     expect(inRepository("log", "-1", "--format=%an <%ae>|%cn <%ce>", branch).trim()).toBe("Ada Lovelace <ada@example.com>|Ada Lovelace <ada@example.com>");
     expect(inRepository("log", "-1", "--format=%B", branch).trim()).toBe(
       `agent-runner: authored (run ${run.id})\n\nWrote a.txt.\n\nCo-authored-by: agent-runner (scripted) <agent-runner@localhost>`,
@@ -129,7 +129,7 @@ describe("a run's commits", () => {
       task: { name: "unauthored" },
     });
     const run = await fake.runner.start(task);
-    await run.result;
-    expect(inRepository("log", "-1", "--format=%an <%ae>", `runner/${run.id}`).trim()).toBe("agent-runner <agent-runner@localhost>");
+    const { branch } = await run.result;
+    expect(inRepository("log", "-1", "--format=%an <%ae>", branch!).trim()).toBe("agent-runner <agent-runner@localhost>");
   });
 });

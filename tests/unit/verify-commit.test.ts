@@ -51,7 +51,7 @@ describe("verifyCommit: a lost sandbox is the agent's verdict, a broken Docker t
   beforeEach(async () => {
     repository = createGitRepository({ "app.txt": "fixed\n" }, { prefix: "agent-runner-verify-unit-" });
     home = temporaryDirectory("agent-runner-verify-home-");
-    worktree = await createRunWorktree(repository.root, "unit", join(home.path, "worktree"));
+    worktree = await createRunWorktree(repository.root, { runId: "unit", taskSlug: "test" }, join(home.path, "worktree"));
     events = [];
   });
   afterEach(async () => {

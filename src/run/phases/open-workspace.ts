@@ -6,6 +6,7 @@ import type { SandboxProvider } from "../../sandbox/sandbox.js";
 import { filesystemUsage } from "../../process/filesystem-usage.js";
 import { closeRunDisk, openRunDisk, type DiskEnforcementChoice, type RunDisk } from "../../workspace/run-disk.js";
 import { checkoutBytes, createRunWorktree, reopenRunWorktree, withAuthorship, type RunWorktree } from "../../workspace/run-worktree.js";
+import { taskSlug } from "../../workspace/run-branch-name.js";
 import { commitAuthorship } from "../../workspace/commit-authorship.js";
 import { configuredModelId } from "../../model/pricing.js";
 import { writeRunLock } from "../run-lock.js";
@@ -14,7 +15,7 @@ import type { RunScope } from "../run-scope.js";
 import { WorkDelivery } from "../../delivery/deliver.js";
 import { recordMainCommit } from "./deliver-main.js";
 
-/** What the open-workspace phase made: the run's disk, its worktree on `runner/<run-id>`, and the delivery of the main agent's work. */
+/** What the open-workspace phase made: the run's disk, its worktree on its run branch (`runner/<task-name>-<short-id>`), and the delivery of the main agent's work. */
 export interface RunWorkspace {
   disk: RunDisk;
   worktree: RunWorktree;
@@ -62,19 +63,21 @@ export async function openWorkspace(scope: RunScope, provider: SandboxProvider, 
     worktree = reopened.worktree;
     reused = reopened.reused;
   } else {
-    worktree = await createRunWorktree(task.workspacePath, runId, scope.paths.worktree, scope.embedding.baseBranch).catch(async (error: unknown) => {
-      // git says only "unable to write file": a checkout larger than the run's empty filesystem is the task's limit.
-      if (disk.enforcement === "filesystem") {
-        const needed = await checkoutBytes(task.workspacePath).catch(() => 0);
-        if (needed >= (await filesystemUsage(disk.root)).availableBytes) {
-          throw new ConfigError(
-            `sandbox.limits.disk (${mebibytes(disk.limitBytes)}) cannot hold the repository's checkout (${mebibytes(needed)} or more); raise it`,
-            { cause: error },
-          );
+    worktree = await createRunWorktree(task.workspacePath, { runId, taskSlug: taskSlug(task) }, scope.paths.worktree, scope.embedding.baseBranch).catch(
+      async (error: unknown) => {
+        // git says only "unable to write file": a checkout larger than the run's empty filesystem is the task's limit.
+        if (disk.enforcement === "filesystem") {
+          const needed = await checkoutBytes(task.workspacePath).catch(() => 0);
+          if (needed >= (await filesystemUsage(disk.root)).availableBytes) {
+            throw new ConfigError(
+              `sandbox.limits.disk (${mebibytes(disk.limitBytes)}) cannot hold the repository's checkout (${mebibytes(needed)} or more); raise it`,
+              { cause: error },
+            );
+          }
         }
-      }
-      throw error;
-    });
+        throw error;
+      },
+    );
   }
   // The user's identity authors the commits, agent-runner and the model co-author them (read again each attempt).
   const model = configuredModelId(task.model, scope.hostEnvironment) ?? task.model.provider;

@@ -173,7 +173,9 @@ describe("delivery", () => {
     const kept = clashed.invocations.filter((invocation) => invocation.merged === false);
     expect([merged.length, kept.length]).toEqual([1, 1]);
     expect(second.git("show", `agency/${clash.id}:c.txt`)).toBe(`${merged[0]!.agent}\n`);
-    expect(second.git("show", `runner/${kept[0]!.run_id}:c.txt`)).toBe(`${kept[0]!.agent}\n`);
+    const keptBranch = (JSON.parse(readFileSync(join(fake.home, "runs", kept[0]!.run_id, "report.json"), "utf8")) as { branch: string }).branch;
+    expect(keptBranch).toMatch(/^runner\//);
+    expect(second.git("show", `${keptBranch}:c.txt`)).toBe(`${kept[0]!.agent}\n`);
     const log = readFileSync(join(clash.directory, "bus.jsonl"), "utf8")
       .split("\n")
       .filter(Boolean)

@@ -43,7 +43,8 @@ describe("continue an ended run in the Docker-free tier", () => {
       task: { name: "fix-median", max_steps: 2, verify: { command: "check-median", timeout_sec: 30 } },
     });
     const first = await fake.runner.start(task);
-    expect(await first.result).toMatchObject({ status: "failed", reason: "verify_failed", steps: 2 });
+    const firstReport = await first.result;
+    expect(firstReport).toMatchObject({ status: "failed", reason: "verify_failed", steps: 2 });
 
     const fixed = await fake.runner.continue(first.id, "The median of 1..5 is 3, not 4.");
     expect(fixed.id).toBe(first.id);
@@ -54,14 +55,14 @@ describe("continue an ended run in the Docker-free tier", () => {
       status: "succeeded",
       reason: "verified",
       resumes: 1,
-      branch: `runner/${first.id}`,
+      branch: firstReport.branch,
       // The whole run: 2 model calls before the feedback, 2 after (max_steps 2 more for the attempt).
       steps: 4,
       tool_calls: 2,
       final_message: "Now it is 3.",
       verify: { passed: true },
     });
-    expect(git("show", `runner/${first.id}:median.txt`)).toBe("3\n");
+    expect(git("show", `${firstReport.branch}:median.txt`)).toBe("3\n");
     expect(git("show", "main:median.txt")).toBe("2\n");
     // patch.diff is the run's whole change against its base commit.
     expect(readFileSync(join(fixed.directory, "patch.diff"), "utf8")).toMatch(/-2\n\+3/);
@@ -126,10 +127,12 @@ describe("continue an ended run in the Docker-free tier", () => {
     expect(git("branch", "--list", "runner/*").trim()).toBe("");
     expect(listRuns(fake.home)).toEqual([expect.objectContaining({ id: first.id, branch: "-" })]);
 
+    // The dropped branch's name stays recorded: the next attempt makes it again under that name.
+    const recorded = (JSON.parse(readFileSync(join(first.directory, "run.json"), "utf8")) as { branch: string }).branch;
     const again = await fake.runner.continue(first.id, "It is 2; the median of 1..5 is 3.");
-    expect(await again.result).toMatchObject({ status: "succeeded", reason: "verified", branch: `runner/${first.id}`, base_commit: report.base_commit });
-    expect(git("show", `runner/${first.id}:median.txt`)).toBe("3\n");
-    expect(git("rev-parse", `runner/${first.id}~1`).trim()).toBe(report.base_commit);
+    expect(await again.result).toMatchObject({ status: "succeeded", reason: "verified", branch: recorded, base_commit: report.base_commit });
+    expect(git("show", `${recorded}:median.txt`)).toBe("3\n");
+    expect(git("rev-parse", `${recorded}~1`).trim()).toBe(report.base_commit);
   });
 
   it("refuses what it cannot continue, naming the fix; resume of a finished run points at continue", async () => {

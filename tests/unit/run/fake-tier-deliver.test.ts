@@ -1,6 +1,6 @@
 /**
  * Whole runs through the library API without Docker (issue 11 item 5): the
- * main agent edits a file, the host commits it on `runner/<run-id>`, the
+ * main agent edits a file, the host commits it on its run branch, the
  * verification runs on a clean checkout of that commit, and the report,
  * the branch and the events say so. Cancel ends the run with its partial
  * work committed. The sandboxes are the run's real directories
@@ -41,7 +41,7 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
     expect(report).toMatchObject({
       status: "succeeded",
       reason: "verified",
-      branch: `runner/${run.id}`,
+      branch: expect.stringMatching(/^runner\/fix-median-[0-9a-f]+$/),
       steps: 2,
       tool_calls: 1,
       final_message: "Fixed the median.",
@@ -49,8 +49,8 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
     });
     expect(report.verify).toMatchObject({ command: "check-median", exit_code: 0, passed: true });
     expect(report.verify!.output_tail).toContain("median ok");
-    expect(git("rev-parse", `runner/${run.id}`).trim()).toBe(report.head_commit);
-    expect(git("show", `runner/${run.id}:median.txt`)).toBe("3\n");
+    expect(git("rev-parse", report.branch!).trim()).toBe(report.head_commit);
+    expect(git("show", `${report.branch}:median.txt`)).toBe("3\n");
     expect(git("show", "main:median.txt")).toBe("2\n");
     expect(readFileSync(join(run.directory, "patch.diff"), "utf8")).toContain("+3");
 
@@ -70,9 +70,7 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
     const replayed = [];
     for await (const envelope of run.events({ from: 0 })) replayed.push(envelope);
     expect(replayed).toEqual(events);
-    expect(eventData(events, "workspace.committed")).toEqual([
-      expect.objectContaining({ branch: `runner/${run.id}`, commit: report.head_commit, changed: true }),
-    ]);
+    expect(eventData(events, "workspace.committed")).toEqual([expect.objectContaining({ branch: report.branch!, commit: report.head_commit, changed: true })]);
     expect(eventData(events, "verify.finished")).toEqual([expect.objectContaining({ command: "check-median", passed: true, exit_code: 0 })]);
     expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "succeeded", exit_code: 0 })]);
   });
@@ -90,7 +88,7 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
 
     expect(report).toMatchObject({ status: "failed", reason: "verify_failed", verify: { passed: false, exit_code: 1 } });
     expect(report.verify!.output_tail).toContain("expected 3, got 4");
-    expect(git("show", `runner/${run.id}:median.txt`)).toBe("4\n");
+    expect(git("show", `${report.branch}:median.txt`)).toBe("4\n");
     expect(git("show", "main:median.txt")).toBe("2\n");
     expect(eventData(eventsFile(run.directory), "run.finished")).toEqual([expect.objectContaining({ status: "failed", exit_code: 1 })]);
   });
@@ -144,8 +142,8 @@ describe("a run in the Docker-free tier: edit, commit, verify", () => {
 
     expect(killed).toBe(true);
     expect(report).toMatchObject({ status: "cancelled", reason: "interrupted", error: "cancelled: the test stopped it", steps: 2 });
-    expect(git("show", `runner/${run.id}:partial.txt`)).toBe("half\n");
-    expect(git("log", "--format=%s", "-1", `runner/${run.id}`).trim()).toBe(`agent-runner: cancel-me (run ${run.id}, cancelled: partial work)`);
+    expect(git("show", `${report.branch}:partial.txt`)).toBe("half\n");
+    expect(git("log", "--format=%s", "-1", report.branch!).trim()).toBe(`agent-runner: cancel-me (run ${run.id}, cancelled: partial work)`);
     expect(existsSync(runPaths(run.directory).worktree)).toBe(false);
     expect(eventData(eventsFile(run.directory), "run.finished")).toEqual([expect.objectContaining({ status: "cancelled", exit_code: 130 })]);
   });

@@ -89,7 +89,7 @@ describe("a run placed by a front end (embedding)", () => {
     expect(published).toEqual(["hello"]);
     expect(offered[0]!.sort()).toEqual(["read_file", "shout", "write_file"]);
     // The worktree started at team (c.txt), the merge kept the team's later change and added the run's.
-    expect(git("show", `runner/${run.id}:c.txt`)).toBe("only on team\n");
+    expect(git("show", `${report.branch}:c.txt`)).toBe("only on team\n");
     expect(git("show", "team:a.txt")).toBe("a from the run\n");
     expect(git("show", "team:b.txt")).toBe("b from the team\n");
     expect(git("rev-list", "--parents", "-n1", "team").trim().split(" ")).toHaveLength(3);
@@ -131,7 +131,7 @@ describe("a run placed by a front end (embedding)", () => {
     const report = await run.result;
     expect(report.merge).toMatchObject({ merged: false, branch: "refs/heads/team", conflicts: ["a.txt"] });
     expect(git("show", "team:a.txt")).toBe("a from the team\n");
-    expect(git("show", `runner/${run.id}:a.txt`)).toBe("a from the run\n");
+    expect(git("show", `${report.branch}:a.txt`)).toBe("a from the run\n");
 
     const reader = await runner.start(task, { embedding: { baseBranch: "team", readOnlyWorkspace: true } });
     const read = await reader.result;

@@ -27,7 +27,7 @@ describe("the idle rule in the Docker-free tier", () => {
     expect(report).toMatchObject({ status: "error", reason: "sandbox_not_idle", head_commit: null, commit: null, verify: null, patch: null });
     expect(report.error).toMatch(/^sandbox fake-1-main \(not removed\) still mounts .* writable/);
     // The branch is where it started; the agent's file is still only in the worktree, which is still there.
-    expect(git("rev-parse", `runner/${run.id}`).trim()).toBe(report.base_commit);
+    expect(git("rev-parse", report.branch!).trim()).toBe(report.base_commit);
     const worktree = runPaths(run.directory).worktree;
     expect(readFileSync(join(worktree, "work.txt"), "utf8")).toBe("uncommitted\n");
     expect(fake.provider.created.map((sandbox) => sandbox.spec.agentId)).toEqual(["main"]);
@@ -86,8 +86,8 @@ describe("the idle rule in the Docker-free tier", () => {
     expect(report).toMatchObject({ status: "succeeded", reason: "verified" });
     expect(report.agents).toEqual([expect.objectContaining({ id: "w1", status: "failed", verify: null, merge: null, commit: null })]);
     // Its branch is where it started (the parent had nothing to snapshot): its edit was never committed.
-    expect(git("rev-parse", `runner/${run.id}-w1`).trim()).toBe(report.base_commit);
-    expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times2\n");
+    expect(git("rev-parse", `${report.branch}-w1`).trim()).toBe(report.base_commit);
+    expect(git("show", `${report.branch}:calc.txt`)).toBe("times2\n");
     // No verification sandbox for the worker; the main agent's worktree went as usual.
     expect(lingering.provider.created.map((sandbox) => sandbox.spec.agentId)).toEqual(["main", "w1", "verify"]);
     expect(existsSync(runPaths(run.directory).worktree)).toBe(false);

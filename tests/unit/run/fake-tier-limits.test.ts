@@ -50,8 +50,8 @@ describe("the run's budget (model.max_cost_usd)", () => {
     const events = eventsFile(first.directory);
     expect(eventData(events, "run.limit_reached")).toEqual([{ limit: "max_cost_usd", value: 0.01, cost_usd: report.cost_usd, elapsed_ms: expect.any(Number) }]);
     expect(eventData(events, "agent.finished")).toEqual([expect.objectContaining({ agent_id: "main", reason: "budget_exceeded", steps: 1 })]);
-    expect(git("show", `runner/${first.id}:work.txt`)).toBe("one\n");
-    expect(git("rev-parse", `runner/${first.id}`).trim()).toBe(report.head_commit);
+    expect(git("show", `${report.branch}:work.txt`)).toBe("one\n");
+    expect(git("rev-parse", report.branch!).trim()).toBe(report.head_commit);
 
     await expect(fake.runner.resume(first.id)).rejects.toThrow(
       /stopped at its budget \(spent \$[\d.]+ of model\.max_cost_usd \$0\.01\); continue it with --max-cost USD/,
@@ -59,7 +59,7 @@ describe("the run's budget (model.max_cost_usd)", () => {
     const resumed = await fake.runner.resume(first.id, { maxCostUsd: 1000 });
     const final = await resumed.result;
     expect(final).toMatchObject({ status: "succeeded", reason: "finished_unverified", resumes: 1, steps: 3, final_message: "Both lines written." });
-    expect(git("show", `runner/${first.id}:work.txt`)).toBe("one\ntwo\n");
+    expect(git("show", `${report.branch}:work.txt`)).toBe("one\ntwo\n");
     // The whole run's cost: every call's, the earlier attempt's included; the new budget is 1000 more than was spent.
     const calls = finishedCosts(first.directory);
     expect(calls).toHaveLength(3);
@@ -151,8 +151,8 @@ describe("the run's wall-clock limit (timeout_sec)", () => {
     expect(eventData(eventsFile(first.directory), "run.limit_reached")).toEqual([
       { limit: "timeout_sec", value: 5, cost_usd: null, elapsed_ms: expect.any(Number) },
     ]);
-    expect(git("show", `runner/${first.id}:before.txt`)).toBe("written before the limit\n");
-    expect(git("log", "-1", "--format=%s", `runner/${first.id}`).trim()).toBe(`agent-runner: time-limit (run ${first.id}, failed: partial work)`);
+    expect(git("show", `${report.branch}:before.txt`)).toBe("written before the limit\n");
+    expect(git("log", "-1", "--format=%s", report.branch!).trim()).toBe(`agent-runner: time-limit (run ${first.id}, failed: partial work)`);
 
     const resumed = await fake.runner.resume(first.id, { timeoutSec: 600 });
     const final = await resumed.result;

@@ -48,6 +48,8 @@ describe("resume in the Docker-free tier", () => {
     expect(first.signal, first.stderr).toBe("SIGKILL");
     const runDirectory = join(fake.home, "runs", first.runId);
     expect(existsSync(join(runDirectory, "report.json"))).toBe(false);
+    // The branch the killed attempt recorded: the resumed one goes on on it.
+    const recorded = (JSON.parse(readFileSync(join(runDirectory, "run.json"), "utf8")) as { branch: string }).branch;
 
     const run = await fake.runner.resume(first.runId);
     expect(run.resumed).toEqual({ atModelCall: 3, earlierEvents: expect.any(Number) });
@@ -58,7 +60,7 @@ describe("resume in the Docker-free tier", () => {
       status: "succeeded",
       reason: "finished_unverified",
       resumes: 1,
-      branch: `runner/${first.runId}`,
+      branch: recorded,
       // 2 model calls before the kill, 2 after; calls: echo, write a.txt, the interrupted sleep, echo, write b.txt.
       steps: 4,
       tool_calls: 5,
@@ -68,10 +70,10 @@ describe("resume in the Docker-free tier", () => {
     expect(fake.provider.commands.map((command) => command.request.command).filter((command) => !command.includes(" ls-tree "))).toEqual([
       "echo twice >> count.txt",
     ]);
-    expect(git("show", `runner/${first.runId}:count.txt`)).toBe("once\ntwice\n");
-    expect(git("show", `runner/${first.runId}:a.txt`)).toBe("alpha\n");
-    expect(git("show", `runner/${first.runId}:b.txt`)).toBe("after resume\n");
-    expect(git("rev-parse", `runner/${first.runId}`).trim()).toBe(report.head_commit);
+    expect(git("show", `${recorded}:count.txt`)).toBe("once\ntwice\n");
+    expect(git("show", `${recorded}:a.txt`)).toBe("alpha\n");
+    expect(git("show", `${recorded}:b.txt`)).toBe("after resume\n");
+    expect(git("rev-parse", recorded).trim()).toBe(report.head_commit);
 
     const events = eventsFile(runDirectory);
     expect(events.slice(0, run.resumed!.earlierEvents).some((envelope) => isEvent(envelope, "run.finished"))).toBe(false);
@@ -80,11 +82,11 @@ describe("resume in the Docker-free tier", () => {
     expect(eventData(events, "tool_call.replayed")).toEqual([expect.objectContaining({ name: "write_file", step: 1 })]);
     // The resume's sweep committed the dead attempt's worktree and removed it: the resume makes a new one of the branch.
     expect(eventData(events, "run.resumed")).toEqual([expect.objectContaining({ resumes: 1, next_step: 2, worktree: "recreated" })]);
-    expect(git("log", "--format=%s", `main..runner/${first.runId}`).trim().split("\n")).toEqual([
+    expect(git("log", "--format=%s", `main..${recorded}`).trim().split("\n")).toEqual([
       `agent-runner: resume-kill (run ${first.runId})`,
       `agent-runner: run ${first.runId} (runner died: partial work)`,
     ]);
-    expect(git("show", `runner/${first.runId}~1:a.txt`)).toBe("alpha\n");
+    expect(git("show", `${recorded}~1:a.txt`)).toBe("alpha\n");
     expect(eventData(events, "run.finished")).toEqual([expect.objectContaining({ status: "succeeded", exit_code: 0 })]);
     expect(existsSync(runPaths(runDirectory).worktree)).toBe(false);
     const session = JSON.parse(readFileSync(join(runDirectory, "session.json"), "utf8")) as {
@@ -115,7 +117,7 @@ describe("resume in the Docker-free tier", () => {
       final_message: "Finished.",
       verify: { passed: true },
     });
-    expect(git("show", `runner/${first.runId}:done.txt`)).toBe("done\n");
+    expect(git("show", `${report.branch}:done.txt`)).toBe("done\n");
     const events = eventsFile(runDirectory);
     expect(eventData(events, "model_call.started")).toHaveLength(2);
     expect(eventData(events.slice(run.resumed!.earlierEvents), "model_call.started")).toEqual([]);
@@ -145,7 +147,7 @@ describe("resume in the Docker-free tier", () => {
     expect(run.resumed).toEqual({ atModelCall: 2, earlierEvents: expect.any(Number) });
     const report = await run.result;
     expect(report).toMatchObject({ status: "succeeded", reason: "verified", resumes: 1, steps: 3, final_message: "Finished after more steps." });
-    expect(git("show", `runner/${first.id}:steps.txt`)).toBe("one\ntwo\n");
+    expect(git("show", `${report.branch}:steps.txt`)).toBe("one\ntwo\n");
     expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual([
       "echo one >> steps.txt",
       "echo two >> steps.txt",
@@ -177,7 +179,7 @@ describe("resume in the Docker-free tier", () => {
     expect(run.resumed).toMatchObject({ atModelCall: 2 });
     const report = await run.result;
     expect(report).toMatchObject({ status: "succeeded", resumes: 1, steps: 3, tool_calls: 2, final_message: "Logged twice." });
-    expect(git("show", `runner/${failed.run_id}:log.txt`)).toBe("first\nsecond\n");
+    expect(git("show", `${failed.branch}:log.txt`)).toBe("first\nsecond\n");
     expect(fake.provider.commands.map((command) => command.request.command).filter((command) => command.startsWith("echo"))).toEqual([
       "echo first >> log.txt",
       "echo second >> log.txt",

@@ -6,6 +6,7 @@
  * conflict that leaves the parent's files as they were; an explore agent's
  * workspace is the parent's, read-only.
  */
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { runPaths } from "../../../src/workspace/run-disk.js";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
@@ -45,14 +46,14 @@ describe("subagents in the Docker-free tier", () => {
         parent: "main",
         mode: "worker",
         status: "merged",
-        branch: `runner/${run.id}-w1`,
+        branch: `${report.branch}-w1`,
         verify: expect.objectContaining({ passed: true }),
         merge: expect.objectContaining({ status: "merged", files: ["calc.txt"] }),
       }),
     ]);
-    expect(git("show", `runner/${run.id}-w1:calc.txt`)).toBe("times3\n");
-    expect(git("show", `runner/${run.id}:calc.txt`)).toBe("times3\n");
-    expect(git("log", "--merges", "--format=%s", `runner/${run.id}`).trim()).toBe("agent-runner: merge worker w1 (make it triple)");
+    expect(git("show", `${report.branch}-w1:calc.txt`)).toBe("times3\n");
+    expect(git("show", `${report.branch}:calc.txt`)).toBe("times3\n");
+    expect(git("log", "--merges", "--format=%s", report.branch!).trim()).toBe("agent-runner: merge worker w1 (make it triple)");
     expect(git("show", "main:calc.txt")).toBe("times2\n");
     const paths = runPaths(run.directory);
     expect(fake.provider.created.map((sandbox) => [sandbox.spec.agentId, sandbox.spec.workspace.hostPath])).toEqual([
@@ -103,10 +104,12 @@ describe("subagents in the Docker-free tier", () => {
         merge: { status: "skipped", files: [], detail: "verify_failed" },
       }),
     ]);
-    expect(git("show", `runner/${run.id}-w1:calc.txt`)).toBe("times4\n");
+    expect(git("show", `${report.agents[0]!.branch}:calc.txt`)).toBe("times4\n");
     // The run itself changed nothing: it leaves no branch of its own (issue 26), only the worker's.
     expect(report.branch).toBeNull();
-    expect(git("branch", "--list", `runner/${run.id}`).trim()).toBe("");
+    const recorded = (JSON.parse(readFileSync(join(run.directory, "run.json"), "utf8")) as { branch: string }).branch;
+    expect(report.agents[0]!.branch).toBe(`${recorded}-w1`);
+    expect(git("branch", "--list", recorded).trim()).toBe("");
     expect(eventData(eventsFile(run.directory), "subagent.finished")).toEqual([
       expect.objectContaining({ agent_id: "w1", status: "not_merged", verify_passed: false }),
     ]);
@@ -197,10 +200,10 @@ describe("subagents in the Docker-free tier", () => {
       ["w2", "not_merged", "conflict", true],
     ]);
     expect(report.agents[1]!.merge!.files).toEqual(["calc.txt"]);
-    expect(git("show", `runner/${run.id}-w2:calc.txt`)).toBe("times4\n");
+    expect(git("show", `${report.branch}-w2:calc.txt`)).toBe("times4\n");
     expect(git("show", `${report.head_commit}:calc.txt`)).toBe("times3\n");
     // Nothing half-merged: the parent's branch holds w1's file as it was (no conflict markers), one merge commit (w1's).
     expect(git("ls-tree", "-r", "--name-only", report.head_commit!).trim()).toBe("calc.txt");
-    expect(git("log", "--merges", "--format=%s", `runner/${run.id}`).trim()).toBe("agent-runner: merge worker w1 (make it triple)");
+    expect(git("log", "--merges", "--format=%s", report.branch!).trim()).toBe("agent-runner: merge worker w1 (make it triple)");
   });
 });

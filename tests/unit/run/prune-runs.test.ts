@@ -4,7 +4,7 @@
  * commits no other ref holds stays unless --force; a running run is never
  * touched; --dry-run removes nothing; --merged and --older-than narrow it.
  */
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { pruneCommand } from "../../../src/cli/prune-command.js";
@@ -22,13 +22,13 @@ describe("pruneRuns", () => {
     const start = async (name: string, script: unknown) => {
       const { task, git, repo } = writeScriptedTask(join(directory.path, name), { script, task: { name } });
       const run = await fake.runner.start(task);
-      await run.result;
-      return { id: run.id, directory: run.directory, git, repo };
+      const { branch } = await run.result;
+      return { id: run.id, directory: run.directory, branch, git, repo };
     };
     const unmerged = await start("unmerged", writes("kept\n"));
     const unchanged = await start("unchanged", { turns: [{ content: "Nothing to change." }] });
     const merged = await start("merged", writes("merged\n"));
-    merged.git("merge", "--ff-only", "-q", `runner/${merged.id}`);
+    merged.git("merge", "--ff-only", "-q", merged.branch!);
     // A run whose runner is alive (this process) and that has no report yet.
     const live = join(fake.home, "runs", "20991231-000000-live");
     mkdirSync(live, { recursive: true });
@@ -47,13 +47,13 @@ describe("pruneRuns", () => {
     const planned = await pruneRuns(fake.home, { dryRun: true });
     const plan = new Map(planned.map((decision) => [decision.runId, decision]));
     expect(planned).toHaveLength(4);
-    expect(plan.get(unmerged.id)).toMatchObject({ action: "kept", branches: [`runner/${unmerged.id}`], unmergedCommits: 1 });
+    expect(plan.get(unmerged.id)).toMatchObject({ action: "kept", branches: [unmerged.branch!], unmergedCommits: 1 });
     expect(plan.get(unchanged.id)).toMatchObject({ action: "remove", branches: [], reason: "no branch" });
-    expect(plan.get(merged.id)).toMatchObject({ action: "remove", branches: [`runner/${merged.id}`], reason: "merged" });
+    expect(plan.get(merged.id)).toMatchObject({ action: "remove", branches: [merged.branch!], reason: "merged" });
     expect(plan.get("20991231-000000-live")).toMatchObject({ action: "kept", reason: "still running" });
     expect(plan.get(unmerged.id)!.reason).toMatch(/^1 commit on no other branch \(merge it, or --force removes it\)$/);
     expect([unmerged, unchanged, merged].every((run) => existsSync(run.directory))).toBe(true);
-    expect(merged.git("branch", "--list", `runner/${merged.id}`).trim()).toBe(`runner/${merged.id}`);
+    expect(merged.git("branch", "--list", merged.branch!).trim()).toBe(merged.branch!);
 
     // --merged lists only the runs merged into the checked-out branch (a run without a branch counts).
     expect((await pruneRuns(fake.home, { dryRun: true, merged: true })).map((decision) => decision.runId).sort()).toEqual([unchanged.id, merged.id].sort());
@@ -72,7 +72,7 @@ describe("pruneRuns", () => {
     expect(existsSync(unchanged.directory) || existsSync(merged.directory)).toBe(false);
     expect(merged.git("branch", "--list", "runner/*").trim()).toBe("");
     expect(existsSync(unmerged.directory)).toBe(true);
-    expect(unmerged.git("branch", "--list", "runner/*").trim()).toBe(`runner/${unmerged.id}`);
+    expect(unmerged.git("branch", "--list", "runner/*").trim()).toBe(unmerged.branch!);
     expect(existsSync(live)).toBe(true);
 
     const forced = await pruneRuns(fake.home, { force: true });
@@ -127,5 +127,57 @@ describe("pruneRuns", () => {
     });
     expect(existsSync(join(fake.home, "runs", inBatch))).toBe(true);
     expect(byRun(await pruneRuns(fake.home, { referenced: true }))).toEqual({ [inBatch]: "removed: no branch", [inAgency]: "removed: no branch" });
+  });
+
+  it("finds old (runner/<run-id>) and new branch names by their records, takes exactly <branch>-w<n> as a worker's, and lists branches no record accounts for without removing them", async () => {
+    await using directory = temporaryDirectory();
+    await using fake = await fakeRunner();
+    const { task, git, repo } = writeScriptedTask(directory.path, { script: writes("new\n"), task: { name: "fix" } });
+    const newer = await fake.runner.start(task);
+    const newerBranch = (await newer.result).branch!;
+    writeFileSync(
+      join(directory.path, "script.yaml"),
+      JSON.stringify({ turns: [{ tool_calls: [toolCall("write_file", { path: "b.txt", content: "old\n" })] }, { content: "Done." }] }),
+    );
+    const older = await fake.runner.start(task);
+    const olderReport = await older.result;
+    // What a runner before the new names recorded: runner/<run-id>.
+    const oldStyle = `runner/${older.id}`;
+    git("branch", "-m", olderReport.branch!, oldStyle);
+    for (const record of ["run.json", "report.json"]) {
+      const path = join(older.directory, record);
+      writeFileSync(path, JSON.stringify({ ...(JSON.parse(readFileSync(path, "utf8")) as object), branch: oldStyle }));
+    }
+    git("branch", `${newerBranch}-w1`, newerBranch); // its worker's
+    git("branch", `${newerBranch}-w1-cd34`, newerBranch); // another run's (a task named "<task>-<id>-w1"), not recorded here
+    git("branch", "runner/gone-9f3a", "main"); // a run whose directory was removed by hand
+    git("merge", "-q", "--no-edit", newerBranch, oldStyle);
+
+    const printed: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => printed.push(String(chunk)) > 0);
+    try {
+      expect(await pruneCommand(fake.home, { json: true })).toBe(0);
+    } finally {
+      write.mockRestore();
+    }
+    const lines = printed.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(new Map(lines.filter((line) => line.run_id !== null).map((line) => [line.run_id, [line.action, line.branches]]))).toEqual(
+      new Map([
+        [newer.id, ["removed", [newerBranch, `${newerBranch}-w1`]]],
+        [older.id, ["removed", [oldStyle]]],
+      ]),
+    );
+    expect(lines.filter((line) => line.run_id === null)).toEqual(
+      [`${newerBranch}-w1-cd34`, "runner/gone-9f3a"]
+        .sort()
+        .map((branch) => expect.objectContaining({ branches: [branch], repository: realpathSync(repo), action: "kept" })),
+    );
+    expect(
+      git("branch", "--list", "runner/*")
+        .split("\n")
+        .map((line) => line.trim())
+        .filter(Boolean)
+        .sort(),
+    ).toEqual([`${newerBranch}-w1-cd34`, "runner/gone-9f3a"].sort());
   });
 });
