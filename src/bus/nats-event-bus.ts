@@ -48,16 +48,21 @@ export interface NatsEventBusOptions {
  *   the bus's 0-based).
  * - consume/ack: a durable pull consumer with explicit acks; the ack floor is
  *   the consumer's `ack_floor.stream_seq`. Unlike the file backend, the
- *   deliveries a dead consume left pending come again only once their
- *   `ack_wait` has run out (JetStream's redelivery), not at once; and `ack`
- *   can finish only deliveries of this object's own active consume (a
- *   JetStream ack answers the delivery's reply subject).
+ *   deliveries a dead process left pending come again only once their
+ *   `ack_wait` has run out (JetStream's redelivery), not at once — unless
+ *   the bus's new owner calls {@link NatsEventBus.redeliverAbandoned}; and
+ *   `ack` can finish only deliveries this object's consumes received (a
+ *   JetStream ack answers the delivery's reply subject), also after their
+ *   consume ended, until the next consume of that name or `close`.
  */
 export class NatsEventBus implements EventBus {
   private readonly stops = new Set<() => void>();
-  /** Deliveries of the active consumes not yet acked, per consumer name. */
+  /** Deliveries not yet acked, per consumer name: of its active consume, or left by one that ended (handed back with a nak at the next one or at close). */
   private readonly pending = new Map<string, Map<number, JsMsg>>();
   private readonly ackedSequences = new Map<string, Set<number>>();
+  /** Consumer names with an active consume. */
+  private readonly consuming = new Set<string>();
+  private heartbeat: ReturnType<typeof setInterval> | null = null;
   private closed = false;
 
   private constructor(
@@ -155,17 +160,19 @@ export class NatsEventBus implements EventBus {
 
   async *consume(name: string, options: { signal?: AbortSignal } = {}): AsyncIterable<Delivery> {
     checkConsumerName(name);
-    if (this.pending.has(name)) throw new Error(`consumer ${name} is already being consumed by this bus; one consume per name at a time`);
+    if (this.consuming.has(name)) throw new Error(`consumer ${name} is already being consumed by this bus; one consume per name at a time`);
+    this.consuming.add(name);
+    // What an earlier consume of this name left unacked goes back at once (a nak), as the file backend delivers it
+    // again to the next consume; only a process that dies leaves its deliveries to ack_wait (or redeliverAbandoned).
+    const left = this.pending.get(name);
+    if (left) for (const message of left.values()) message.nak();
     const pending = new Map<number, JsMsg>();
     this.pending.set(name, pending);
     const stopped = new AbortController();
     const stop = () => stopped.abort();
     options.signal?.addEventListener("abort", stop, { once: true });
     this.stops.add(stop);
-    const ackWaitMs = this.options.ackWaitMs ?? 60_000;
-    // Keeps every unacked delivery alive while this process works on it.
-    const heartbeat = setInterval(() => pending.forEach((message) => message.working()), Math.max(100, ackWaitMs / 3));
-    heartbeat.unref();
+    this.heartbeat ??= this.startHeartbeat();
     try {
       const consumer = await this.unlessClosed(async () => {
         // An existing consumer is taken as it is: one redeliverAbandoned made starts past its old floor.
@@ -194,15 +201,22 @@ export class NatsEventBus implements EventBus {
         yield { sequence: message.seq - 1, event: message.json<AgencyEvent>(), deliveryCount: message.info.deliveryCount };
       }
     } finally {
-      clearInterval(heartbeat);
       options.signal?.removeEventListener("abort", stop);
       this.stops.delete(stop);
-      // What this consume leaves unacked goes back at once (a nak), as the file backend redelivers it to the next
-      // consume; only a process that dies leaves its deliveries to ack_wait.
-      if (!this.closed) for (const message of pending.values()) message.nak();
-      pending.clear();
-      if (this.pending.get(name) === pending) this.pending.delete(name);
+      // Its deliveries stay acknowledgeable (kept alive by the heartbeat) after the consume ends, as on the file
+      // backend: an invocation still running when the orchestrator stops taking events acks when it finishes.
+      this.consuming.delete(name);
     }
+  }
+
+  /** Keeps every unacked delivery alive with `working()` every third of `ack_wait`, so one is never redelivered while this process lives. */
+  private startHeartbeat(): ReturnType<typeof setInterval> {
+    const ackWaitMs = this.options.ackWaitMs ?? 60_000;
+    const heartbeat = setInterval(() => {
+      for (const pending of this.pending.values()) for (const message of pending.values()) message.working();
+    }, Math.max(100, ackWaitMs / 3));
+    heartbeat.unref();
+    return heartbeat;
   }
 
   async ack(name: string, sequence: number): Promise<void> {
@@ -282,6 +296,7 @@ export class NatsEventBus implements EventBus {
     this.closed = true;
     for (const stop of this.stops) stop();
     this.stops.clear();
+    if (this.heartbeat) clearInterval(this.heartbeat);
     for (const pending of this.pending.values()) {
       for (const message of pending.values()) message.nak();
       pending.clear();
