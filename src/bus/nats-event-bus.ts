@@ -212,9 +212,12 @@ export class NatsEventBus implements EventBus {
   /** Keeps every unacked delivery alive with `working()` every third of `ack_wait`, so one is never redelivered while this process lives. */
   private startHeartbeat(): ReturnType<typeof setInterval> {
     const ackWaitMs = this.options.ackWaitMs ?? 60_000;
-    const heartbeat = setInterval(() => {
-      for (const pending of this.pending.values()) for (const message of pending.values()) message.working();
-    }, Math.max(100, ackWaitMs / 3));
+    const heartbeat = setInterval(
+      () => {
+        for (const pending of this.pending.values()) for (const message of pending.values()) message.working();
+      },
+      Math.max(100, ackWaitMs / 3),
+    );
     heartbeat.unref();
     return heartbeat;
   }

@@ -184,7 +184,12 @@ describe("an agency on NATS JetStream", () => {
 
     // The follower saw every event as it was stored, and still waits for more.
     await waitFor("the follower to print every event", () => followed.split("\n").filter(Boolean).length === events.length);
-    expect(followed.split("\n").filter(Boolean).map((line) => JSON.parse(line) as AgencyEvent)).toEqual(events);
+    expect(
+      followed
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as AgencyEvent),
+    ).toEqual(events);
     follower.kill("SIGINT");
     await followerEnded;
 
@@ -243,7 +248,8 @@ describe("an agency on NATS JetStream", () => {
     expect(await storedEvents(server.home, record.id)).toHaveLength(events.length);
   });
 
-  it("killed (kill -9) mid-invocation, resumes at once: every invocation runs once, the goal is reached", async () => {
+  // Within 50 s: a resume that waited for JetStream to redeliver the dead process's delivery (ack_wait 60 s) would not finish.
+  it("killed (kill -9) mid-invocation, resumes at once: every invocation runs once, the goal is reached", { timeout: 50_000 }, async () => {
     await using directory = temporaryDirectory();
     await using fake = await fakeAgencyRunner({ exec: fakeShell() });
     const { agencyFile, git } = writeAgency(directory.path, {
@@ -351,4 +357,3 @@ describe("an agency on NATS JetStream", () => {
     expect(events.stderr).toContain(url);
   });
 });
-
