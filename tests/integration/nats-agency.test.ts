@@ -15,16 +15,18 @@ import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgencyBus } from "../../src/agency/agency-bus.js";
 import { AgencyDirectory } from "../../src/agency/agency-directory.js";
+import { createRunner } from "../../src/agency/agency.js";
 import type { AgencyEvent } from "../../src/bus/event-bus.js";
 import { NatsEventBus } from "../../src/bus/nats-event-bus.js";
-import type { HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
+import { HostDirectorySandboxProvider, type HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
+import { createServerApp } from "../../src/server/server-app.js";
 import { eventTypes, fakeAgencyRunner, writeAgency } from "../helpers/agency-fixture.js";
 import { testEvent } from "../helpers/event-bus-conformance.js";
-import { fakeShell, Gates } from "../helpers/fake-runner.js";
+import { fakeShell, fakeTierEnvironment, Gates } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { freePort, startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
 import { toolCall, waitFor } from "../helpers/runner-cli.js";
-import { allSse, fakeServer } from "../helpers/server-client.js";
+import { allSse, fakeServer, TOKEN } from "../helpers/server-client.js";
 
 const EXAMPLE = fileURLToPath(new URL("../../examples/agency/fix-pipeline", import.meta.url));
 const CLI = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
@@ -246,6 +248,56 @@ describe("an agency on NATS JetStream", () => {
     const again = (await (await post()).json()) as { sequence: number; resumed: boolean };
     expect(again).toMatchObject({ sequence: accepted.sequence, resumed: false });
     expect(await storedEvents(server.home, record.id)).toHaveLength(events.length);
+  });
+
+  it("runner serve follows and feeds an agency another Runner runs: SSE until it ends, a CloudEvent taken by the running agency", async () => {
+    await using directory = temporaryDirectory();
+    const gates = new Gates();
+    let arrived: () => void = () => undefined;
+    const atGate = new Promise<void>((resolve) => (arrived = resolve));
+    const shell = fakeShell(gates);
+    await using fake = await fakeAgencyRunner({
+      exec: (call) => {
+        if (call.request.command === "wait-for go") arrived();
+        return shell(call);
+      },
+    });
+    const { agencyFile } = writeAgency(directory.path, {
+      agents: {
+        solo: {
+          triggers: ["task.*", "ci.*"],
+          capabilities: ["read_file", "run_shell"],
+          turns: [{ tool_calls: [toolCall("run_shell", { command: "wait-for go" })] }, { content: "done" }],
+        },
+      },
+      agency: { goal: "never.happens", bus: cluster.url },
+    });
+    const agency = await fake.runner.agency(agencyFile);
+    await atGate;
+    // Another Runner over the same RUNNER_HOME: the server does not run the agency, it reaches it through its bus.
+    const other = await createRunner({ home: fake.home, sandboxProvider: new HostDirectorySandboxProvider(), environment: fakeTierEnvironment(fake.home) });
+    const server = createServerApp({ runner: other, token: TOKEN, tasksRoots: [directory.path] });
+    const request = async (path: string, init: RequestInit = {}): Promise<Response> =>
+      server.app.request(path, { ...init, headers: { authorization: `Bearer ${TOKEN}`, ...(init.headers as Record<string, string>) } });
+    try {
+      const following = request(`/v1/agencies/${agency.id}/events`).then((response) => allSse(response.body!));
+      const posted = await request(`/v1/agencies/${agency.id}/events`, {
+        method: "POST",
+        headers: { "content-type": "application/cloudevents+json" },
+        body: JSON.stringify({ specversion: "1.0", id: "delivery-1", source: "https://ci.example.com/p/1", type: "ci.build.failed", data: {} }),
+      });
+      expect(posted.status).toBe(202);
+      expect(await posted.json()).toMatchObject({ id: "delivery-1", resumed: false });
+      gates.open("go");
+      const report = await agency.result;
+      expect(report.invocations.map((invocation) => invocation.event_id)).toEqual([`${agency.id}-start-0`, "delivery-1"]);
+      const sse = await following;
+      expect(sse.at(-1)).toMatchObject({ event: "end" });
+      expect(sse.filter((event) => event.event !== "end").map((event) => JSON.parse(event.data))).toEqual(await storedEvents(fake.home, agency.id));
+    } finally {
+      await server.close();
+      await other.close();
+    }
   });
 
   it("killed (kill -9) mid-invocation, resumes at once: every invocation runs once, the goal is reached", async () => {
