@@ -178,7 +178,10 @@ export class NatsEventBus implements EventBus {
         // An existing consumer is taken as it is: one redeliverAbandoned made starts past its old floor.
         const exists = await this.manager.consumers.info(this.stream, durableName(name)).then(
           () => true,
-          () => false,
+          (error: unknown) => {
+            if (/consumer not found/i.test((error as Error).message)) return false;
+            throw error;
+          },
         );
         if (!exists) await this.addConsumer(name, 0);
         return this.client.consumers.get(this.stream, durableName(name));
