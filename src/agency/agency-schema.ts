@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseNatsServers } from "../bus/nats-connection.js";
 import { taskSchema } from "../config/task-schema.js";
 
 /** An event type: dot-separated lower-case words, like `coding.task.ready` (CloudEvents `type`, reverse-DNS style). */
@@ -156,8 +157,18 @@ export const agencyFileSchema = z.strictObject({
    */
   bus: z
     .string()
-    .refine((bus) => bus === "file" || /^(nats|tls):\/\/[^\s]+$/.test(bus), {
-      message: "expected file (the embedded bus) or nats://host:port[,host:port…] (a NATS JetStream cluster)",
+    .superRefine((bus, context) => {
+      if (bus === "file") return;
+      if (!/^(nats|tls):\/\//.test(bus)) {
+        context.addIssue({ code: "custom", message: "expected file (the embedded bus) or nats://host:port[,host:port…] (a NATS JetStream cluster)" });
+        return;
+      }
+      // Every seed as `runner worker --nats` takes it, so a bad one stops the agency before anything is created.
+      try {
+        parseNatsServers(bus, "bus");
+      } catch (error) {
+        context.addIssue({ code: "custom", message: (error as Error).message.replace(/^bus: /, "") });
+      }
     })
     .default("file"),
   /** With a `nats://` bus: the pool of `runner worker --pool NAME` whose workers run the invocations. */

@@ -1,11 +1,10 @@
 import { checkAgencyEvent, newTraceId } from "../bus/agency-event.js";
 import type { AgencyEvent } from "../bus/event-bus.js";
-import { FileEventBus } from "../bus/file-event-bus.js";
-import { readBusLog } from "../bus/read-bus-log.js";
 import { ConfigError } from "../errors.js";
 import { newRunId } from "../run/run-id.js";
 import { createRunner as createPlainRunner, type ApprovalBroker, type Runner, type RunnerOptions } from "../runner/runner.js";
 import { createBranch, resolveRepository } from "../workspace/run-worktree.js";
+import { AgencyBus } from "./agency-bus.js";
 import { AgencyDirectory, type AgencyRecord, type AgencyReport } from "./agency-directory.js";
 import { agencyEvent } from "./agency-event.js";
 import { EVENT_TYPE } from "./agency-schema.js";
@@ -120,15 +119,9 @@ async function launch(
   startEvents: { type: string; subject?: string; data?: unknown; id: string }[],
   { signal, approvals, clock }: Pick<AgencyOptions, "signal" | "approvals" | "clock">,
 ): Promise<AgencyHandle> {
-  let bus: FileEventBus;
-  if (record.definition.bus !== "file") {
-    throw new ConfigError(`agency ${record.agency_id}: bus: ${record.definition.bus}: the NATS bus is not built yet; use bus: file`);
-  }
-  try {
-    bus = await FileEventBus.open(directory.busDirectory);
-  } catch (error) {
-    throw new ConfigError(`agency ${record.agency_id}: ${(error as Error).message}`, { cause: error });
-  }
+  const access = AgencyBus.of(directory, record);
+  const logger = createLogger({ component: "agency", agency_id: record.agency_id });
+  const bus = await access.openAsOwner({ onWait: (reason) => logger.warn(`the bus: ${reason}`) });
   const controller = new AbortController();
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
   const orchestrator = new Orchestrator({
@@ -152,7 +145,7 @@ async function launch(
       // OpenTelemetry (opt-in): the trace as the records hold it, sent before the result resolves, so a CLI exits with it sent.
       if (!otlpTracesEnabled(process.env)) return report;
       const problem = await (await import("./trace/otlp-export.js")).exportAgencyTrace(directory, runner.home);
-      if (problem) createLogger({ component: "agency", agency_id: record.agency_id }).warn(problem);
+      if (problem) logger.warn(problem);
       return report;
     });
   const context = { agencyId: record.agency_id, traceId: record.trace_id };
@@ -161,22 +154,22 @@ async function launch(
     directory: directory.path,
     result,
     async *events(options = {}) {
-      // The log file, followed until the agency has ended: then what is left in it, and the end.
+      // The bus, followed until the agency has ended: then what is left in it, and the end.
       const over = new AbortController();
       void result.finally(() => over.abort()).catch(() => undefined);
       let next = options.from ?? 0;
-      for await (const stored of readBusLog(directory.busDirectory, { from: next, follow: true, signal: over.signal })) {
+      for await (const stored of access.read({ from: next, follow: true, signal: over.signal })) {
         next = stored.sequence + 1;
         yield stored.event;
       }
-      for await (const stored of readBusLog(directory.busDirectory, { from: next, follow: false })) yield stored.event;
+      for await (const stored of access.read({ from: next, follow: false })) yield stored.event;
     },
     async publish(event) {
       checkOutsideEvent(event, "event");
       const outside = agencyEvent(context, { kind: "outside" }, event);
       checkAgencyEvent(outside);
       // After the end the event waits in the log for `resumeAgency`.
-      return ended ? FileEventBus.publishTo(directory.busDirectory, outside) : bus.publish(outside);
+      return ended ? access.publish(outside) : bus.publish(outside);
     },
     async cancel() {
       controller.abort();

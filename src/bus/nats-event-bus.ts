@@ -1,7 +1,8 @@
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
-import { connect, nanos, type NatsConnection } from "@nats-io/transport-node";
+import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { checkAgencyEvent } from "./agency-event.js";
 import { checkConsumerName } from "./file-event-bus.js";
+import { connectNats, parseNatsServers } from "./nats-connection.js";
 import type { AgencyEvent, Delivery, EventBus, StoredEvent } from "./event-bus.js";
 
 /** How {@link NatsEventBus.open} reaches JetStream and lays out the agency's stream. */
@@ -10,8 +11,10 @@ export interface NatsEventBusOptions {
   servers: string | string[];
   /** The agency id: the stream is `AGENCY_<id>`, its subject `agency.<id>.events` (characters outside [A-Za-z0-9_-] become `_`). */
   agencyId: string;
-  /** Copies of the stream in a cluster (JetStream R1 or R3). Default 1. */
+  /** Copies of the stream when this open creates it (JetStream R1 or R3). Default 3 when the server is in a cluster, else 1. */
   replicas?: number;
+  /** False: a stream that does not exist is an error rather than created (a reader of an agency another process started). Default true. */
+  create?: boolean;
   /**
    * How long a delivery may go unacked before JetStream redelivers it, in ms
    * (the consumer's `ack_wait`). The active consume keeps its deliveries
@@ -24,10 +27,8 @@ export interface NatsEventBusOptions {
   duplicateWindowMs?: number;
   /** How long a publish keeps retrying while JetStream has no leader or no quorum, ms. Default 120 000. */
   publishDeadlineMs?: number;
-  /** Credentials (NATS user/password or token), when the server asks for them. */
-  user?: string;
-  pass?: string;
-  token?: string;
+  /** Where the credentials and TLS settings come from: the `RUNNER_NATS_*` variables (src/bus/nats-connection.ts). Default `process.env`. */
+  environment?: NodeJS.ProcessEnv;
   /** Told why a publish is waiting (no quorum, leader election), once per wait. */
   onWait?: (reason: string) => void;
 }
@@ -47,16 +48,21 @@ export interface NatsEventBusOptions {
  *   the bus's 0-based).
  * - consume/ack: a durable pull consumer with explicit acks; the ack floor is
  *   the consumer's `ack_floor.stream_seq`. Unlike the file backend, the
- *   deliveries a dead consume left pending come again only once their
- *   `ack_wait` has run out (JetStream's redelivery), not at once; and `ack`
- *   can finish only deliveries of this object's own active consume (a
- *   JetStream ack answers the delivery's reply subject).
+ *   deliveries a dead process left pending come again only once their
+ *   `ack_wait` has run out (JetStream's redelivery), not at once — unless
+ *   the bus's new owner calls {@link NatsEventBus.redeliverAbandoned}; and
+ *   `ack` can finish only deliveries this object's consumes received (a
+ *   JetStream ack answers the delivery's reply subject), also after their
+ *   consume ended, until the next consume of that name or `close`.
  */
 export class NatsEventBus implements EventBus {
   private readonly stops = new Set<() => void>();
-  /** Deliveries of the active consumes not yet acked, per consumer name. */
+  /** Deliveries not yet acked, per consumer name: of its active consume, or left by one that ended (handed back with a nak at the next one or at close). */
   private readonly pending = new Map<string, Map<number, JsMsg>>();
   private readonly ackedSequences = new Map<string, Set<number>>();
+  /** Consumer names with an active consume. */
+  private readonly consuming = new Set<string>();
+  private heartbeat: ReturnType<typeof setInterval> | null = null;
   private closed = false;
 
   private constructor(
@@ -69,19 +75,16 @@ export class NatsEventBus implements EventBus {
   ) {}
 
   /**
-   * Connects, and creates the agency's stream if it does not exist (an
-   * existing one is used as it is). Rejects when no server answers or the
-   * account has no JetStream.
+   * Connects with the environment's credentials ({@link connectNats}), and
+   * creates the agency's stream if it does not exist (an existing one is used
+   * as it is). Rejects with "cannot reach NATS at <urls>" when no server
+   * answers (nats.js's connect timeout bounds the wait), ConfigError for bad
+   * URLs or credentials settings, and an Error when the account has no
+   * JetStream or (`create: false`) the stream is missing.
    */
   static async open(options: NatsEventBusOptions): Promise<NatsEventBus> {
-    const servers = (Array.isArray(options.servers) ? options.servers : options.servers.split(",")).map((server) => server.trim()).filter(Boolean);
-    const connection = await connect({
-      servers,
-      name: `agent-runner agency ${options.agencyId}`,
-      maxReconnectAttempts: -1,
-      ...(options.user !== undefined ? { user: options.user, pass: options.pass } : {}),
-      ...(options.token !== undefined ? { token: options.token } : {}),
-    });
+    const servers = parseNatsServers(Array.isArray(options.servers) ? options.servers.join(",") : options.servers, "bus");
+    const connection = await connectNats({ servers, name: `agent-runner agency ${options.agencyId}`, environment: options.environment ?? process.env });
     try {
       const id = options.agencyId.replace(/[^A-Za-z0-9_-]/g, "_");
       const stream = `AGENCY_${id}`;
@@ -95,11 +98,13 @@ export class NatsEventBus implements EventBus {
             return false;
           },
         );
+        if (!exists && options.create === false)
+          throw new Error(`JetStream has no stream ${stream} (the agency's bus): was it deleted, or is this another cluster?`);
         if (!exists) {
           await manager.streams.add({
             name: stream,
             subjects: [subject],
-            num_replicas: options.replicas ?? 1,
+            num_replicas: options.replicas ?? (connection.info?.cluster ? 3 : 1),
             duplicate_window: nanos(options.duplicateWindowMs ?? 24 * 60 * 60 * 1000),
           });
         }
@@ -155,26 +160,30 @@ export class NatsEventBus implements EventBus {
 
   async *consume(name: string, options: { signal?: AbortSignal } = {}): AsyncIterable<Delivery> {
     checkConsumerName(name);
-    if (this.pending.has(name)) throw new Error(`consumer ${name} is already being consumed by this bus; one consume per name at a time`);
+    if (this.consuming.has(name)) throw new Error(`consumer ${name} is already being consumed by this bus; one consume per name at a time`);
+    this.consuming.add(name);
+    // What an earlier consume of this name left unacked goes back at once (a nak), as the file backend delivers it
+    // again to the next consume; only a process that dies leaves its deliveries to ack_wait (or redeliverAbandoned).
+    const left = this.pending.get(name);
+    if (left) for (const message of left.values()) message.nak();
     const pending = new Map<number, JsMsg>();
     this.pending.set(name, pending);
     const stopped = new AbortController();
     const stop = () => stopped.abort();
     options.signal?.addEventListener("abort", stop, { once: true });
     this.stops.add(stop);
-    const ackWaitMs = this.options.ackWaitMs ?? 60_000;
-    // Keeps every unacked delivery alive while this process works on it.
-    const heartbeat = setInterval(() => pending.forEach((message) => message.working()), Math.max(100, ackWaitMs / 3));
-    heartbeat.unref();
+    this.heartbeat ??= this.startHeartbeat();
     try {
       const consumer = await this.unlessClosed(async () => {
-        await this.manager.consumers.add(this.stream, {
-          durable_name: durableName(name),
-          ack_policy: AckPolicy.Explicit,
-          deliver_policy: DeliverPolicy.All,
-          ack_wait: nanos(ackWaitMs),
-          max_ack_pending: 10_000,
-        });
+        // An existing consumer is taken as it is: one redeliverAbandoned made starts past its old floor.
+        const exists = await this.manager.consumers.info(this.stream, durableName(name)).then(
+          () => true,
+          (error: unknown) => {
+            if (/consumer not found/i.test((error as Error).message)) return false;
+            throw error;
+          },
+        );
+        if (!exists) await this.addConsumer(name, 0);
         return this.client.consumers.get(this.stream, durableName(name));
       });
       const aborted = new Promise<null>((resolve) => stopped.signal.addEventListener("abort", () => resolve(null), { once: true }));
@@ -195,15 +204,25 @@ export class NatsEventBus implements EventBus {
         yield { sequence: message.seq - 1, event: message.json<AgencyEvent>(), deliveryCount: message.info.deliveryCount };
       }
     } finally {
-      clearInterval(heartbeat);
       options.signal?.removeEventListener("abort", stop);
       this.stops.delete(stop);
-      // What this consume leaves unacked goes back at once (a nak), as the file backend redelivers it to the next
-      // consume; only a process that dies leaves its deliveries to ack_wait.
-      if (!this.closed) for (const message of pending.values()) message.nak();
-      pending.clear();
-      if (this.pending.get(name) === pending) this.pending.delete(name);
+      // Its deliveries stay acknowledgeable (kept alive by the heartbeat) after the consume ends, as on the file
+      // backend: an invocation still running when the orchestrator stops taking events acks when it finishes.
+      this.consuming.delete(name);
     }
+  }
+
+  /** Keeps every unacked delivery alive with `working()` every third of `ack_wait`, so one is never redelivered while this process lives. */
+  private startHeartbeat(): ReturnType<typeof setInterval> {
+    const ackWaitMs = this.options.ackWaitMs ?? 60_000;
+    const heartbeat = setInterval(
+      () => {
+        for (const pending of this.pending.values()) for (const message of pending.values()) message.working();
+      },
+      Math.max(100, ackWaitMs / 3),
+    );
+    heartbeat.unref();
+    return heartbeat;
   }
 
   async ack(name: string, sequence: number): Promise<void> {
@@ -220,6 +239,40 @@ export class NatsEventBus implements EventBus {
     }
     if (this.acked(name).has(sequence) || sequence < (await this.ackFloor(name))) return;
     throw new Error(`consumer ${name}: sequence ${sequence} is not a delivery of this bus's active consume (JetStream acks only what it delivered here)`);
+  }
+
+  /** Creates durable consumer `name` delivering from bus sequence `from` (0-based) on. */
+  private async addConsumer(name: string, from: number): Promise<void> {
+    await this.manager.consumers.add(this.stream, {
+      durable_name: durableName(name),
+      ack_policy: AckPolicy.Explicit,
+      ...(from === 0 ? { deliver_policy: DeliverPolicy.All } : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from + 1 }),
+      ack_wait: nanos(this.options.ackWaitMs ?? 60_000),
+      max_ack_pending: 10_000,
+    });
+  }
+
+  /**
+   * For the bus's owner after a crash (the agency's lock says no other
+   * process consumes): every durable consumer with deliveries still pending
+   * — a dead process's — gets them again at once, as the file backend's next
+   * consume does, rather than after their `ack_wait`. JetStream 2.9 cannot
+   * hand back another connection's deliveries, so such a consumer is
+   * recreated at its ack floor: the events it acked above the floor come
+   * again too (consumers are idempotent: the orchestrator only acks an event
+   * whose invocation is finished) and delivery counts start at 1. Resolves
+   * with the names of the consumers it reset.
+   */
+  async redeliverAbandoned(): Promise<string[]> {
+    const reset: string[] = [];
+    for await (const info of this.manager.consumers.list(this.stream)) {
+      const name = info.config.durable_name;
+      if (!name || info.num_ack_pending === 0) continue;
+      await this.manager.consumers.delete(this.stream, name);
+      await this.addConsumer(name, info.ack_floor.stream_seq);
+      reset.push(name);
+    }
+    return reset;
   }
 
   /** Sequences this object acked for consumer `name` (so acking one twice is harmless). */
@@ -249,6 +302,7 @@ export class NatsEventBus implements EventBus {
     this.closed = true;
     for (const stop of this.stops) stop();
     this.stops.clear();
+    if (this.heartbeat) clearInterval(this.heartbeat);
     for (const pending of this.pending.values()) {
       for (const message of pending.values()) message.nak();
       pending.clear();

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { AgencyBus } from "../agency/agency-bus.js";
 import { AgencyDirectory, exitCodeOfAgency, type AgencyReport } from "../agency/agency-directory.js";
 import { agencyEvent } from "../agency/agency-event.js";
 import { agencyRunning } from "../agency/agency-log.js";
@@ -7,8 +8,6 @@ import { readAgencyTrace } from "../agency/trace/agency-trace.js";
 import { traceText } from "../agency/trace/trace-text.js";
 import { checkAgencyEvent } from "../bus/agency-event.js";
 import type { StoredEvent } from "../bus/event-bus.js";
-import { FileEventBus } from "../bus/file-event-bus.js";
-import { readBusLog } from "../bus/read-bus-log.js";
 import { CHAIN_STOPPED, ChainStops } from "../agency/guards/chain-stops.js";
 import { ConfigError } from "../errors.js";
 import { formatUsd, roundUsd } from "../model/pricing.js";
@@ -76,7 +75,7 @@ async function follow(agency: AgencyHandle, json: boolean): Promise<number> {
 export async function agencyShow(id: string, flags: { json?: boolean }): Promise<number> {
   const directory = AgencyDirectory.existing(runnerHome(), id);
   const log: StoredEvent[] = [];
-  for await (const stored of readBusLog(directory.busDirectory, { follow: false })) log.push(stored);
+  for await (const stored of AgencyBus.of(directory).read()) log.push(stored);
   const report = snapshot(directory, log);
   const trace = await readAgencyTrace(directory, runnerHome());
   if (flags.json) {
@@ -94,13 +93,13 @@ export async function agencyEvents(id: string, flags: EventsFlags, signal: Abort
   const directory = AgencyDirectory.existing(runnerHome(), id);
   const from = Number(flags.from);
   if (!Number.isInteger(from) || from < 0) throw new ConfigError(`--from: expected a sequence number (0 or more), got ${flags.from}`);
-  for await (const stored of readBusLog(directory.busDirectory, { from, follow: flags.follow ?? false, signal })) {
+  for await (const stored of AgencyBus.of(directory).read({ from, follow: flags.follow ?? false, signal })) {
     process.stdout.write(flags.json ? `${JSON.stringify(stored.event)}\n` : `${timelineLine(stored)}\n`);
   }
   return 0;
 }
 
-/** `runner agency publish`: straight into the bus of an idle agency, through the inbox of a running one. */
+/** `runner agency publish`: into the agency's bus (a file bus: straight into an idle agency's log, through a running one's inbox). */
 export async function agencyPublish(id: string, type: string, flags: { subject?: string; data?: string; id?: string }, signal: AbortSignal): Promise<number> {
   const directory = AgencyDirectory.existing(runnerHome(), id);
   const outside: OutsideEvent = {
@@ -118,7 +117,7 @@ export async function agencyPublish(id: string, type: string, flags: { subject?:
     throw new ConfigError((error as Error).message);
   }
   const running = agencyRunning(directory.path);
-  const sequence = await FileEventBus.publishTo(directory.busDirectory, event, { signal });
+  const sequence = await AgencyBus.of(directory, record).publish(event, { signal });
   process.stdout.write(
     `published ${type} (${event.id}) at sequence ${sequence}${running ? "" : `; the agency is not running: \`runner agency resume ${id}\` handles it`}\n`,
   );

@@ -1,7 +1,8 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { HTTP, ValidationError, type CloudEventV1 } from "cloudevents";
 import type { Context, MiddlewareHandler } from "hono";
+import { AgencyBus } from "../agency/agency-bus.js";
 import { AgencyDirectory } from "../agency/agency-directory.js";
 import { agencyEvent } from "../agency/agency-event.js";
 import { agencyRunning } from "../agency/agency-log.js";
@@ -9,8 +10,6 @@ import type { AgencyHandle, OutsideEvent } from "../agency/agency.js";
 import { AgencyFileError } from "../agency/load-agency.js";
 import { checkAgencyEvent } from "../bus/agency-event.js";
 import { EventRejectedError, type AgencyEvent } from "../bus/event-bus.js";
-import { FileEventBus } from "../bus/file-event-bus.js";
-import { readBusLog } from "../bus/read-bus-log.js";
 import { ConfigError } from "../errors.js";
 import {
   AgencyEventAcceptedSchema,
@@ -77,7 +76,7 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
     const timeout = AbortSignal.timeout(PUBLISH_TIMEOUT_MS);
     try {
       checkAgencyEvent(event);
-      const publishing = FileEventBus.publishTo(directory.busDirectory, event, { signal: timeout });
+      const publishing = AgencyBus.of(directory).publish(event, { signal: timeout });
       for (;;) {
         const handle = context.agencies.get(id);
         if (!handle) return await publishing;
@@ -161,7 +160,7 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
             throw new HttpProblem(422, "Invalid agency", errors.map((entry) => `${entry.field}: ${entry.message}`).join("; "), { errors });
           });
         adoptAgency(context, handle);
-        return { status: 201, body: agencyRecord(context, handle.id) };
+        return { status: 201, body: await agencyRecord(context, handle.id) };
       });
       return c.json(AgencyRecordSchema.parse(stored.body), 201, { location: `/v1/agencies/${(stored.body as { id: string }).id}` });
     },
@@ -175,12 +174,11 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
       query: ListAgenciesQuery,
       responses: { 200: { description: "a page of agencies and the cursor of the next", schema: AgencyListSchema } },
     },
-    (c, { query }) => {
+    async (c, { query }) => {
       const ids = visibleAgencies(context).filter((id) => query.cursor === undefined || id < query.cursor);
       const page = ids.slice(0, query.limit);
-      return c.json(
-        AgencyListSchema.parse({ agencies: page.map((id) => agencyRecord(context, id)), next_cursor: ids.length > query.limit ? page.at(-1)! : null }),
-      );
+      const agencies = await Promise.all(page.map((id) => agencyRecord(context, id)));
+      return c.json(AgencyListSchema.parse({ agencies, next_cursor: ids.length > query.limit ? page.at(-1)! : null }));
     },
   );
 
@@ -192,7 +190,7 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
       params: AgencyIdParams,
       responses: { 200: { description: "the agency's record", schema: AgencyRecordSchema }, 404: problem("no such agency") },
     },
-    (c, { params }) => c.json(agencyRecord(context, params.id)),
+    async (c, { params }) => c.json(await agencyRecord(context, params.id)),
   );
 
   api.add(
@@ -265,7 +263,7 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
         ...(received.time === undefined ? {} : { time: new Date(received.time) }),
       };
       const event = agencyEvent({ agencyId: record.agency_id, traceId: record.trace_id }, { kind: "outside", source: received.source }, fields);
-      const stored = countLines(join(directory.busDirectory, "bus.jsonl"));
+      const stored = await AgencyBus.of(directory, record).count();
       const sequence = await publishOutside(params.id, directory, event);
       // An agency that is not running anywhere is resumed to handle a new event (not a redelivery): so an event starts the pipeline again.
       const resumed = sequence >= stored && (await resumeIdle(params.id, directory));
@@ -313,7 +311,7 @@ function existingAgency(context: ServerContext, id: string): AgencyDirectory {
 }
 
 /** The agency's record (see AgencyRecordSchema); a 404 problem for an unknown agency. */
-function agencyRecord(context: ServerContext, id: string): AgencyRecordBody {
+async function agencyRecord(context: ServerContext, id: string): Promise<AgencyRecordBody> {
   const directory = existingAgency(context, id);
   const record = directory.readRecord();
   const running = context.agencies.has(id) || agencyRunning(directory.path);
@@ -326,7 +324,7 @@ function agencyRecord(context: ServerContext, id: string): AgencyRecordBody {
     goal: record.definition.goal,
     branch: record.branch,
     created_at: record.created_at,
-    events: report?.events ?? countLines(join(directory.busDirectory, "bus.jsonl")),
+    events: report?.events ?? (await AgencyBus.of(directory, record).count()),
     invocations: report ? report.invocations : [...directory.readInvocations().values()],
     report: report as Record<string, unknown> | null,
   });
@@ -344,9 +342,10 @@ async function* agencyEvents(context: ServerContext, id: string, directory: Agen
     if (!agencyRunning(directory.path)) owner.abort();
   }, OWNER_CHECK_MS);
   let next = from;
+  const bus = AgencyBus.of(directory);
   try {
     if (agencyRunning(directory.path)) {
-      for await (const stored of readBusLog(directory.busDirectory, { from, follow: true, signal: owner.signal })) {
+      for await (const stored of bus.read({ from, follow: true, signal: owner.signal })) {
         next = stored.sequence + 1;
         yield stored.event;
       }
@@ -354,7 +353,7 @@ async function* agencyEvents(context: ServerContext, id: string, directory: Agen
   } finally {
     clearInterval(check);
   }
-  for await (const stored of readBusLog(directory.busDirectory, { from: next, follow: false })) yield stored.event;
+  for await (const stored of bus.read({ from: next, follow: false })) yield stored.event;
 }
 
 /** The request's CloudEvent (structured or binary mode, by the `cloudevents` package), validated; problems name the attribute. */
@@ -425,11 +424,4 @@ function fieldName(entry: { where: string; field: string }, fallback: string): s
   const where = entry.where || fallback;
   if (where.startsWith("body.")) return entry.field ? `${where}.${entry.field}` : where;
   return entry.field ? `${where}: ${entry.field}` : where;
-}
-
-function countLines(file: string): number {
-  if (!existsSync(file)) return 0;
-  let lines = 0;
-  for (const byte of readFileSync(file)) if (byte === 0x0a) lines++;
-  return lines;
 }

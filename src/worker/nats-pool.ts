@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { ConfigError, errorMessage, SandboxError } from "../errors.js";
-import { connectNats, parseNatsServers } from "./nats-connection.js";
+import { connectNats, parseNatsServers } from "../bus/nats-connection.js";
 import { checkPoolName, WorkQueue } from "./work-queue.js";
 
 /** The NATS flags `runner worker` and `runner batch run --nats` share, as commander parses them. */
@@ -32,7 +32,7 @@ export function parseNatsFlags(flags: NatsFlags): { servers: string[]; pool: str
 }
 
 /**
- * Connects with the environment's credentials (src/worker/nats-connection.ts)
+ * Connects with the environment's credentials (src/bus/nats-connection.ts)
  * and opens the pool's queue. A cluster that does not answer is an
  * infrastructure stop (SandboxError, reason `nats_unreachable`, exit 3).
  */

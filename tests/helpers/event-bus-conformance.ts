@@ -154,6 +154,23 @@ export function describeEventBusConformance(name: string, createFixture: () => P
       controller.abort();
     });
 
+    it("takes an ack of a delivery after its consume ended (an invocation finishing after the agency stopped taking events)", async () => {
+      await bus.publish(testEvent("work"));
+      await bus.publish(testEvent("work"));
+      const first = bus.consume("worker")[Symbol.asyncIterator]();
+      await next(first, 2);
+      await first.return?.();
+      await bus.ack("worker", 1);
+      expect(await bus.ackFloor("worker")).toBe(0);
+      const controller = new AbortController();
+      const second = bus.consume("worker", { signal: controller.signal })[Symbol.asyncIterator]();
+      expect((await second.next()).value).toMatchObject({ sequence: 0, deliveryCount: 2 });
+      const waiting = second.next();
+      await bus.publish(testEvent("new"));
+      expect((await waiting).value).toMatchObject({ sequence: 2, deliveryCount: 1 });
+      controller.abort();
+    });
+
     it("allows one consume per name at a time, and independent consumers side by side", async () => {
       await bus.publish(testEvent("shared"));
       const controller = new AbortController();

@@ -108,7 +108,7 @@ async function waitHealthy(monitorPort: number, child: ChildProcess, log: () => 
 }
 
 /** A port the kernel has just handed out (bound and released). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);

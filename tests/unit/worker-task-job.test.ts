@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadTaskFile } from "../../src/config/load-task.js";
 import { ConfigError } from "../../src/errors.js";
-import { natsConnectionOptions, parseNatsServers } from "../../src/worker/nats-connection.js";
+import { natsConnectionOptions, parseNatsServers } from "../../src/bus/nats-connection.js";
 import { jobSchema, taskKey, wireTask } from "../../src/worker/task-job.js";
 import { writeScriptedTask } from "../helpers/fake-runner.js";
 
@@ -70,7 +70,7 @@ describe("a task on the wire (src/worker/task-job.ts)", () => {
   });
 });
 
-describe("NATS connection settings (src/worker/nats-connection.ts)", () => {
+describe("NATS connection settings (src/bus/nats-connection.ts)", () => {
   it("takes nats:// seeds, comma-separated, and refuses credentials in the URL and other schemes, naming --nats", () => {
     expect(parseNatsServers("nats://a.example.com:4222, 127.0.0.1:4223")).toEqual(["nats://a.example.com:4222", "nats://127.0.0.1:4223"]);
     expect(() => parseNatsServers("http://a.example.com:80")).toThrow(/--nats: .* must be nats:\/\/host:port/);

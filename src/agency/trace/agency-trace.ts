@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { StoredEvent } from "../../bus/event-bus.js";
-import { readBusLog } from "../../bus/read-bus-log.js";
+import { AgencyBus } from "../agency-bus.js";
 import { readEvent, type RunEnvelope } from "../../events/event-catalogue.js";
 import { readEnvelopes } from "../../events/event-log-reader.js";
 import { modelCallSpanId, parseTraceparent, runSpanId, toolCallSpanId } from "../../events/trace-context.js";
@@ -272,9 +272,10 @@ export function buildRunTrace(run: {
 /** {@link buildAgencyTrace} over an agency's records: its bus log, invocations.jsonl and each invocation's run's events.jsonl under `runnerHome`. */
 export async function readAgencyTrace(directory: AgencyDirectory, runnerHome: string, options: { includeContent?: boolean } = {}): Promise<TraceNode> {
   const events: StoredEvent[] = [];
-  for await (const stored of readBusLog(directory.busDirectory, { follow: false })) events.push(stored);
+  const record = directory.readRecord();
+  for await (const stored of AgencyBus.of(directory, record).read()) events.push(stored);
   return buildAgencyTrace({
-    record: directory.readRecord(),
+    record,
     events,
     invocations: [...directory.readInvocations().values()],
     runEnvelopes: (runId) => readEnvelopes(join(runnerHome, "runs", runId, "events.jsonl")),

@@ -83,6 +83,21 @@ describe("agency and agent files", () => {
     ]);
   });
 
+  it("a nats:// bus is checked seed by seed before anything is created: a port, no credentials in the URL", async () => {
+    await using directory = temporaryDirectory();
+    const agents = { solo: { triggers: ["task.*"], turns: [] } };
+    const { agencyFile } = writeAgency(directory.path, { agents, agency: { bus: "nats://a.example.com:4222,b.example.com" } });
+    expect(await problemsOf(agencyFile)).toEqual([
+      expect.objectContaining({ file: agencyFile, field: "bus", message: '"b.example.com" must be nats://host:port (or tls://host:port)' }),
+    ]);
+    const withCredentials = writeAgency(join(directory.path, "credentials"), { agents, agency: { bus: "nats://user:secret@a.example.com:4222" } });
+    const [problem] = await problemsOf(withCredentials.agencyFile);
+    expect(problem!.message).toContain("RUNNER_NATS_USER");
+    expect(problem!.message).not.toContain("secret");
+    const good = writeAgency(join(directory.path, "good"), { agents, agency: { bus: "nats://a.example.com:4222,b.example.com:4222" } });
+    expect((await loadAgency(good.agencyFile)).bus).toBe("nats://a.example.com:4222,b.example.com:4222");
+  });
+
   it("an agency without a goal, an agents directory without agents, a workspace that is not a repository", async () => {
     await using directory = temporaryDirectory();
     const agencyFile = join(directory.path, "agency.yaml");
