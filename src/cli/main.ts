@@ -231,6 +231,8 @@ async function main(argv: string[]): Promise<number> {
     .argument("<run-id>", "run id, or a unique prefix of it")
     .option("-f, --follow", "keep printing events as the run writes them; exit with the run's exit code when it ends")
     .option("--json", "the events.jsonl lines (CloudEvents JSON) as they are")
+    .option("--nats <url>", "a run on a worker that no batch of this machine submitted: the cluster (nats://host:port[,…]; RUNNER_NATS_* credentials)")
+    .option("--pool <name>", "with --nats: the worker pool (default: default)")
     .addHelpText(
       "after",
       [
@@ -238,9 +240,10 @@ async function main(argv: string[]): Promise<number> {
         "Examples:",
         "  runner logs -f 20260101-120000-ab12cd        follow a run started in another terminal",
         "  runner logs --json 2026 | jq .type           a finished run's events, by unique id prefix",
+        "  runner logs -f <run-id>                      a run of `runner batch run --nats` on a worker (docs/scale-out.md)",
       ].join("\n"),
     )
-    .action(async (id: string, options: { follow?: boolean; json?: boolean }) => {
+    .action(async (id: string, options: { follow?: boolean; json?: boolean; nats?: string; pool?: string }) => {
       onInterrupt = "stopped following; the run goes on";
       const { logsCommand } = await import("./logs-command.js");
       exitCode = await logsCommand(runnerHome(), id, options, controller.signal);
