@@ -259,6 +259,11 @@ async function main(argv: string[]): Promise<number> {
     )
     .option("--http", "serve streamable HTTP on 127.0.0.1 instead of stdio; prints the URL and the bearer token (RUNNER_MCP_TOKEN, else a random one)")
     .option("--port <n>", "with --http: the port (default 0: a free one)")
+    .option(
+      "--ceiling <field=value>",
+      'the most a caller\'s run may ask for, e.g. sandbox.limits.memory=8g, timeout_sec=7200, model.max_cost_usd=20; repeat for more (docs/security.md "Ceilings")',
+      (value: string, values: string[] = []) => [...values, value],
+    )
     .addHelpText(
       "after",
       [
@@ -269,7 +274,7 @@ async function main(argv: string[]): Promise<number> {
         "  RUNNER_MCP_TOKEN=... runner mcp --http --port 8765 --workspace-root ~/src",
       ].join("\n"),
     )
-    .action(async (options: { workspaceRoot?: string[]; http?: boolean; port?: string }) => {
+    .action(async (options: { workspaceRoot?: string[]; http?: boolean; port?: string; ceiling?: string[] }) => {
       onInterrupt = "stopping: cancelling the runs this server started";
       const { mcpCommand } = await import("./mcp-command.js");
       exitCode = await mcpCommand(options, packageVersion(), controller.signal);
