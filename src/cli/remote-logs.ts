@@ -28,6 +28,7 @@ interface RemoteRun {
  */
 const REPORT_WAIT_MS = 10_000;
 const REPORT_POLL_MS = 200;
+const RUN_FINISHED = cloudEventType("run.finished");
 
 /**
  * `runner logs [-f] <run-id>` of a run that is not in `$RUNNER_HOME/runs`
@@ -40,8 +41,11 @@ const REPORT_POLL_MS = 200;
  * live until `run.finished`, then the status line, with the run's exit code.
  * An event over 16 KiB (sent by reference) is fetched from the run's stored
  * events.jsonl when the worker has stored it, else left out with one line
- * saying so. Throws ConfigError for an id nobody knows (naming what was
- * looked at) or an ambiguous prefix; SandboxError (3) when NATS does not answer.
+ * saying so. A run whose worker died (no `run.finished` will come) ends once
+ * the pool's lease says the task went on without it: a line on stderr with
+ * the reason and the task's next run, exit 3. Throws ConfigError for an id
+ * nobody knows (naming what was looked at) or an ambiguous prefix;
+ * SandboxError (3) when NATS does not answer.
  */
 export async function remoteLogs(
   home: string,
@@ -91,6 +95,18 @@ async function printEvents(events: PoolRunEvents, runId: string, options: { foll
   signal.addEventListener("abort", abort, { once: true });
   let stored: string[] | null = null;
   let finished: { status: RunStatus; exit_code: number } | null = null;
+  // A run whose worker died never sends run.finished: the lease says when the task went on without it.
+  const abandonment: { found: Awaited<ReturnType<PoolRunEvents["whenAbandoned"]>> } = { found: null };
+  const watching = options.follow
+    ? events.whenAbandoned(runId, stop.signal).then(
+        async (found) => {
+          if (!found || (await events.lastEventType(runId)) === RUN_FINISHED) return;
+          abandonment.found = found;
+          stop.abort();
+        },
+        () => undefined,
+      )
+    : Promise.resolve();
   try {
     for await (const message of await events.follow(runId, stop.signal)) {
       let line = message.kind === "event" ? message.line : null;
@@ -106,12 +122,18 @@ async function printEvents(events: PoolRunEvents, runId: string, options: { foll
       if (envelope) {
         if (view) view.show(envelope);
         else process.stdout.write(terminalSafeJson(`${line}\n`));
-        if (envelope.type === cloudEventType("run.finished")) finished = envelope.data as { status: RunStatus; exit_code: number };
+        if (envelope.type === RUN_FINISHED) finished = envelope.data as { status: RunStatus; exit_code: number };
       }
       if (last !== null && message.streamSequence >= last) break;
     }
     if (signal.aborted) return 130;
     if (!options.follow) return 0;
+    if (abandonment.found) {
+      const { worker, reason, next } = abandonment.found;
+      const after = next ? `; the task went on as run ${next.run_id} on ${next.worker}: runner logs -f ${next.run_id}` : "";
+      process.stderr.write(`${terminalSafe(`runner: run ${runId} on ${worker} will not finish: ${reason}${after}`)}\n`);
+      return 3;
+    }
     const report = await storedReport(events, runId, signal);
     if (signal.aborted) return 130;
     const status = report?.status ?? finished?.status ?? "error";
@@ -123,6 +145,8 @@ async function printEvents(events: PoolRunEvents, runId: string, options: { foll
     return finished?.exit_code ?? 3;
   } finally {
     signal.removeEventListener("abort", abort);
+    stop.abort();
+    await watching;
     view?.close();
   }
 }

@@ -1,10 +1,12 @@
 import { jetstream, jetstreamManager, type Consumer, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isTransient } from "../bus/nats-event-bus.js";
 import { ConfigError } from "../errors.js";
 import { cloudEventType, type RunEnvelope } from "../events/event-catalogue.js";
 import type { RunReport } from "../run/run-report.js";
+import type { Lease, LeaseAttempt } from "./work-queue.js";
 
 /**
  * One message of a run's events subject: the envelope with its JSON text as
@@ -30,6 +32,7 @@ export class PoolRunEvents {
     private readonly client: JetStreamClient,
     private readonly manager: JetStreamManager,
     private readonly objects: ObjectStore | null,
+    private readonly keyValue: KV | null,
     readonly pool: string,
   ) {}
 
@@ -55,7 +58,8 @@ export class PoolRunEvents {
     });
     // The object store is missing only when the pool was half deleted: events can still be followed.
     const objects = await new Objm(connection).open(`runner_${pool}`).catch(() => null);
-    return new PoolRunEvents(jetstream(connection), manager, objects, pool);
+    const keyValue = await new Kvm(connection).open(`runner_${pool}`).catch(() => null);
+    return new PoolRunEvents(jetstream(connection), manager, objects, keyValue, pool);
   }
 
   /** The run ids with events in the stream that are `prefix` or start with it (the stream keeps 24 h). */
@@ -80,6 +84,46 @@ export class PoolRunEvents {
    */
   follow(runId: string, signal?: AbortSignal): Promise<AsyncIterable<PoolRunEvent>> {
     return followRunSubject(this.client, this.stream, this.subject(runId), signal);
+  }
+
+  /** The type of the run's latest message on the stream (a reference's too); null when there is none. */
+  async lastEventType(runId: string): Promise<string | null> {
+    const message = await this.manager.streams.getMessage(this.stream, { last_by_subj: this.subject(runId) }).catch(() => null);
+    return message ? ((message.json<{ type?: unknown }>().type as string | undefined) ?? null) : null;
+  }
+
+  /**
+   * Resolves once the pool's leases say run `runId` will not go on: its
+   * delivery got a reason (its worker stopped answering and another took the
+   * task, it was handed back, or the worker was stopped), with that reason,
+   * the worker, and the task's later run once it has one (or null when every
+   * later delivery ended without one); null when `signal`
+   * aborts first or the pool has no leases to read. One watch of
+   * `lease.>` (the latest value of each key, then changes).
+   */
+  async whenAbandoned(runId: string, signal: AbortSignal): Promise<{ worker: string; reason: string; next: LeaseAttempt | null } | null> {
+    if (!this.keyValue || signal.aborted) return null;
+    const watcher = await this.keyValue.watch({ key: "lease.>" });
+    const stop = () => watcher.stop();
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      for await (const entry of watcher) {
+        if (entry.operation !== "PUT") continue;
+        const attempts = entry.json<Lease>().attempts ?? [];
+        const index = attempts.findIndex((attempt) => attempt.run_id === runId);
+        const attempt = attempts[index];
+        if (!attempt?.reason) continue;
+        const later = attempts.slice(index + 1);
+        const next = later.findLast((delivery) => delivery.run_id) ?? null;
+        // A later delivery still making its run: its run id comes with the next change of the lease.
+        if (!next && later.some((delivery) => delivery.reason === null)) continue;
+        return { worker: attempt.worker, reason: attempt.reason, next };
+      }
+      return null;
+    } finally {
+      signal.removeEventListener("abort", stop);
+      stop();
+    }
   }
 
   /** The worker's report.json of the run, once it stored it (null before: the worker stores it right after the run ends). */

@@ -5,9 +5,12 @@
  * Runner (host-directory sandbox, scripted model), and a submitter whose batch
  * records tell the CLI where the run is.
  */
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runBatch, type BatchProgress } from "../../src/batch/run-batch.js";
@@ -18,7 +21,9 @@ import { Gates, toolCall, writeScriptedTask } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { createBatch, startFakeWorker } from "../helpers/nats-batch.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
-import { runCli, startCli, waitFor } from "../helpers/runner-cli.js";
+import { ROOT, runCli, startCli, waitFor } from "../helpers/runner-cli.js";
+
+const CHILD = fileURLToPath(new URL("../helpers/nats-worker-child.ts", import.meta.url));
 
 let cluster: NatsCluster;
 beforeAll(async () => {
@@ -42,13 +47,13 @@ async function pool() {
   };
 }
 
-/** One task whose agent appends ok to out.txt, then waits at gate `live`, then stops; verify checks out.txt. */
-function writeGatedTask(root: string, name: string): void {
+/** One task whose agent appends ok to out.txt, then runs `command` (waits at gate `live`), then stops; verify checks out.txt. */
+function writeGatedTask(root: string, name: string, command = "wait-for live"): void {
   writeScriptedTask(join(root, name), {
     script: {
       turns: [
         { tool_calls: [toolCall("run_shell", { command: "echo ok >> out.txt" })] },
-        { tool_calls: [toolCall("run_shell", { command: "wait-for live" })] },
+        { tool_calls: [toolCall("run_shell", { command })] },
         { content: "done" },
       ],
     },
@@ -168,6 +173,53 @@ describe("runner logs of a run on a NATS worker", () => {
     const fetched = await runCli(["logs", "-f", "--json", runId, ...flags], { RUNNER_HOME: elsewhere.path });
     expect(fetched.code, fetched.stderr).toBe(0);
     expect(fetched.stdout).toBe(`${events.join("\n")}\n`);
+  }, 120_000);
+
+  it("-f of a run whose worker died (kill -9) ends once the task went on as another run, naming it, exit 3", async () => {
+    await using input = temporaryDirectory("nats-logs-input-");
+    writeGatedTask(input.path, "orphaned", "crash-the-worker");
+    await using queue = await pool();
+    await using workerHome = temporaryDirectory("nats-logs-child-home-");
+    await using submitter = temporaryDirectory("nats-logs-submitter-");
+    const directory = await createBatch(submitter.path, input.path, {
+      nats: { servers: cluster.urls, pool: queue.settings.pool!, ack_wait_ms: null, max_deliver: null },
+    });
+    const remote = await NatsBatchRunner.open(queue.queue, submitter.path);
+    let started!: (runId: string) => void;
+    const runStarted = new Promise<string>((resolve) => (started = resolve));
+    const batch = runBatch(remote, directory, new AbortController().signal, {
+      started: (_task, _attempt, _try, runId) => started(runId),
+      finished: () => undefined,
+    });
+    // A worker process that SIGKILLs itself when the agent runs crash-the-worker (tests/helpers/nats-worker-child.ts).
+    const child = spawn(process.execPath, ["--import", "tsx", CHILD, workerHome.path, cluster.url, queue.settings.pool!, "crash-the-worker"], {
+      cwd: ROOT,
+      stdio: ["ignore", "ignore", "ignore"],
+    });
+    let survivor: Awaited<ReturnType<typeof startFakeWorker>> | null = null;
+    try {
+      const deadRun = await runStarted;
+      expect((await once(child, "exit"))[1]).toBe("SIGKILL");
+      const following = startCli(["logs", "-f", deadRun], { RUNNER_HOME: submitter.path });
+      await waitFor("the dead run's events", () => following.output().stdout.includes("run_shell echo ok >> out.txt → exit 0"), { process: following });
+      expect(following.exited).toBeNull();
+      // Another worker takes the task once ack_wait passed; the dead worker answers crash-the-worker no more (exit 127 here).
+      survivor = await startFakeWorker(cluster.urls, queue.settings, { name: "survivor" });
+      const result = await following.result;
+      expect(result.code).toBe(3);
+      const report = await batch;
+      const nextRun = report.tasks[0]!.attempts[0]!.run_id!;
+      expect(nextRun).not.toBe(deadRun);
+      expect(result.stderr).toMatch(
+        new RegExp(
+          `run ${deadRun} on child-\\d+ will not finish: child-\\d+: its worker stopped answering .*; the task went on as run ${nextRun} on survivor: runner logs -f ${nextRun}`,
+        ),
+      );
+    } finally {
+      child.kill("SIGKILL");
+      await remote.close();
+      await survivor?.stop();
+    }
   }, 120_000);
 
   it("a run id nobody knows: a clear error naming what was looked at", async () => {
