@@ -15,18 +15,35 @@ import { fakeShell, writeScriptedTask } from "../../helpers/fake-runner.js";
 import { writeAgency, type AgentSpec } from "../../helpers/agency-fixture.js";
 import { allSse, fakeServer } from "../../helpers/server-client.js";
 
-async function json(response: Response): Promise<Record<string, any>> {
-  return (await response.json()) as Record<string, any>;
+/** A problem+json body or a run record, as far as these tests read them. */
+interface Body {
+  id: string;
+  title: string;
+  detail: string;
+  errors: { field: string; message: string }[];
+  runs: unknown[];
+  agencies: unknown[];
+}
+
+async function json(response: Response): Promise<Body> {
+  return (await response.json()) as Body;
+}
+
+/** task.json as far as these tests read it. */
+interface RecordedTask {
+  timeout_sec?: number;
+  max_steps: number;
+  sandbox: { limits: { cpus: number; memory: number; pids: number } };
 }
 
 const BASE = { name: "object-task", instruction: "Do it.", workspace: "./repo", model: { provider: "scripted", script: "./script.yaml" } };
 
 /** The task a run was started with (task.json), once it ended. */
-async function ranWith(server: Awaited<ReturnType<typeof fakeServer>>, response: Response): Promise<Record<string, any>> {
+async function ranWith(server: Awaited<ReturnType<typeof fakeServer>>, response: Response): Promise<RecordedTask> {
   expect(response.status, JSON.stringify(await response.clone().json())).toBe(201);
   const record = await json(response);
   await allSse((await server.request(`/v1/runs/${record.id}/events`)).body!);
-  return JSON.parse(readFileSync(join(server.home, "runs", record.id, "task.json"), "utf8")) as Record<string, any>;
+  return JSON.parse(readFileSync(join(server.home, "runs", record.id, "task.json"), "utf8")) as RecordedTask;
 }
 
 describe("runner serve: operator ceilings", () => {
@@ -45,7 +62,7 @@ describe("runner serve: operator ceilings", () => {
     expect(response.status).toBe(403);
     const problem = await json(response);
     expect(problem.title).toBe("Above the server's ceiling");
-    const messages = Object.fromEntries(problem.errors.map((error: { field: string; message: string }) => [error.field, error.message]));
+    const messages = Object.fromEntries(problem.errors.map((error) => [error.field, error.message]));
     expect(Object.keys(messages).sort()).toEqual(
       [
         "body.task.max_steps",
@@ -124,7 +141,7 @@ describe("runner serve: operator ceilings", () => {
     await allSse((await server.request(`/v1/runs/${record.id}/events`)).body!);
     const resumed = await server.request(`/v1/runs/${record.id}/resume`, { method: "POST", json: { max_steps: 1000, timeout_sec: 7200 } });
     expect(resumed.status).toBe(403);
-    expect((await json(resumed)).errors.map((error: { field: string }) => error.field)).toEqual(["body.max_steps", "body.timeout_sec"]);
+    expect((await json(resumed)).errors.map((error) => error.field)).toEqual(["body.max_steps", "body.timeout_sec"]);
   });
 
   it("binds agencies: the agency's budget and each agent's concurrency, invocation timeout, steps and sandbox, named per agent", async () => {
@@ -134,7 +151,7 @@ describe("runner serve: operator ceilings", () => {
     };
     writeAgency(directory.path, { agents });
     await using server = await fakeServer(directory.path, { exec: fakeShell() });
-    const agent = JSON.parse(readFileSync(join(directory.path, "agents", "coder.yaml"), "utf8")) as { agent: Record<string, any> };
+    const agent = JSON.parse(readFileSync(join(directory.path, "agents", "coder.yaml"), "utf8")) as { agent: { model: Record<string, unknown> } };
     agent.agent.model.script = join(directory.path, "scripts", "coder.yaml");
     const greedy = {
       ...agent.agent,
@@ -152,7 +169,7 @@ describe("runner serve: operator ceilings", () => {
     };
     const response = await server.request("/v1/agencies", { method: "POST", json: { agency } });
     expect(response.status).toBe(403);
-    const errors = (await json(response)).errors as { field: string; message: string }[];
+    const errors = (await json(response)).errors;
     expect(errors.map((error) => error.field).sort()).toEqual(
       [
         "body.agency.budget.max_cost_usd",
