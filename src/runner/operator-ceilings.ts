@@ -1,6 +1,7 @@
 import { TaskValidationError } from "../config/load-task.js";
 import { parseMemory } from "../config/task-schema.js";
 import { ConfigError } from "../errors.js";
+import { DEFAULT_RUN_TIMEOUT_SEC } from "../run/run-limits.js";
 
 /**
  * One field an operator caps for untrusted callers (docs/security.md
@@ -31,9 +32,11 @@ const GIB = 1024 ** 3;
  * default for what the schema already bounds (cpus 1, memory 1 GiB, pids 256,
  * disk 10 GiB, 50 steps, 4 subagents at once, an agent's 1 invocation at once
  * and 600 s per invocation: src/config/task-schema.ts,
- * src/agency/agency-schema.ts), and a value for what is unbounded by default
- * (a run's wall clock, its model spend, an agency's spend): one hour, 10 USD,
- * 50 USD. Chosen so a machine of 2–4 cores serving a few callers stays usable;
+ * src/agency/agency-schema.ts), and a lower one for what is long or
+ * unbounded by default (a run's wall clock, 4 h: src/run/run-limits.ts; its
+ * model spend; an agency's spend): one hour, 10 USD, 50 USD. A subagent's
+ * steps are its own (`subagents.max_steps`), so they have a ceiling too; its
+ * time is within the run's. Chosen so a machine of 2–4 cores serving a few callers stays usable;
  * an operator raises or lowers each with `--ceiling FIELD=VALUE`.
  */
 const FIELDS: readonly CeilingField[] = [
@@ -41,8 +44,9 @@ const FIELDS: readonly CeilingField[] = [
   { field: "sandbox.limits.memory", path: ["sandbox", "limits", "memory"], kind: "size", unit: "bytes", builtIn: 4 * GIB, normalDefault: GIB },
   { field: "sandbox.limits.pids", path: ["sandbox", "limits", "pids"], kind: "number", unit: "processes", builtIn: 1024, normalDefault: 256 },
   { field: "sandbox.limits.disk", path: ["sandbox", "limits", "disk"], kind: "size", unit: "bytes", builtIn: 20 * GIB, normalDefault: 10 * GIB },
-  { field: "timeout_sec", path: ["timeout_sec"], kind: "number", unit: "s", builtIn: 3600, normalDefault: null },
+  { field: "timeout_sec", path: ["timeout_sec"], kind: "number", unit: "s", builtIn: 3600, normalDefault: DEFAULT_RUN_TIMEOUT_SEC },
   { field: "max_steps", path: ["max_steps"], kind: "number", unit: "model calls", builtIn: 100, normalDefault: 50 },
+  { field: "subagents.max_steps", path: ["subagents", "max_steps"], kind: "number", unit: "model calls", builtIn: 100, normalDefault: 30 },
   { field: "max_parallel", path: ["max_parallel"], kind: "number", unit: "subagents", builtIn: 4, normalDefault: 4 },
   { field: "model.max_cost_usd", path: ["model", "max_cost_usd"], kind: "number", unit: "USD", builtIn: 10, normalDefault: null, fillUnset: false },
   { field: "agency.budget.max_cost_usd", path: ["budget", "max_cost_usd"], kind: "number", unit: "USD", builtIn: 50, normalDefault: null, fillUnset: false },

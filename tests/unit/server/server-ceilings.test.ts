@@ -54,6 +54,7 @@ describe("runner serve: operator ceilings", () => {
     const greedy = {
       ...BASE,
       max_steps: 5000,
+      subagents: { max_steps: 5000 },
       timeout_sec: 86_400,
       model: { ...BASE.model, max_cost_usd: 500 },
       sandbox: { limits: { cpus: 16, memory: "64g", pids: 30_000, disk: "500g" } },
@@ -71,6 +72,7 @@ describe("runner serve: operator ceilings", () => {
         "body.task.sandbox.limits.disk",
         "body.task.sandbox.limits.memory",
         "body.task.sandbox.limits.pids",
+        "body.task.subagents.max_steps",
         "body.task.timeout_sec",
       ].sort(),
     );
