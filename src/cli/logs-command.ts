@@ -1,9 +1,10 @@
 import { join } from "node:path";
 import { cloudEventType, parseEnvelopeLine } from "../events/event-catalogue.js";
+import { ConfigError } from "../errors.js";
 import { LineReader } from "../events/line-reader.js";
 import { exitCodeOfReport, type RunReport, type RunStatus } from "../run/run-report.js";
 import { RunStore } from "../run/run-store.js";
-import { findRunId, isRunAlive } from "../runner/run-records.js";
+import { findRunId, isRunAlive, listRuns } from "../runner/run-records.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { ProgressView } from "./progress-view.js";
 
@@ -25,10 +26,22 @@ const RUN_FINISHED = cloudEventType("run.finished");
  * once the run has ended (report.json written and `run.finished` read), with
  * the run's exit code (as `runner exec` would: 0, 1, 3, 130); when the run's
  * runner is gone without a report it says so on stderr and returns 3; when
- * `signal` aborts (Ctrl-C), 130. Throws ConfigError for an unknown or
- * ambiguous id.
+ * `signal` aborts (Ctrl-C), 130. A run not in `$RUNNER_HOME/runs` is looked
+ * for on NATS (src/cli/remote-logs.ts: a run of a batch submitted from here,
+ * or `nats`/`pool`). Throws ConfigError for an unknown or ambiguous id.
  */
-export async function logsCommand(home: string, idOrPrefix: string, options: { follow?: boolean; json?: boolean }, signal: AbortSignal): Promise<number> {
+export async function logsCommand(
+  home: string,
+  idOrPrefix: string,
+  options: { follow?: boolean; json?: boolean; nats?: string; pool?: string },
+  signal: AbortSignal,
+): Promise<number> {
+  if (options.pool !== undefined && options.nats === undefined) throw new ConfigError("--pool: only with --nats (the cluster the pool is on)");
+  if (!listRuns(home).some((run) => run.id.startsWith(idOrPrefix))) {
+    // Loaded only here: the NATS client is not needed to read a local run.
+    const { remoteLogs } = await import("./remote-logs.js");
+    return remoteLogs(home, idOrPrefix, options, signal);
+  }
   const id = findRunId(home, idOrPrefix);
   const store = new RunStore(join(home, "runs", id));
   const view = options.json ? null : new ProgressView(process.stdout, "event");

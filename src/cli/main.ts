@@ -235,6 +235,8 @@ async function main(argv: string[]): Promise<number> {
     .argument("<run-id>", "run id, or a unique prefix of it")
     .option("-f, --follow", "keep printing events as the run writes them; exit with the run's exit code when it ends")
     .option("--json", "the events.jsonl lines (CloudEvents JSON) as they are")
+    .option("--nats <url>", "a run on a worker that no batch of this machine submitted: the cluster (nats://host:port[,…]; RUNNER_NATS_* credentials)")
+    .option("--pool <name>", "with --nats: the worker pool (default: default)")
     .addHelpText(
       "after",
       [
@@ -242,9 +244,10 @@ async function main(argv: string[]): Promise<number> {
         "Examples:",
         "  runner logs -f 20260101-120000-ab12cd        follow a run started in another terminal",
         "  runner logs --json 2026 | jq .type           a finished run's events, by unique id prefix",
+        "  runner logs -f <run-id>                      a run of `runner batch run --nats` on a worker (docs/scale-out.md)",
       ].join("\n"),
     )
-    .action(async (id: string, options: { follow?: boolean; json?: boolean }) => {
+    .action(async (id: string, options: { follow?: boolean; json?: boolean; nats?: string; pool?: string }) => {
       onInterrupt = "stopped following; the run goes on";
       const { logsCommand } = await import("./logs-command.js");
       exitCode = await logsCommand(runnerHome(), id, options, controller.signal);
@@ -260,6 +263,11 @@ async function main(argv: string[]): Promise<number> {
     )
     .option("--http", "serve streamable HTTP on 127.0.0.1 instead of stdio; prints the URL and the bearer token (RUNNER_MCP_TOKEN, else a random one)")
     .option("--port <n>", "with --http: the port (default 0: a free one)")
+    .option(
+      "--ceiling <field=value>",
+      'the most a caller\'s run may ask for, e.g. sandbox.limits.memory=8g, timeout_sec=7200, model.max_cost_usd=20; repeat for more (docs/security.md "Ceilings")',
+      (value: string, values: string[] = []) => [...values, value],
+    )
     .addHelpText(
       "after",
       [
@@ -270,7 +278,7 @@ async function main(argv: string[]): Promise<number> {
         "  RUNNER_MCP_TOKEN=... runner mcp --http --port 8765 --workspace-root ~/src",
       ].join("\n"),
     )
-    .action(async (options: { workspaceRoot?: string[]; http?: boolean; port?: string }) => {
+    .action(async (options: { workspaceRoot?: string[]; http?: boolean; port?: string; ceiling?: string[] }) => {
       onInterrupt = "stopping: cancelling the runs this server started";
       const { mcpCommand } = await import("./mcp-command.js");
       exitCode = await mcpCommand(options, packageVersion(), controller.signal);

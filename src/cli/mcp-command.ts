@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { serveMcpHttp } from "../mcp-server/mcp-http.js";
 import { RunnerMcpService } from "../mcp-server/runner-mcp-server.js";
 import { runnerHome } from "../runner/runner-home.js";
+import { describeCeilings, parseCeilingFlags } from "../runner/operator-ceilings.js";
 import { Runner } from "../runner/runner.js";
 import { terminalSafe } from "../terminal-text.js";
 
@@ -21,9 +22,17 @@ import { terminalSafe } from "../terminal-text.js";
  * else a random one); the URL and the token are printed on stdout. Runs until
  * `signal` aborts.
  *
- * ConfigError (exit 2) for a workspace root that is not a directory or a bad port.
+ * `ceiling`: `--ceiling FIELD=VALUE` flags over the built-in ceilings
+ * (src/runner/operator-ceilings.ts), the most a caller's run_start and
+ * run_resume may ask for.
+ *
+ * ConfigError (exit 2) for a workspace root that is not a directory, a bad port or a bad ceiling.
  */
-export async function mcpCommand(options: { workspaceRoot?: string[]; http?: boolean; port?: string }, version: string, signal: AbortSignal): Promise<number> {
+export async function mcpCommand(
+  options: { workspaceRoot?: string[]; http?: boolean; port?: string; ceiling?: string[] },
+  version: string,
+  signal: AbortSignal,
+): Promise<number> {
   const roots = (options.workspaceRoot?.length ? options.workspaceRoot : [process.cwd()]).map((root) => resolve(root));
   for (const root of roots) {
     if (!existsSync(root) || !statSync(root).isDirectory()) throw new ConfigError(`--workspace-root: ${root} is not a directory`);
@@ -32,10 +41,12 @@ export async function mcpCommand(options: { workspaceRoot?: string[]; http?: boo
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new ConfigError(`--port: expected a TCP port (0-65535; 0 picks a free one), got "${options.port}"`);
   if (options.port !== undefined && !options.http) throw new ConfigError("--port: only with --http");
+  const ceilings = parseCeilingFlags(options.ceiling ?? []);
   const home = runnerHome();
   const service = new RunnerMcpService({
     runner: Runner.create({ home }),
     workspaceRoots: roots,
+    ceilings,
     version,
     defaults: (workspace) => {
       const defaults = loadDefaults({ home, cwd: process.cwd(), workspace });
@@ -47,7 +58,7 @@ export async function mcpCommand(options: { workspaceRoot?: string[]; http?: boo
     const token = process.env.RUNNER_MCP_TOKEN || randomBytes(32).toString("base64url");
     const http = await serveMcpHttp(service, { port, token });
     process.stdout.write(`runner mcp: listening on ${http.url}\ntoken: ${token}\n`);
-    process.stderr.write(`runner mcp: workspace roots: ${roots.join(", ")}; RUNNER_HOME ${home}\n`);
+    process.stderr.write(`runner mcp: workspace roots: ${roots.join(", ")}; RUNNER_HOME ${home}\nrunner mcp: ceilings: ${describeCeilings(ceilings)}\n`);
     await new Promise<void>((resolveStopped) => signal.addEventListener("abort", () => resolveStopped(), { once: true }));
     await http.close();
     await service.close();
@@ -61,7 +72,9 @@ export async function mcpCommand(options: { workspaceRoot?: string[]; http?: boo
     signal.addEventListener("abort", () => resolveClosed(), { once: true });
   });
   await service.createSession().connect(transport);
-  process.stderr.write(`runner mcp: serving on stdio; workspace roots: ${roots.join(", ")}; RUNNER_HOME ${home}\n`);
+  process.stderr.write(
+    `runner mcp: serving on stdio; workspace roots: ${roots.join(", ")}; RUNNER_HOME ${home}\nrunner mcp: ceilings: ${describeCeilings(ceilings)}\n`,
+  );
   await closed;
   await service.close();
   return signal.aborted ? 130 : 0;

@@ -15,6 +15,7 @@ interface ServeFlags {
   tokenFile?: string;
   tasksRoot: string[];
   approvalTimeout?: string;
+  ceiling: string[];
 }
 
 /**
@@ -35,6 +36,12 @@ export function serveCommand(signal: AbortSignal, exit: (code: number) => void):
       [] as string[],
     )
     .option("--approval-timeout <seconds>", "how long an approval waits for an answer before the policy's non-interactive answer (default 300)")
+    .option(
+      "--ceiling <field=value>",
+      'the most a caller\'s task or agency may ask for, e.g. sandbox.limits.memory=8g, timeout_sec=7200, agency.budget.max_cost_usd=100; repeat for more (docs/security.md "Ceilings")',
+      (value: string, values: string[]) => [...values, value],
+      [] as string[],
+    )
     .exitOverride()
     .addHelpText(
       "after",
@@ -66,11 +73,13 @@ async function serve(flags: ServeFlags, signal: AbortSignal): Promise<number> {
     return absolute;
   });
   const approvalTimeoutMs = flags.approvalTimeout === undefined ? undefined : seconds(flags.approvalTimeout) * 1000;
+  const { describeCeilings, parseCeilingFlags } = await import("../runner/operator-ceilings.js");
+  const ceilings = parseCeilingFlags(flags.ceiling);
   const { createRunner } = await import("../agency/agency.js");
   const { createServerApp } = await import("../server/server-app.js");
   const { listen } = await import("../server/listen.js");
   const runner = await createRunner({ home: runnerHome() });
-  const server = createServerApp({ runner, token, tasksRoots: roots, ...(approvalTimeoutMs === undefined ? {} : { approvalTimeoutMs }) });
+  const server = createServerApp({ runner, token, tasksRoots: roots, ceilings, ...(approvalTimeoutMs === undefined ? {} : { approvalTimeoutMs }) });
   const listening = await listen(server.app, flags.host, port).catch((error: NodeJS.ErrnoException) => {
     throw new ConfigError(
       `--host ${flags.host} --port ${flags.port}: cannot listen (${error.code ?? error.message})${error.code === "EADDRINUSE" ? "; pick another --port" : ""}`,
@@ -79,6 +88,7 @@ async function serve(flags: ServeFlags, signal: AbortSignal): Promise<number> {
   process.stdout.write(`runner serve: ${listening.url}/?token=${token}\n`);
   process.stdout.write(`  API: ${listening.url}/v1 (Authorization: Bearer <token>; OpenAPI at /v1/openapi.json)\n`);
   if (roots.length === 0) process.stdout.write("  no --tasks-root: runs can only be watched here, not started\n");
+  else process.stdout.write(`  ceilings: ${describeCeilings(ceilings)}\n`);
   if (!loopback) process.stdout.write("  listening beyond loopback over plain HTTP: TLS belongs in front (a reverse proxy)\n");
   await new Promise<void>((done) => (signal.aborted ? done() : signal.addEventListener("abort", () => done(), { once: true })));
   await server.close();

@@ -8,7 +8,7 @@ import { WORKSPACE_ROOT } from "../sandbox/sandbox.js";
 import { DEFAULT_ANTHROPIC_MAX_TOKENS } from "../model/anthropic-model-client.js";
 
 /** Parses "512m", "1g", "1.5G", "1048576" into bytes; units are binary (k = 1024). */
-function parseMemory(value: string | number): number | null {
+export function parseMemory(value: string | number): number | null {
   if (typeof value === "number") return Number.isFinite(value) && value > 0 ? Math.floor(value) : null;
   const match = /^\s*(\d+(?:\.\d+)?)\s*([kmg]?)i?b?\s*$/i.exec(value);
   if (!match) return null;

@@ -15,6 +15,7 @@ import { changedFiles, mergeAdvice, pagePatch } from "./run-result.js";
 import { RunTable } from "./run-table.js";
 import * as schemas from "./tool-schemas.js";
 import { answerOf, offerElicitation } from "./approval-elicitation.js";
+import { builtInCeilings, CeilingExceededError, resumeCeilingProblems, type Ceilings } from "../runner/operator-ceilings.js";
 import { taskOf } from "./run-start-task.js";
 import { describeEvents, describeResult, describeStatus, shortType } from "./tool-texts.js";
 
@@ -31,6 +32,8 @@ export interface RunnerMcpServerOptions {
   version: string;
   /** How often a call that waits (run_events' long-poll, a start, a cancel) sends a progress notification, ms (default 5000). */
   progressIntervalMs?: number;
+  /** The most a caller's run_start or run_resume may ask for (`--ceiling`); default the built-in ceilings (docs/security.md "Ceilings"). */
+  ceilings?: Ceilings;
 }
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -124,7 +127,7 @@ function registerTools(
     },
     (input, extra) =>
       guarded(async () => {
-        const task = taskOf(input, roots, options.defaults);
+        const task = taskOf(input, roots, options.defaults, options.ceilings ?? builtInCeilings());
         const handle = await withProgress(extra, interval, "starting the run (image, sandbox)", () => runs.start(task));
         return startedResult(handle, "started");
       }),
@@ -268,6 +271,8 @@ function registerTools(
     },
     (input, extra) =>
       guarded(async () => {
+        const above = resumeCeilingProblems(input, options.ceilings ?? builtInCeilings());
+        if (above.length) throw new CeilingExceededError("run_resume", above);
         const limits = {
           ...(input.max_steps === undefined ? {} : { maxSteps: input.max_steps }),
           ...(input.max_cost_usd === undefined ? {} : { maxCostUsd: input.max_cost_usd }),

@@ -4,8 +4,10 @@ import { parseDocument } from "yaml";
 import { yamlDocumentValue } from "../describe-issue.js";
 import { applyDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { loadTaskFile, TaskValidationError, validateTask, type Task, type TaskProblem } from "../config/load-task.js";
+import { configuredModelId, pricingOf } from "../model/pricing.js";
 import { shippedPolicyNames } from "../policy/load-policy.js";
 import { isPathInside } from "../process/path-inside.js";
+import { capTask, CeilingExceededError, type Ceilings } from "./operator-ceilings.js";
 
 /**
  * Where an untrusted caller's paths may point: `roots` are directories
@@ -42,7 +44,8 @@ export interface TrustRoots {
  *   the roots.
  *
  * Everything else (instruction, verify, image, setup, network allow-list,
- * limits) acts inside the sandbox and is the caller's to choose.
+ * limits) acts inside the sandbox and is the caller's to choose, the limits,
+ * steps, time and budget within the operator's ceilings (src/runner/operator-ceilings.ts).
  * The rules are docs/mcp-server.md "Trust" (and the HTTP API's docs).
  */
 const REFUSED_FIELDS: readonly { path: string[]; why: string }[] = [
@@ -190,25 +193,51 @@ function linksBelow(directory: string): string[] {
  * {@link untrustedTaskProblems} and then validated like a task file
  * ({@link validateTask}: relative paths against `trust.baseDirectory`), with
  * `defaults` (the server's own defaults files, trusted) under the caller's
- * fields. Throws {@link TaskValidationError} (exit 2) listing every problem,
- * labelled `label` (e.g. "run_start", "POST /v1/runs").
+ * fields, and within `ceilings` when given ({@link validateCapped}). Throws
+ * {@link TaskValidationError} (exit 2) listing every problem, labelled `label`
+ * (e.g. "run_start", "POST /v1/runs"); {@link CeilingExceededError} for fields above a ceiling.
  */
-export function validateUntrustedTask(raw: unknown, trust: TrustRoots, options: { label: string; defaults?: (workspacePath: string) => TaskDefaults }): Task {
+export function validateUntrustedTask(
+  raw: unknown,
+  trust: TrustRoots,
+  options: { label: string; defaults?: (workspacePath: string) => TaskDefaults; ceilings?: Ceilings },
+): Task {
   const problems = untrustedTaskProblems(raw, trust);
   if (problems.length) throw new TaskValidationError(options.label, problems);
-  return validateTask(withDefaults(raw, trust.baseDirectory, options.defaults), null, trust.baseDirectory);
+  return validateCapped(raw, withDefaults(raw, trust.baseDirectory, options.defaults), options.label, null, trust.baseDirectory, options.ceilings);
+}
+
+/**
+ * `merged` validated as a task after the operator's `ceilings` (none: as it
+ * is): a field `raw` sets above its ceiling throws {@link CeilingExceededError}
+ * (every such field named, with the asked value and the ceiling); an unset one
+ * gets the ceiling where its default is higher; an unset `model.max_cost_usd`
+ * gets its ceiling when the model's prices are known (a budget needs them: the
+ * runner refuses one over an unpriced model), from this process's environment
+ * as the Runner reads it (`OPENAI_MODEL`, …).
+ */
+function validateCapped(raw: unknown, merged: unknown, label: string, file: string | null, baseDirectory: string, ceilings: Ceilings | undefined): Task {
+  if (!ceilings) return validateTask(merged, file, baseDirectory);
+  const capped = capTask(raw, merged, ceilings);
+  if (capped.problems.length) throw new CeilingExceededError(label, capped.problems);
+  const task = validateTask(capped.task, file, baseDirectory);
+  const budget = ceilings["model.max_cost_usd"];
+  if (task.model.max_cost_usd !== undefined || budget === undefined) return task;
+  if (!pricingOf(task.model, configuredModelId(task.model, process.env)).prices) return task;
+  return { ...task, model: { ...task.model, max_cost_usd: budget } };
 }
 
 /**
  * A task file an untrusted caller names: the file must lie inside
  * `roots` and its fields pass {@link untrustedTaskProblems} (its relative
- * paths against its own directory), as a task object would. Throws
- * {@link TaskValidationError} naming the file and every problem.
+ * paths against its own directory), as a task object would, within
+ * `ceilings` when given. Throws {@link TaskValidationError} naming the file
+ * and every problem ({@link CeilingExceededError} for fields above a ceiling).
  */
 export function loadUntrustedTaskFile(
   file: string,
   roots: readonly string[],
-  options: { defaults?: (workspacePath: string) => TaskDefaults; rootsOption?: string } = {},
+  options: { defaults?: (workspacePath: string) => TaskDefaults; rootsOption?: string; ceilings?: Ceilings } = {},
 ): Task {
   const absolute = resolve(file);
   const real = realRoots(roots);
@@ -222,7 +251,7 @@ export function loadUntrustedTaskFile(
   const raw = built.value;
   const problems = untrustedTaskProblems(raw, { roots, baseDirectory: dirname(absolute), rootsOption: options.rootsOption });
   if (problems.length) throw new TaskValidationError(absolute, problems);
-  return validateTask(withDefaults(raw, dirname(absolute), options.defaults), absolute, dirname(absolute));
+  return validateCapped(raw, withDefaults(raw, dirname(absolute), options.defaults), absolute, absolute, dirname(absolute), options.ceilings);
 }
 
 /** `raw` with the trusted defaults under its fields (the defaults see the task's absolute workspace). */

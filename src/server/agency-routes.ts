@@ -118,7 +118,9 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
       responses: {
         201: { description: "the agency's record", schema: AgencyRecordSchema },
         400: problem("a field of the body is wrong"),
-        403: problem("the agency or an agent sets what an API caller may not, or names a path outside --tasks-root: file and field named"),
+        403: problem(
+          "the agency or an agent sets what an API caller may not, names a path outside --tasks-root, or asks for more than a --ceiling: file and field named",
+        ),
         422: problem("the agency's files are not valid: every file and field named"),
         503: problem("Docker or the sandbox image is unusable"),
       },
@@ -133,7 +135,7 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
         if (body.event?.type.startsWith("agency.")) throw orchestratorType("body.event.type");
         const agencyFile = body.agency_file === undefined ? null : resolve(context.roots[0]!, body.agency_file);
         const source = agencyFile === null ? { object: body.agency! } : { file: agencyFile };
-        const checked = readUntrustedAgency(source, context.roots);
+        const checked = readUntrustedAgency(source, context.roots, context.ceilings);
         const name = (entry: AgencyTrustProblem) => fieldName(entry, agencyFile === null ? "body.agency" : "body.agency_file");
         if (checked.refused.length) {
           throw new HttpProblem(403, "Agency not allowed", checked.refused.map((entry) => `${name(entry)}: ${entry.message}`).join("; "), {

@@ -34,7 +34,7 @@ export function addBatchRoutes(api: ApiRoutes, context: ServerContext, signal: A
       responses: {
         201: { description: "the batch", schema: BatchSummarySchema },
         400: problem("a field of the body is wrong"),
-        403: problem("the path is outside --tasks-root, or a task sets what an API caller may not"),
+        403: problem("the path is outside --tasks-root, or a task sets what an API caller may not or asks for more than a --ceiling"),
         422: problem("a task is not valid (every problem named)"),
       },
     },
@@ -91,7 +91,8 @@ export function addBatchRoutes(api: ApiRoutes, context: ServerContext, signal: A
             throw new HttpProblem(403, "Task list not allowed", "path: JSONL task lists are not accepted through the API; give a directory of task files");
           }
           try {
-            loadUntrustedTaskFile(task.task_file, context.roots, { rootsOption: "--tasks-root" });
+            // The task as checked, within the ceilings, is the one the batch runs.
+            task.task = loadUntrustedTaskFile(task.task_file, context.roots, { rootsOption: "--tasks-root", ceilings: context.ceilings });
           } catch (error) {
             if (error instanceof ConfigError)
               throw new HttpProblem(403, "Task not allowed", error.message, { errors: [{ field: "body.path", message: `${task.id}: refused` }] });

@@ -5,6 +5,7 @@ import type { Task } from "../config/load-task.js";
 import { TaskValidationError } from "../config/load-task.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import { loadUntrustedTaskFile, untrustedTaskProblems, validateUntrustedTask } from "../runner/untrusted-task.js";
+import { CeilingExceededError, resumeCeilingProblems } from "../runner/operator-ceilings.js";
 import { isPathInside } from "../process/path-inside.js";
 import {
   ApprovalAnsweredSchema,
@@ -63,7 +64,9 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       responses: {
         201: { description: "the run's record", schema: RunRecordSchema },
         400: problem("a field of the body is wrong (named in errors)"),
-        403: problem("the task sets what an API caller may not (hooks, MCP servers, a policy file, paths outside --tasks-root): the field is named"),
+        403: problem(
+          "the task sets what an API caller may not (hooks, MCP servers, a policy file, paths outside --tasks-root), or asks for more than a --ceiling: the field is named",
+        ),
         422: problem("the task is not valid, or its workspace is no repository: every field named"),
         503: problem("Docker or the sandbox image is unusable"),
       },
@@ -191,6 +194,7 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       headers: { "Idempotency-Key": "a retry with the same key and body gets the first response" },
       responses: {
         201: { description: "the resumed run's record", schema: RunRecordSchema },
+        403: problem("max_steps, max_cost_usd or timeout_sec above the server's --ceiling: the field, the value asked and the ceiling named"),
         404: problem("no such run"),
         409: problem("the run cannot be resumed (the detail says why and which field to add)"),
       },
@@ -199,6 +203,8 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       const stored = await context.idempotency.run(`POST /v1/runs/${params.id}/resume`, c.req.header("idempotency-key"), body, async () => {
         findRunRecord(context, params.id);
         if (context.handles.has(params.id)) throw new HttpProblem(409, "Run is running", `run ${params.id} is running; nothing to resume`);
+        const above = resumeCeilingProblems(body, context.ceilings);
+        if (above.length) throw aboveCeiling(above.map((entry) => ({ field: `body.${entry.path}`, message: entry.message })));
         const options = {
           approvals: context.inbox,
           ...(body.max_steps ? { maxSteps: body.max_steps } : {}),
@@ -337,7 +343,7 @@ function taskFromFile(context: ServerContext, file: string): Task {
       { errors: [{ field: "body.task_file", message: "outside every --tasks-root" }] },
     );
   }
-  return checkedTask("body.task_file", () => loadUntrustedTaskFile(absolute, context.roots, { rootsOption: "--tasks-root" }));
+  return checkedTask("body.task_file", () => loadUntrustedTaskFile(absolute, context.roots, { rootsOption: "--tasks-root", ceilings: context.ceilings }));
 }
 
 function taskFromObject(context: ServerContext, task: Record<string, unknown>): Task {
@@ -348,7 +354,7 @@ function taskFromObject(context: ServerContext, task: Record<string, unknown>): 
       errors: refused.map((entry) => ({ field: `body.task.${entry.path}`, message: entry.message })),
     });
   }
-  return checkedTask("body.task", () => validateUntrustedTask(task, trust, { label: "POST /v1/runs" }));
+  return checkedTask("body.task", () => validateUntrustedTask(task, trust, { label: "POST /v1/runs", ceilings: context.ceilings }));
 }
 
 /** The task `load` makes; its problems as a 403 (a trust rule) or 422 (the schema), each field named under `where`. */
@@ -358,9 +364,15 @@ function checkedTask(where: string, load: () => Task): Task {
   } catch (error) {
     if (!(error instanceof TaskValidationError)) throw problemOfError(error);
     const errors = error.problems.map((entry) => ({ field: entry.path ? `${where}.${entry.path}` : where, message: entry.message }));
+    if (error instanceof CeilingExceededError) throw aboveCeiling(errors);
     const trust = error.problems.some((entry) => TRUST_FIELDS.has(entry.path) && /not allowed here|only a shipped policy|outside/.test(entry.message));
     throw new HttpProblem(trust ? 403 : 422, trust ? "Task not allowed" : "Invalid task", error.message, { errors });
   }
+}
+
+/** A 403 for fields above the operator's ceilings, each named with the value asked and the ceiling. */
+function aboveCeiling(errors: { field: string; message: string }[]): HttpProblem {
+  return new HttpProblem(403, "Above the server's ceiling", errors.map((entry) => `${entry.field}: ${entry.message}`).join("; "), { errors });
 }
 
 function realOrSelf(path: string): string {

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Hono, type MiddlewareHandler } from "hono";
 import { ApprovalInbox } from "../runner/approval-inbox.js";
+import { builtInCeilings, type Ceilings } from "../runner/operator-ceilings.js";
 import type { AgencyRunner } from "../agency/agency.js";
 import { addAgencyRoutes, visibleAgency } from "./agency-routes.js";
 import { ApiRoutes } from "./api-routes.js";
@@ -24,6 +25,8 @@ export interface ServerAppOptions {
   tasksRoots?: string[];
   /** How long an approval waits for an answer before the policy's non-interactive answer (a timed-out "no"), ms; default 5 minutes. */
   approvalTimeoutMs?: number;
+  /** The operator's ceilings on what callers' tasks and agencies ask for (`--ceiling`); default the built-in ones (docs/security.md "Ceilings"). */
+  ceilings?: Ceilings;
 }
 
 /** The HTTP app of `runner serve` and what stopping it needs. */
@@ -52,6 +55,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     progress: new Map(),
     agencies: new Map(),
     roots: options.tasksRoots ?? [],
+    ceilings: options.ceilings ?? builtInCeilings(),
     board,
     idempotency: new IdempotencyKeys(),
     version: packageVersion(),

@@ -7,6 +7,7 @@ import type { ApprovalInbox } from "../runner/approval-inbox.js";
 import { listRuns, runSummary, type RunSummary } from "../runner/run-records.js";
 import { recordedRunRefusal } from "../runner/untrusted-task.js";
 import { AgencyDirectory } from "../agency/agency-directory.js";
+import type { Ceilings } from "../runner/operator-ceilings.js";
 import type { AgencyHandle, AgencyRunner } from "../agency/agency.js";
 import type { RunHandle } from "../runner/runner.js";
 import type { ApprovalBody, RunRecordBody } from "./api-schemas.js";
@@ -35,6 +36,8 @@ export interface ServerContext {
   agencies: Map<string, AgencyHandle>;
   /** `--tasks-root` directories: where task files, task objects' paths and batch directories may point. */
   roots: string[];
+  /** `--ceiling`s: the most a caller's task, agency or resume may ask for (src/runner/operator-ceilings.ts). */
+  ceilings: Ceilings;
   board: BoardStream;
   idempotency: IdempotencyKeys;
   version: string;

@@ -5,6 +5,7 @@ import type { AgencyDefinition } from "../agency/load-agency.js";
 import { describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { isPathInside } from "../process/path-inside.js";
 import { untrustedTaskProblems } from "../runner/untrusted-task.js";
+import { capAgency, capAgent, type Ceilings } from "../runner/operator-ceilings.js";
 
 /** One refused or unreadable part of an agency from an API caller: where (a file, or `body.agency…`), the dotted field, why. */
 export interface AgencyTrustProblem {
@@ -51,9 +52,18 @@ const BUILD_PATHS = ["context", "dockerfile"] as const;
  * `model.base_url`, host variables or private-address allowances, and
  * `workspace`, every `model.script` and `sandbox.build` path inside the
  * roots. The agency's own per-agent policies (`policies:`, generated from
- * the capabilities) stay the agency's.
+ * the capabilities) stay the agency's. With `ceilings` (the operator's
+ * `--ceiling`s, src/runner/operator-ceilings.ts), a field above its ceiling
+ * is refused too (the agency's `budget.max_cost_usd`; each agent's
+ * `policies.max_concurrency`, `policies.timeout_seconds`, `max_steps`,
+ * `sandbox.limits`, `model.max_cost_usd`), and an unset one gets the ceiling
+ * where its default is higher.
  */
-export function readUntrustedAgency(source: { file: string } | { object: Record<string, unknown> }, roots: readonly string[]): UntrustedAgency {
+export function readUntrustedAgency(
+  source: { file: string } | { object: Record<string, unknown> },
+  roots: readonly string[],
+  ceilings?: Ceilings,
+): UntrustedAgency {
   const realRoots = roots.map((root) => realOrSelf(resolve(root)));
   const inside = (path: string) => realRoots.some((root) => isPathInside(realOrSelf(path), root));
   const refused: AgencyTrustProblem[] = [];
@@ -117,9 +127,14 @@ export function readUntrustedAgency(source: { file: string } | { object: Record<
   const inline = agents.map((agent, index) => {
     const absolute = absolutePaths(agent, agentBases[index]!);
     refused.push(...agentProblems(absolute, workspacePath, roots).map((problem) => ({ where: labels[index]!, ...problem })));
-    return absolute;
+    if (!ceilings) return absolute;
+    const capped = capAgent(absolute, ceilings);
+    refused.push(...capped.problems.map((problem) => ({ where: labels[index]!, field: problem.path, message: problem.message })));
+    return capped.file;
   });
-  return { object: { ...raw, agents: inline.length ? inline : raw.agents }, baseDirectory, labels, refused, unreadable };
+  const agency = ceilings ? capAgency(raw, ceilings) : { problems: [], agency: raw };
+  refused.push(...agency.problems.map((problem) => ({ where: label, field: problem.path, message: problem.message })));
+  return { object: { ...(agency.agency as Record<string, unknown>), agents: inline.length ? inline : raw.agents }, baseDirectory, labels, refused, unreadable };
 }
 
 /**

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import type { Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, errorMessage, RunnerError } from "../errors.js";
 import type { BatchRunner } from "../batch/run-batch.js";
-import { cloudEventType, type RunEnvelope } from "../events/event-catalogue.js";
+import type { RunEnvelope } from "../events/event-catalogue.js";
 import { RUN_FILES, writeAtomically } from "../run/run-store.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, StartOptions } from "../runner/runner.js";
@@ -14,6 +14,7 @@ import { runPaths } from "../workspace/run-disk.js";
 import { writeRunLock } from "../run/run-lock.js";
 import { currentOwner } from "../process/process-owner.js";
 import { recordDeadLetters } from "./dead-letters.js";
+import { followRunSubject } from "./pool-run-events.js";
 import { bundleHead, landBranch } from "./git-bundles.js";
 import { runBranchCandidates, taskSlug } from "../workspace/run-branch-name.js";
 import { taskKey, wireTask, type TaskJob } from "./task-job.js";
@@ -146,27 +147,13 @@ export class NatsBatchRunner implements BatchRunner {
    * A remote run's CloudEvents from the pool's events stream, from sequence
    * `from`, live, ending with `run.finished`; an event too large for a
    * message (over 16 KiB) is left out here (its run's events.jsonl, copied
-   * when the run ends, has it).
+   * when the run ends, has it; `runner logs` fetches it: src/cli/remote-logs.ts).
    */
   private async *followEvents(runId: string, from: number): AsyncIterable<RunEnvelope> {
-    const consumer = await this.queue.retrying("JetStream did not start a reader of the run's events", () =>
-      this.queue.client.consumers.get(this.queue.eventsStream, { filter_subjects: this.queue.eventsSubject(runId) }),
+    const reading = await this.queue.retrying("JetStream did not start a reader of the run's events", () =>
+      followRunSubject(this.queue.client, this.queue.eventsStream, this.queue.eventsSubject(runId), this.stopped.signal),
     );
-    const messages = await consumer.consume();
-    const stop = () => void messages.close();
-    this.stopped.signal.addEventListener("abort", stop, { once: true });
-    try {
-      let sequence = 0;
-      for await (const message of messages) {
-        const envelope = message.json<RunEnvelope | { reference: string }>();
-        if (sequence++ < from || "reference" in envelope) continue;
-        yield envelope;
-        if (envelope.type === cloudEventType("run.finished")) break;
-      }
-    } finally {
-      this.stopped.signal.removeEventListener("abort", stop);
-      stop();
-    }
+    for await (const message of reading) if (message.sequence >= from && message.kind === "event") yield message.envelope;
   }
 
   /** Stops following the bucket and the dead letters. */

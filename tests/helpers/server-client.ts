@@ -3,6 +3,7 @@
  * and a reader of Server-Sent Events that counts what arrived.
  */
 import type { Hono } from "hono";
+import type { Ceilings } from "../../src/runner/operator-ceilings.js";
 import { createServerApp, type ServerApp } from "../../src/server/server-app.js";
 import { fakeAgencyRunner } from "./agency-fixture.js";
 import type { HostDirectorySandboxOptions } from "../../src/sandbox/fake/host-directory-sandbox.js";
@@ -10,13 +11,14 @@ import type { HostDirectorySandboxOptions } from "../../src/sandbox/fake/host-di
 export const TOKEN = "test-token-0123456789";
 
 /** A server app on a fake-tier Runner (HostDirectorySandboxProvider, scripted model) whose tasks root is `root`. */
-export async function fakeServer(root: string, options: HostDirectorySandboxOptions & { approvalTimeoutMs?: number } = {}) {
+export async function fakeServer(root: string, options: HostDirectorySandboxOptions & { approvalTimeoutMs?: number; ceilings?: Ceilings } = {}) {
   const fake = await fakeAgencyRunner(options);
   const server: ServerApp = createServerApp({
     runner: fake.runner,
     token: TOKEN,
     tasksRoots: [root],
     ...(options.approvalTimeoutMs ? { approvalTimeoutMs: options.approvalTimeoutMs } : {}),
+    ...(options.ceilings ? { ceilings: options.ceilings } : {}),
   });
   const request = (path: string, init: RequestInit & { json?: unknown } = {}) => {
     const headers = new Headers(init.headers);

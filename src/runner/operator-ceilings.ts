@@ -1,0 +1,236 @@
+import { TaskValidationError } from "../config/load-task.js";
+import { parseMemory } from "../config/task-schema.js";
+import { ConfigError } from "../errors.js";
+import { DEFAULT_RUN_TIMEOUT_SEC } from "../run/run-limits.js";
+
+/**
+ * One field an operator caps for untrusted callers (docs/security.md
+ * "Ceilings"). `field` is the name `--ceiling` takes and problems name: a
+ * task.yaml path (`sandbox.limits.memory`), `agency.<path>` of agency.yaml,
+ * or `agent.<path>` of an agent file. `kind`: a number in `unit`, or a size
+ * (bytes, written as task.yaml writes sizes: "4g"). `normalDefault`: what the
+ * schema gives a field left unset (null: no limit at all). `fillUnset`: false
+ * for a budget, which a model without known prices cannot have (the runner
+ * refuses it): a task's `model.max_cost_usd` is filled after validation, where
+ * the model's prices are known (src/runner/untrusted-task.ts); an agency's
+ * budget stays unset.
+ */
+interface CeilingField {
+  field: string;
+  path: readonly string[];
+  kind: "number" | "size";
+  unit: string;
+  builtIn: number;
+  normalDefault: number | null;
+  fillUnset?: false;
+}
+
+const GIB = 1024 ** 3;
+
+/**
+ * The capped fields and their built-in ceilings: a few times the normal
+ * default for what the schema already bounds (cpus 1, memory 1 GiB, pids 256,
+ * disk 10 GiB, 50 steps, 4 subagents at once, an agent's 1 invocation at once
+ * and 600 s per invocation: src/config/task-schema.ts,
+ * src/agency/agency-schema.ts), and a lower one for what is long or
+ * unbounded by default (a run's wall clock, 4 h: src/run/run-limits.ts; its
+ * model spend; an agency's spend): one hour, 10 USD, 50 USD. A subagent's
+ * steps are its own (`subagents.max_steps`), so they have a ceiling too; its
+ * time is within the run's. Chosen so a machine of 2–4 cores serving a few callers stays usable;
+ * an operator raises or lowers each with `--ceiling FIELD=VALUE`.
+ */
+const FIELDS: readonly CeilingField[] = [
+  { field: "sandbox.limits.cpus", path: ["sandbox", "limits", "cpus"], kind: "number", unit: "cpus", builtIn: 2, normalDefault: 1 },
+  { field: "sandbox.limits.memory", path: ["sandbox", "limits", "memory"], kind: "size", unit: "bytes", builtIn: 4 * GIB, normalDefault: GIB },
+  { field: "sandbox.limits.pids", path: ["sandbox", "limits", "pids"], kind: "number", unit: "processes", builtIn: 1024, normalDefault: 256 },
+  { field: "sandbox.limits.disk", path: ["sandbox", "limits", "disk"], kind: "size", unit: "bytes", builtIn: 20 * GIB, normalDefault: 10 * GIB },
+  { field: "timeout_sec", path: ["timeout_sec"], kind: "number", unit: "s", builtIn: 3600, normalDefault: DEFAULT_RUN_TIMEOUT_SEC },
+  { field: "max_steps", path: ["max_steps"], kind: "number", unit: "model calls", builtIn: 100, normalDefault: 50 },
+  { field: "subagents.max_steps", path: ["subagents", "max_steps"], kind: "number", unit: "model calls", builtIn: 100, normalDefault: 30 },
+  { field: "max_parallel", path: ["max_parallel"], kind: "number", unit: "subagents", builtIn: 4, normalDefault: 4 },
+  { field: "model.max_cost_usd", path: ["model", "max_cost_usd"], kind: "number", unit: "USD", builtIn: 10, normalDefault: null, fillUnset: false },
+  { field: "agency.budget.max_cost_usd", path: ["budget", "max_cost_usd"], kind: "number", unit: "USD", builtIn: 50, normalDefault: null, fillUnset: false },
+  { field: "agent.policies.max_concurrency", path: ["policies", "max_concurrency"], kind: "number", unit: "invocations", builtIn: 4, normalDefault: 1 },
+  { field: "agent.policies.timeout_seconds", path: ["policies", "timeout_seconds"], kind: "number", unit: "s", builtIn: 3600, normalDefault: 600 },
+];
+
+/** The ceiling of each capped field (see {@link ceilingFields}), in the field's unit (sizes in bytes). */
+export type Ceilings = Readonly<Record<string, number>>;
+
+/** One refused field: its path in the object checked (dotted), and a message naming the asked value and the ceiling. */
+export interface CeilingProblem {
+  path: string;
+  message: string;
+}
+
+/** The built-in ceilings (docs/security.md "Ceilings"). */
+export function builtInCeilings(): Ceilings {
+  return Object.fromEntries(FIELDS.map((field) => [field.field, field.builtIn]));
+}
+
+/** The names `--ceiling` takes, in order. */
+function ceilingFields(): string[] {
+  return FIELDS.map((field) => field.field);
+}
+
+/**
+ * The built-in ceilings with `--ceiling FIELD=VALUE` flags (`values`, as
+ * given) over them. Throws ConfigError naming the flag for an unknown field
+ * (listing the known ones) or a value that is not a positive number (a size
+ * such as "8g" for sizes).
+ */
+export function parseCeilingFlags(values: readonly string[], flag = "--ceiling"): Ceilings {
+  const ceilings: Record<string, number> = { ...builtInCeilings() };
+  for (const value of values) {
+    const match = /^([\w.]+)=(.+)$/.exec(value.trim());
+    const field = FIELDS.find((entry) => entry.field === match?.[1]);
+    if (!match || !field) {
+      throw new ConfigError(`${flag} ${value}: expected FIELD=VALUE with FIELD one of ${ceilingFields().join(", ")} (docs/security.md "Ceilings")`);
+    }
+    const parsed = parseValue(field, match[2]!.trim());
+    if (parsed === null)
+      throw new ConfigError(`${flag} ${value}: expected ${field.kind === "size" ? 'a size such as "4g" or "512m"' : `a number above 0 (${field.unit})`}`);
+    ceilings[field.field] = parsed;
+  }
+  return ceilings;
+}
+
+/** One line per ceiling, `field=value`, for the server's start-up note. */
+export function describeCeilings(ceilings: Ceilings): string {
+  return FIELDS.map((field) => `${field.field}=${show(field, ceilings[field.field] ?? field.builtIn)}`).join(" ");
+}
+
+/**
+ * Applies the task ceilings to a task object from an untrusted caller.
+ * `caller` is the object as the caller sent it (what it asked for);
+ * `merged` the same with the server's trusted defaults under it. Returns
+ * the problems (each field the caller set above its ceiling, named under
+ * `prefix`) and `merged` with each capped field the caller left unset
+ * lowered to the ceiling where its default (the defaults file's, else the
+ * schema's) is higher or unbounded (but `model.max_cost_usd`: see
+ * {@link CeilingField}). A value that does not parse is left for the task
+ * schema to name.
+ */
+export function capTask(caller: unknown, merged: unknown, ceilings: Ceilings, prefix = ""): { problems: CeilingProblem[]; task: unknown } {
+  return cap(
+    caller,
+    merged,
+    ceilings,
+    FIELDS.filter((field) => !field.field.startsWith("agency.") && !field.field.startsWith("agent.")),
+    prefix,
+  );
+}
+
+/** {@link capTask} for agency.yaml's own fields (`budget.max_cost_usd`): the agency object as sent. */
+export function capAgency(agency: unknown, ceilings: Ceilings, prefix = ""): { problems: CeilingProblem[]; agency: unknown } {
+  const { problems, task } = cap(
+    agency,
+    agency,
+    ceilings,
+    FIELDS.filter((field) => field.field.startsWith("agency.")),
+    prefix,
+  );
+  return { problems, agency: task };
+}
+
+/**
+ * {@link capTask} for one agent file's object (`{ agent: {...} }`): its
+ * `policies` (`agent.` fields) and, as the task its invocations run, its
+ * `sandbox.limits`, `max_steps` and `model.max_cost_usd`.
+ */
+export function capAgent(file: unknown, ceilings: Ceilings, prefix = "agent."): { problems: CeilingProblem[]; file: unknown } {
+  const agent = (file as { agent?: unknown } | null)?.agent;
+  if (!isRecord(agent)) return { problems: [], file };
+  const fields = FIELDS.filter((field) => !field.field.startsWith("agency.")).filter((field) =>
+    field.field.startsWith("agent.") ? true : ["sandbox", "model", "max_steps"].includes(field.path[0]!),
+  );
+  const { problems, task } = cap(agent, agent, ceilings, fields, prefix);
+  return { problems, file: { ...(file as Record<string, unknown>), agent: task } };
+}
+
+/**
+ * Ceilings of a resume's extra limits (`max_steps` more model calls,
+ * `max_cost_usd`, `timeout_sec`): each at most its task field's ceiling.
+ */
+export function resumeCeilingProblems(limits: { max_steps?: number; max_cost_usd?: number; timeout_sec?: number }, ceilings: Ceilings): CeilingProblem[] {
+  const pairs: [keyof typeof limits, string][] = [
+    ["max_steps", "max_steps"],
+    ["max_cost_usd", "model.max_cost_usd"],
+    ["timeout_sec", "timeout_sec"],
+  ];
+  return pairs.flatMap(([key, name]) => {
+    const field = FIELDS.find((entry) => entry.field === name)!;
+    const asked = limits[key];
+    const ceiling = ceilings[name] ?? field.builtIn;
+    return asked !== undefined && asked > ceiling ? [{ path: key, message: aboveMessage(field, asked, asked, ceiling) }] : [];
+  });
+}
+
+function cap(caller: unknown, merged: unknown, ceilings: Ceilings, fields: readonly CeilingField[], prefix: string) {
+  if (!isRecord(caller) || !isRecord(merged)) return { problems: [], task: merged };
+  const problems: CeilingProblem[] = [];
+  let task: Record<string, unknown> = merged;
+  for (const field of fields) {
+    const ceiling = ceilings[field.field] ?? field.builtIn;
+    const path = field.field.startsWith("agency.") || field.field.startsWith("agent.") ? field.field.slice(field.field.indexOf(".") + 1) : field.field;
+    const asked = valueAt(caller, field.path);
+    if (asked !== undefined) {
+      const value = parseValue(field, asked);
+      if (value !== null && value > ceiling) problems.push({ path: `${prefix}${path}`, message: aboveMessage(field, asked, value, ceiling) });
+      continue;
+    }
+    if (field.fillUnset === false) continue;
+    const fromDefaults = valueAt(merged, field.path);
+    const current = fromDefaults === undefined ? field.normalDefault : parseValue(field, fromDefaults);
+    if (fromDefaults !== undefined && current === null) continue;
+    if (current === null || current > ceiling) task = setAt(task, field.path, ceiling);
+  }
+  return { problems, task };
+}
+
+function aboveMessage(field: CeilingField, asked: unknown, value: number, ceiling: number): string {
+  const askedText = field.kind === "size" ? `${JSON.stringify(asked)} (${value} bytes)` : `${value}`;
+  return `asked ${askedText}, above this server's ceiling of ${show(field, ceiling)}${field.kind === "size" ? ` (${ceiling} bytes)` : ` ${field.unit}`}; ask for at most that (the operator sets it: --ceiling ${field.field}=VALUE)`;
+}
+
+function show(field: CeilingField, value: number): string {
+  if (field.kind !== "size") return String(value);
+  for (const [unit, scale] of [
+    ["g", GIB],
+    ["m", 1024 ** 2],
+    ["k", 1024],
+  ] as const)
+    if (value % scale === 0) return `${value / scale}${unit}`;
+  return String(value);
+}
+
+function parseValue(field: CeilingField, value: unknown): number | null {
+  if (field.kind === "size") return typeof value === "string" || typeof value === "number" ? parseMemory(value) : null;
+  const number = typeof value === "string" && value.trim() !== "" ? Number(value) : value;
+  return typeof number === "number" && Number.isFinite(number) && number > 0 ? number : null;
+}
+
+function valueAt(raw: Record<string, unknown>, path: readonly string[]): unknown {
+  let value: unknown = raw;
+  for (const key of path) {
+    if (!isRecord(value)) return undefined;
+    value = value[key];
+  }
+  return value;
+}
+
+/** `raw` with `value` at `path` (copies along the path); a path through a non-object is left alone (the schema names it). */
+function setAt(raw: Record<string, unknown>, path: readonly string[], value: number): Record<string, unknown> {
+  const [key, ...rest] = path;
+  if (rest.length === 0) return { ...raw, [key!]: value };
+  const inner = raw[key!];
+  if (inner !== undefined && !isRecord(inner)) return raw;
+  return { ...raw, [key!]: setAt(inner ?? {}, rest, value) };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A task, agency or resume from an untrusted caller asks for more than the operator's ceilings allow: 403, or an MCP tool error; exit 2. */
+export class CeilingExceededError extends TaskValidationError {}
