@@ -7,7 +7,7 @@ import { ConfigError, errorMessage, SandboxError } from "../errors.js";
 import { cloudEventType, parseEnvelopeLine } from "../events/event-catalogue.js";
 import { exitCodeOfReport, type RunStatus } from "../run/run-report.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
-import { connectNats } from "../worker/nats-connection.js";
+import { connectNats } from "../bus/nats-connection.js";
 import { parseNatsFlags } from "../worker/nats-pool.js";
 import { PoolRunEvents } from "../worker/pool-run-events.js";
 import { ProgressView } from "./progress-view.js";
