@@ -126,7 +126,7 @@ export function invocationTask(
  * sees. `eventIdFor(toolCallId)` gives each call's event a stable id, so a
  * resumed invocation that repeats a call queues nothing twice.
  */
-export function agencyTools(options: {
+function agencyTools(options: {
   agent: Pick<AgentDefinition, "name" | "emits">;
   context: Record<string, unknown>;
   /** Builds the event (envelope, cause, hops) from what the agent gave, in the trace of the tool call `toolCallId`. */

@@ -110,7 +110,11 @@ export function remoteInvocationProblems(definition: Pick<AgencyDefinition, "con
   for (const agent of definition.agents) {
     const file = agent.file ?? label;
     if (agent.confirm.length > 0)
-      problems.push({ file, field: "agent.confirm", message: `confirm ${why}: a worker's run cannot ask the orchestrator's approval broker; remove it or use bus: file` });
+      problems.push({
+        file,
+        field: "agent.confirm",
+        message: `confirm ${why}: a worker's run cannot ask the orchestrator's approval broker; remove it or use bus: file`,
+      });
     if (agent.policies.rate_limit)
       problems.push({
         file,

@@ -422,8 +422,7 @@ export class Orchestrator {
       ...(approvals ? { approvals } : {}),
     });
     const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name && invocation.invocation_id !== id).length;
-    const task = () =>
-      invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier, this.budget.capFor(agent.model.max_cost_usd));
+    const task = () => invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier, this.budget.capFor(agent.model.max_cost_usd));
     if (known) {
       try {
         return await this.guarded(id, agent, event, await this.executor.resume(known.run_id, request(task())));
@@ -490,7 +489,8 @@ export class Orchestrator {
     const report = await run.result;
     await approvals;
     const known = this.invocations.get(id);
-    if (known && report && report.run_id && report.run_id !== known.run_id) this.linkRun(join(this.options.runner.home, "runs", report.run_id), agent, id, event);
+    if (known && report && report.run_id && report.run_id !== known.run_id)
+      this.linkRun(join(this.options.runner.home, "runs", report.run_id), agent, id, event);
     if (known) known.worker = run.worker;
     return report;
   }

@@ -29,7 +29,11 @@ function openInvocationsOnWorkers(environment: NodeJS.ProcessEnv): NonNullable<A
     const log = createLogger({ component: "agency-workers", pool });
     let connection;
     try {
-      connection = await connectNats({ servers: parseNatsServers(servers, "bus"), name: `agent-runner orchestrator ${hostname()}:${process.pid}`, environment });
+      connection = await connectNats({
+        servers: parseNatsServers(servers, "bus"),
+        name: `agent-runner orchestrator ${hostname()}:${process.pid}`,
+        environment,
+      });
     } catch (error) {
       if (error instanceof ConfigError) throw error;
       throw new SandboxError(`bus: ${errorMessage(error)}; check bus: in agency.yaml and that the servers run (docs/scale-out.md)`, {

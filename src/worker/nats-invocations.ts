@@ -134,7 +134,9 @@ export class NatsInvocations implements InvocationExecutor {
   private async landed(request: InvocationRequest, job: InvocationJob, report: RunReport, repositoryRoot: string): Promise<RunReport> {
     const stored = await this.queue.result(job.key);
     const emitted = stored?.objects?.emitted ? await this.queue.getObject(stored.objects.emitted) : null;
-    for (const line of Buffer.from(emitted ?? new Uint8Array()).toString("utf8").split("\n")) {
+    for (const line of Buffer.from(emitted ?? new Uint8Array())
+      .toString("utf8")
+      .split("\n")) {
       if (line) await request.emit(JSON.parse(line) as AgencyEvent);
     }
     const target = request.embedding.mergeInto;

@@ -261,13 +261,7 @@ export class TaskWorker {
    * lease; redelivered after a delay growing per delivery, or, on the last
    * delivery, the task's result (`error`, `deliveries_exhausted`, every attempt's reason).
    */
-  private async failDelivery(
-    message: JsMsg,
-    job: Job,
-    delivery: number,
-    reason: string,
-    run: RunDone | null,
-  ): Promise<void> {
+  private async failDelivery(message: JsMsg, job: Job, delivery: number, reason: string, run: RunDone | null): Promise<void> {
     const queue = this.options.queue;
     const attempts = await this.updateAttempt(job, delivery, { reason });
     if (delivery < queue.settings.maxDeliver) {

@@ -33,7 +33,7 @@ export function copyFixPipeline(directory: string): { agencyFile: string; git: (
 }
 
 /** {@link fakeShell}, and `python3 -m pytest -q` answered from calc.py: 3 passed when add() adds, else 1 failed. */
-export const pytestShell: HostDirectoryExecHandler = async (exec) => {
+const pytestShell: HostDirectoryExecHandler = async (exec) => {
   if (exec.request.command !== "python3 -m pytest -q") return fakeShell()(exec);
   const calc = (await exec.sandbox.readFile("calc.py"))?.content.toString() ?? "";
   return calc.includes("return a + b") ? { stdout: "...\n3 passed in 0.01s\n" } : { exitCode: 1, stdout: "F..\n1 failed, 2 passed in 0.01s\n" };
@@ -42,7 +42,11 @@ export const pytestShell: HostDirectoryExecHandler = async (exec) => {
 /** An in-process `runner worker` of `pool` named `name`, on a fake-tier Runner of its own; `drain` stops it pulling; `await using` closes it. */
 export async function startWorker(servers: string[], pool: string, name: string, exec: HostDirectoryExecHandler = pytestShell) {
   const home = temporaryDirectory("agent-runner-worker-home-");
-  const runner = await createRunner({ home: home.path, sandboxProvider: new HostDirectorySandboxProvider({ exec }), environment: fakeTierEnvironment(home.path) });
+  const runner = await createRunner({
+    home: home.path,
+    sandboxProvider: new HostDirectorySandboxProvider({ exec }),
+    environment: fakeTierEnvironment(home.path),
+  });
   const connection = await connect({ servers, maxReconnectAttempts: -1 });
   const queue = await WorkQueue.open(connection, { pool });
   const drainer = new AbortController();
@@ -72,7 +76,13 @@ export async function startWorker(servers: string[], pool: string, name: string,
 
 /** A pool of its own (short ack_wait) and the orchestrator's executor on it; `await using` closes both and deletes the pool. */
 export async function openPool(servers: string[], home: string, options: WorkQueueOptions = {}) {
-  const settings: WorkQueueOptions = { pool: `a${Math.random().toString(16).slice(2, 10)}`, ackWaitMs: 3_000, maxDeliver: 3, redeliveryDelayMs: 200, ...options };
+  const settings: WorkQueueOptions = {
+    pool: `a${Math.random().toString(16).slice(2, 10)}`,
+    ackWaitMs: 3_000,
+    maxDeliver: 3,
+    redeliveryDelayMs: 200,
+    ...options,
+  };
   const connection = await connect({ servers, maxReconnectAttempts: -1 });
   const queue = await WorkQueue.open(connection, settings);
   const executors: NatsInvocations[] = [];
