@@ -189,7 +189,7 @@ function outcomeText(
   const lines = ["", "invocations:"];
   for (const invocation of report.invocations) {
     lines.push(
-      `  ${invocation.agent.padEnd(12)} ${invocation.event_type.padEnd(32)} ${invocation.status.padEnd(9)} ${invocation.reason ?? ""}  run ${invocation.run_id}${invocation.duration_ms === null ? "" : ` ${(invocation.duration_ms / 1000).toFixed(1)}s`}`,
+      `  ${invocation.agent.padEnd(12)} ${invocation.event_type.padEnd(32)} ${invocation.status.padEnd(9)} ${invocation.reason ?? ""}  run ${invocation.run_id}${invocation.worker ? ` on ${invocation.worker}` : ""}${invocation.duration_ms === null ? "" : ` ${(invocation.duration_ms / 1000).toFixed(1)}s`}`,
     );
     // Reports written before structured output lack the field.
     if (invocation.output) lines.push(`    output ${JSON.stringify(invocation.output).slice(0, 200)}`);

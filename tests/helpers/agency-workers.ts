@@ -33,7 +33,7 @@ export function copyFixPipeline(directory: string): { agencyFile: string; git: (
 }
 
 /** {@link fakeShell}, and `python3 -m pytest -q` answered from calc.py: 3 passed when add() adds, else 1 failed. */
-const pytestShell: HostDirectoryExecHandler = async (exec) => {
+export const pytestShell: HostDirectoryExecHandler = async (exec) => {
   if (exec.request.command !== "python3 -m pytest -q") return fakeShell()(exec);
   const calc = (await exec.sandbox.readFile("calc.py"))?.content.toString() ?? "";
   return calc.includes("return a + b") ? { stdout: "...\n3 passed in 0.01s\n" } : { exitCode: 1, stdout: "F..\n1 failed, 2 passed in 0.01s\n" };

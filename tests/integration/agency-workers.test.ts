@@ -21,7 +21,7 @@ import { copyFixPipeline, openPool, startWorker } from "../helpers/agency-worker
 import { fakeShell, toolCall } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
-import { ROOT } from "../helpers/runner-cli.js";
+import { ROOT, runCli } from "../helpers/runner-cli.js";
 import type { HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
 
 const CHILD = fileURLToPath(new URL("../helpers/nats-worker-child.ts", import.meta.url));
@@ -124,6 +124,9 @@ describe("an agency's invocations on runner workers", () => {
     // `runner agency show` reads the records: the worker of each invocation is in invocations.jsonl.
     const lines = readFileSync(join(agency.directory, "invocations.jsonl"), "utf8").split("\n").filter(Boolean);
     expect(lines.filter((line) => line.includes('"kind":"started"')).every((line) => /"worker":"worker-(one|two)"/.test(line))).toBe(true);
+    const shown = await runCli(["agency", "show", agency.id], { RUNNER_HOME: orchestrator.home });
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`analyst .* run ${report.invocations[0]!.run_id} on worker-one`));
   }, 180_000);
 
   it("a worker killed mid-invocation: the invocation is redelivered to another worker and finishes once", async () => {
