@@ -98,7 +98,7 @@ export class NatsInvocations implements InvocationExecutor {
     const stop = () => void handle.cancel("the agency stopped waiting");
     request.signal.addEventListener("abort", stop, { once: true });
     const result = handle.result
-      .then(async (report) => (report.status === "cancelled" ? null : this.landed(request, job, report, repository.root)))
+      .then(async (report) => (report.status === "cancelled" ? null : this.landed(request, job, withRunFields(report), repository.root)))
       .catch((error: unknown) => {
         if (error instanceof CancelledError) return null;
         throw error;
@@ -150,4 +150,10 @@ export class NatsInvocations implements InvocationExecutor {
     writeAtomically(file, `${JSON.stringify({ ...(JSON.parse(readFileSync(file, "utf8")) as object), merge: merged.merge }, null, 2)}\n`);
     return merged;
   }
+}
+
+/** A report as the orchestrator reads it: a dead letter's (no run finished) has none of a run's fields, which then say so (null). */
+function withRunFields(report: RunReport): RunReport {
+  const absent: Partial<RunReport> = { head_commit: null, branch: null, base_commit: null, merge: null, final_message: null, cost_usd: null };
+  return { ...absent, ...report };
 }

@@ -25,6 +25,7 @@ import { ROOT, runCli } from "../helpers/runner-cli.js";
 import type { HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
 
 const CHILD = fileURLToPath(new URL("../helpers/nats-worker-child.ts", import.meta.url));
+const ORCHESTRATOR_CHILD = fileURLToPath(new URL("../helpers/agency-workers-child.ts", import.meta.url));
 
 let cluster: NatsCluster;
 beforeAll(async () => {
@@ -157,7 +158,7 @@ describe("an agency's invocations on runner workers", () => {
     expect(git("show", `agency/${agency.id}:out.txt`)).toBe("ok\n");
   }, 120_000);
 
-  it("an orchestrator restarted mid-invocation waits for the submitted job's result: no second run", async () => {
+  it("an orchestrator stopped mid-invocation (Ctrl-C) and resumed waits for the submitted job's result: no second run", async () => {
     await using directory = temporaryDirectory();
     await using orchestrator = await fakeAgencyRunner();
     await using pool = await openPool(cluster.urls, orchestrator.home);
@@ -193,5 +194,51 @@ describe("an agency's invocations on runner workers", () => {
     const lease = await pool.queue.lease(invocationKey(agency.id, report.invocations[0]!.invocation_id));
     expect(lease!.lease.attempts).toHaveLength(1);
     expect(git("show", `agency/${agency.id}:out.txt`)).toBe("ok\n");
+  }, 120_000);
+
+  it("an orchestrator killed (SIGKILL) mid-invocation: the resumed agency waits for the submitted job's result, no second run", async () => {
+    await using directory = temporaryDirectory();
+    await using orchestrator = await fakeAgencyRunner();
+    await using pool = await openPool(cluster.urls, orchestrator.home);
+    const { agencyFile, git } = writeCoderAgency(directory.path, "hold");
+    let arrived: () => void = () => undefined;
+    const holding = new Promise<void>((resolve) => (arrived = resolve));
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const shell = fakeShell();
+    const exec: HostDirectoryExecHandler = async (call) => {
+      if (call.request.command !== "hold") return shell(call);
+      arrived();
+      await released;
+      return { stdout: "released\n" };
+    };
+    await using worker = await startWorker(cluster.urls, pool.pool, "worker-one", exec);
+    const child = spawn(process.execPath, ["--import", "tsx", ORCHESTRATOR_CHILD, orchestrator.home, agencyFile, cluster.url, pool.pool], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const exited = once(child, "exit");
+    const agencyId = await new Promise<string>((resolve) => {
+      let out = "";
+      child.stdout!.on("data", (chunk: Buffer) => {
+        out += chunk.toString();
+        const id = /^agency (\S+)\n/.exec(out)?.[1];
+        if (id) resolve(id);
+      });
+    });
+    await holding;
+    child.kill("SIGKILL");
+    expect((await exited)[1]).toBe("SIGKILL");
+
+    const resumed = await orchestrator.runner.resumeAgency(agencyId, { executor: await pool.executor() });
+    release();
+    const report = await resumed.result;
+    expect(report).toMatchObject({ status: "succeeded", reason: "goal_reached" });
+    expect(report.invocations).toEqual([expect.objectContaining({ agent: "coder", status: "succeeded", merged: true, worker: "worker-one" })]);
+    expect(runsOf(worker.home)).toEqual([report.invocations[0]!.run_id]);
+    const lease = await pool.queue.lease(invocationKey(agencyId, report.invocations[0]!.invocation_id));
+    expect(lease!.lease.attempts).toHaveLength(1);
+    expect(eventTypes(orchestrator.home, report).filter((type) => type === "agency.invocation.finished")).toHaveLength(1);
+    expect(git("show", `agency/${agencyId}:out.txt`)).toBe("ok\n");
   }, 120_000);
 });
