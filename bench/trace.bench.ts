@@ -128,6 +128,7 @@ for (let index = 0; index < invocationCount; index += 1) {
     event_type: "task.ready",
     sequence: index,
     run_id: `r${index}`,
+    worker: null,
     status: "succeeded",
     reason: "verified",
     cost_usd: 0.01,

@@ -2,10 +2,12 @@
  * agent-runner as a library (package entry, docs/library.md "Library"): the Runner
  * and its handles, and the types a caller needs to read what they return.
  */
-export { createRunner, type AgencyHandle, type AgencyOptions, type AgencyRunner, type OutsideEvent } from "./agency/agency.js";
+export type { AgencyHandle, AgencyOptions, AgencyRunner, AgencyRunnerOptions, OutsideEvent } from "./agency/agency.js";
+export { createRunner } from "./worker/agency-runner.js";
 export type { AgencyReport, AgencyStatus } from "./agency/agency-directory.js";
 export { STOP_CLASSES, type ChainStop, type StopClass } from "./agency/guards/stop-reasons.js";
 export { AgencyFileError, type AgencyProblem } from "./agency/load-agency.js";
+export type { InvocationExecutor, InvocationRequest, InvocationRun } from "./agency/invocation-executor.js";
 export type { AgencyEvent } from "./bus/event-bus.js";
 export {
   Runner,

@@ -18,10 +18,25 @@ export interface AgencyRecord {
 
 /** One line of invocations.jsonl: an invocation started (with its run) or finished. */
 export type InvocationLine =
-  | { kind: "started"; invocation_id: string; agent: string; event_id: string; event_type: string; sequence: number; run_id: string; time: string }
+  | {
+      kind: "started";
+      invocation_id: string;
+      agent: string;
+      event_id: string;
+      event_type: string;
+      sequence: number;
+      run_id: string;
+      /** The `runner worker` (`host:pid`) that took it, for an agency on workers (docs/scale-out.md); absent: the orchestrator's process. */
+      worker?: string;
+      time: string;
+    }
   | {
       kind: "finished";
       invocation_id: string;
+      /** The run that ended it, when not the started one (a remote invocation redelivered to another worker). */
+      run_id?: string;
+      /** The worker of that run; absent or null: the orchestrator's process. */
+      worker?: string | null;
       status: string;
       reason: string | null;
       cost_usd: number | null;
@@ -41,6 +56,8 @@ export interface InvocationRecord {
   event_type: string;
   sequence: number;
   run_id: string;
+  /** The `runner worker` (`host:pid`) whose run it is; null for a run in the orchestrator's process. */
+  worker: string | null;
   /** `running` until its finished line; then the run's status. */
   status: string;
   reason: string | null;
@@ -122,6 +139,7 @@ export class AgencyDirectory {
           event_type: line.event_type,
           sequence: line.sequence,
           run_id: line.run_id,
+          worker: line.worker ?? null,
           status: "running",
           reason: null,
           cost_usd: null,
@@ -134,6 +152,8 @@ export class AgencyDirectory {
         const record = records.get(line.invocation_id);
         if (record)
           Object.assign(record, {
+            ...(line.run_id === undefined ? {} : { run_id: line.run_id }),
+            ...(line.worker === undefined ? {} : { worker: line.worker }),
             status: line.status,
             reason: line.reason,
             cost_usd: line.cost_usd,
@@ -217,6 +237,8 @@ export interface AgencyReport {
     event_id: string;
     event_type: string;
     run_id: string;
+    /** The `runner worker` that ran it (an agency on workers), else null. */
+    worker: string | null;
     status: string;
     reason: string | null;
     cost_usd: number | null;

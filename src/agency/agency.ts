@@ -9,7 +9,8 @@ import { AgencyDirectory, type AgencyRecord, type AgencyReport } from "./agency-
 import { agencyEvent } from "./agency-event.js";
 import { EVENT_TYPE } from "./agency-schema.js";
 import type { AgencyClock } from "./guards/clock.js";
-import { loadAgency } from "./load-agency.js";
+import { remoteInvocationProblems, type InvocationExecutor } from "./invocation-executor.js";
+import { AgencyFileError, loadAgency, type AgencyDefinition } from "./load-agency.js";
 import { Orchestrator } from "./orchestrator.js";
 import { otlpTracesEnabled } from "./trace/otlp-enabled.js";
 import { createLogger } from "../logging/logger.js";
@@ -39,6 +40,23 @@ export interface AgencyOptions {
   approvals?: ApprovalBroker;
   /** The clock the guards decide by (breaker cooldowns, token buckets; src/agency/guards/clock.ts): default the wall clock; a test's moves by hand. */
   clock?: AgencyClock;
+  /**
+   * Where the invocations run (src/agency/invocation-executor.ts). Default: this Runner's process for `bus: file`;
+   * the `runner worker`s of `pool` for `bus: nats://…` (through {@link AgencyRunnerOptions.invocationsOnWorkers}).
+   * An executor whose `where` is `workers` refuses the guards that cannot follow a run to a worker (exit 2).
+   * Not recorded: give it to `resumeAgency` again.
+   */
+  executor?: InvocationExecutor;
+}
+
+/** {@link RunnerOptions} and how an agency with `bus: nats://…` reaches its workers. */
+export interface AgencyRunnerOptions extends RunnerOptions {
+  /**
+   * Opens the executor of an agency whose `bus` is `nats://…` (the pool's `runner worker`s): the package entry's
+   * createRunner gives src/worker/nats-invocations.ts. Absent: such an agency is refused (exit 2). `close` is
+   * called when the agency ends.
+   */
+  invocationsOnWorkers?: (agency: { servers: string; pool: string; home: string }) => Promise<InvocationExecutor & { close(): Promise<void> }>;
 }
 
 /** One agency started or resumed (docs/agency.md "Library"). */
@@ -72,19 +90,32 @@ export type AgencyRunner = Runner & {
   resumeAgency(id: string, options?: Omit<AgencyOptions, "event" | "baseDirectory">): Promise<AgencyHandle>;
 };
 
-/** {@link createPlainRunner createRunner} whose Runner also runs agencies (the library's `createRunner`). */
-export async function createRunner(options: RunnerOptions = {}): Promise<AgencyRunner> {
-  const runner = await createPlainRunner(options);
+/**
+ * {@link createPlainRunner createRunner} whose Runner also runs agencies; the package entry's `createRunner`
+ * (src/worker/agency-runner.ts) is this one with `invocationsOnWorkers` given.
+ */
+export async function createRunner(options: AgencyRunnerOptions = {}): Promise<AgencyRunner> {
+  const { invocationsOnWorkers, ...runnerOptions } = options;
+  const runner = await createPlainRunner(runnerOptions);
+  const workers = invocationsOnWorkers ?? null;
   return Object.assign(runner, {
-    agency: (source: string | Record<string, unknown>, agencyOptions: AgencyOptions = {}) => startAgency(runner, source, agencyOptions),
-    resumeAgency: (id: string, agencyOptions: Omit<AgencyOptions, "event" | "baseDirectory"> = {}) => resumeAgency(runner, id, agencyOptions),
+    agency: (source: string | Record<string, unknown>, agencyOptions: AgencyOptions = {}) => startAgency(runner, workers, source, agencyOptions),
+    resumeAgency: (id: string, agencyOptions: Omit<AgencyOptions, "event" | "baseDirectory"> = {}) => resumeAgency(runner, workers, id, agencyOptions),
   });
 }
 
+type WorkersOpener = NonNullable<AgencyRunnerOptions["invocationsOnWorkers"]>;
+
 /** Starts an agency on `runner` (see {@link AgencyRunner.agency}). */
-async function startAgency(runner: Runner, source: string | Record<string, unknown>, options: AgencyOptions = {}): Promise<AgencyHandle> {
+async function startAgency(
+  runner: Runner,
+  workers: WorkersOpener | null,
+  source: string | Record<string, unknown>,
+  options: AgencyOptions = {},
+): Promise<AgencyHandle> {
   checkApprovals(options.approvals);
   const definition = await loadAgency(source, options.baseDirectory);
+  checkExecutor(definition, options.executor);
   if (options.event) checkOutsideEvent(options.event, "event");
   const agencyId = newRunId();
   const repository = await resolveRepository(definition.workspacePath);
@@ -102,26 +133,51 @@ async function startAgency(runner: Runner, source: string | Record<string, unkno
     ...definition.start.map((event, index) => ({ ...event, id: event.id ?? `${agencyId}-start-${index}` })),
     ...(options.event ? [{ ...options.event, id: options.event.id ?? `${agencyId}-event` }] : []),
   ];
-  return launch(runner, directory, record, startEvents, options);
+  return launch(runner, workers, directory, record, startEvents, options);
 }
 
 /** Resumes agency `id` on `runner` (see {@link AgencyRunner.resumeAgency}). ConfigError for an unknown agency or one another process runs. */
-async function resumeAgency(runner: Runner, id: string, options: Omit<AgencyOptions, "event" | "baseDirectory"> = {}): Promise<AgencyHandle> {
+async function resumeAgency(
+  runner: Runner,
+  workers: WorkersOpener | null,
+  id: string,
+  options: Omit<AgencyOptions, "event" | "baseDirectory"> = {},
+): Promise<AgencyHandle> {
   checkApprovals(options.approvals);
   const directory = AgencyDirectory.existing(runner.home, id);
-  return launch(runner, directory, directory.readRecord(), [], options);
+  const record = directory.readRecord();
+  checkExecutor(record.definition, options.executor);
+  return launch(runner, workers, directory, record, [], options);
+}
+
+/** An executor on workers takes no guard it cannot carry there: AgencyFileError (exit 2) naming each (remoteInvocationProblems). */
+function checkExecutor(definition: AgencyDefinition, executor: InvocationExecutor | undefined): void {
+  if (executor !== undefined && typeof (executor as { start?: unknown } | null)?.start !== "function")
+    throw new ConfigError("executor: expected an InvocationExecutor, an object with start(request) and resume(runId, request)");
+  if (executor?.where !== "workers") return;
+  const problems = remoteInvocationProblems(definition, definition.file ?? "agency");
+  if (problems.length) throw new AgencyFileError(problems);
 }
 
 async function launch(
   runner: Runner,
+  workers: WorkersOpener | null,
   directory: AgencyDirectory,
   record: AgencyRecord,
   startEvents: { type: string; subject?: string; data?: unknown; id: string }[],
-  { signal, approvals, clock }: Pick<AgencyOptions, "signal" | "approvals" | "clock">,
+  { signal, approvals, clock, executor: given }: Pick<AgencyOptions, "signal" | "approvals" | "clock" | "executor">,
 ): Promise<AgencyHandle> {
   const access = AgencyBus.of(directory, record);
   const logger = createLogger({ component: "agency", agency_id: record.agency_id });
   const bus = await access.openAsOwner({ onWait: (reason) => logger.warn(`the bus: ${reason}`) });
+  let opened: (InvocationExecutor & { close(): Promise<void> }) | null = null;
+  try {
+    opened = given ? null : await invocationsOf(record, workers, runner.home);
+  } catch (error) {
+    await bus.close();
+    throw error;
+  }
+  const executor = given ?? opened ?? undefined;
   const controller = new AbortController();
   const stop = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
   const orchestrator = new Orchestrator({
@@ -133,12 +189,14 @@ async function launch(
     startEvents,
     ...(approvals ? { approvals } : {}),
     ...(clock ? { clock } : {}),
+    ...(executor ? { executor } : {}),
   });
   let ended = false;
   const result = orchestrator
     .run()
     .finally(async () => {
       await bus.close();
+      await opened?.close();
       ended = true;
     })
     .then(async (report) => {
@@ -176,6 +234,25 @@ async function launch(
       await result.catch(() => undefined);
     },
   };
+}
+
+/**
+ * The executor of an agency with `bus: nats://…`: the pool's workers, opened by `workers`; null (this
+ * Runner's process) for `bus: file`. ConfigError when nothing can reach workers.
+ */
+async function invocationsOf(
+  record: AgencyRecord,
+  workers: WorkersOpener | null,
+  home: string,
+): Promise<(InvocationExecutor & { close(): Promise<void> }) | null> {
+  const { bus, pool } = record.definition;
+  if (bus === "file") return null;
+  if (!workers) {
+    throw new ConfigError(
+      `agency ${record.agency_id}: bus: ${bus}: invocations on runner workers need the package entry's createRunner (or the CLI); this Runner has no invocationsOnWorkers`,
+    );
+  }
+  return workers({ servers: bus, pool, home });
 }
 
 /** Checks an outside event's fields; ConfigError naming the field. */

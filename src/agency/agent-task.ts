@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { stringify } from "yaml";
@@ -5,7 +6,9 @@ import { z } from "zod";
 import { checkAgencyEvent } from "../bus/agency-event.js";
 import { EventRejectedError, MAX_EVENT_DATA_BYTES, type AgencyEvent } from "../bus/event-bus.js";
 import { loadPolicy } from "../policy/load-policy.js";
+import { toolCallSpanId } from "../events/trace-context.js";
 import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
+import { agencyEvent, invocationSpanId } from "./agency-event.js";
 import { WRITE_CAPABILITIES } from "./agency-schema.js";
 import { CONSERVATIVE_DENIED_TOOLS, capabilitiesInMode } from "./guards/conservative-mode.js";
 import type { AgencyDefinition, AgentDefinition } from "./load-agency.js";
@@ -123,8 +126,8 @@ export function invocationTask(
  * sees. `eventIdFor(toolCallId)` gives each call's event a stable id, so a
  * resumed invocation that repeats a call queues nothing twice.
  */
-export function agencyTools(options: {
-  agent: AgentDefinition;
+function agencyTools(options: {
+  agent: Pick<AgentDefinition, "name" | "emits">;
   context: Record<string, unknown>;
   /** Builds the event (envelope, cause, hops) from what the agent gave, in the trace of the tool call `toolCallId`. */
   build: (fields: { type: string; subject?: string; data?: unknown; dataref?: string; id: string }, toolCallId: string) => AgencyEvent;
@@ -188,4 +191,39 @@ export function agencyTools(options: {
     },
   });
   return [emitEvent, readContext];
+}
+
+/**
+ * The host tools of invocation `invocationId` ({@link agencyTools}) with the
+ * orchestrator's rules for the events its agent emits: published by the agent,
+ * caused by the served event (one hop more), in the trace under the tool
+ * call's span, with an id derived from the tool call. The orchestrator's
+ * process and a `runner worker` running the invocation build them alike, so
+ * an event is the same wherever its run ran.
+ */
+export function invocationTools(options: {
+  agencyId: string;
+  traceId: string;
+  invocationId: string;
+  agent: Pick<AgentDefinition, "name" | "emits">;
+  context: Record<string, unknown>;
+  /** The event the invocation serves. */
+  cause: AgencyEvent;
+  /** Queues an accepted event (the invocation's outbox); resolves with how many are queued. */
+  emit: (event: AgencyEvent) => Promise<number>;
+  beforeEmit?: (signal: AbortSignal) => Promise<void>;
+}): Tool[] {
+  const { agencyId, traceId, invocationId, agent, cause } = options;
+  const parentSpanId = invocationSpanId(invocationId);
+  return agencyTools({
+    agent,
+    context: options.context,
+    build: (fields, toolCallId) =>
+      agencyEvent({ agencyId, traceId }, { kind: "agent", name: agent.name }, { ...fields, cause, spanId: toolCallSpanId(parentSpanId, toolCallId) }),
+    emit: options.emit,
+    // The model picks tool call ids: hashed under a prefix of their own, an agent's event id never equals the
+    // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
+    eventIdFor: (toolCallId) => `${invocationId}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
+    ...(options.beforeEmit ? { beforeEmit: options.beforeEmit } : {}),
+  });
 }

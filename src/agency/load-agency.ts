@@ -10,6 +10,7 @@ import { agencyFileSchema, agentFileSchema, type AgencyFile, type AgentFile } fr
 import { outputSchemaProblems } from "./guards/structured-output.js";
 import type { TriggerRule } from "./trigger-rule.js";
 import { fallbackProblems } from "./guards/circuit-breaker.js";
+import { remoteInvocationProblems } from "./invocation-executor.js";
 
 /** One problem of an agency's files: the file, the dotted field, what is wrong and how to fix it. */
 export interface AgencyProblem {
@@ -133,6 +134,8 @@ export async function loadAgency(source: string | Record<string, unknown>, baseD
     if (!(error instanceof ConfigError)) throw error;
     problems.push({ file: label, field: "workspace", message: error.message.replace(/^workspace: /, "") });
   }
+  // Invocations on workers (docs/scale-out.md "Agencies on workers"): the guards that cannot follow a run there are refused.
+  if (parsed.bus !== "file") problems.push(...remoteInvocationProblems({ ...parsed, agents }, label));
   if (problems.length) throw new AgencyFileError(problems);
   const { agents: _agents, workspace: _workspace, ...rest } = parsed;
   return { ...rest, file, workspacePath: repositoryRoot, agents };

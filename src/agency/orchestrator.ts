@@ -1,18 +1,17 @@
-import { createHash } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { E_CANCELED, Semaphore } from "async-mutex";
 import type { AgencyEvent, Delivery, EventBus } from "../bus/event-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { roundUsd } from "../model/pricing.js";
 import type { RunReport } from "../run/run-report.js";
-import type { ApprovalBroker, Runner, RunHandle } from "../runner/runner.js";
+import type { ApprovalBroker, Runner } from "../runner/runner.js";
 import { branchHead } from "../workspace/run-worktree.js";
-import { toolCallSpanId } from "../events/trace-context.js";
 import { agencyEvent, invocationId, invocationSpanId, triggerMatches, type Publisher } from "./agency-event.js";
 import type { AgencyDirectory, AgencyRecord, AgencyReport, AgencyStatus, InvocationRecord } from "./agency-directory.js";
 import { lifecycleTransitions, type AgentState, type LifecycleChange } from "./agent-lifecycle.js";
-import { agencyTools, invocationTask, writeAgentPolicy, writesWorkspace } from "./agent-task.js";
+import { invocationTask, invocationTools, writeAgentPolicy, writesWorkspace } from "./agent-task.js";
+import { localInvocations, type InvocationExecutor, type InvocationRequest, type InvocationRun } from "./invocation-executor.js";
 import { StructuredOutput } from "./guards/structured-output.js";
 import { AgencyApprovals } from "./guards/agency-approvals.js";
 import { AgencyBudget } from "./guards/agency-budget.js";
@@ -45,6 +44,8 @@ export interface OrchestratorOptions {
   approvals?: ApprovalBroker;
   /** The clock the guards decide by (breaker cooldowns and windows, token buckets); default the wall clock. */
   clock?: AgencyClock;
+  /** Where the invocations run (invocation-executor.ts); default {@link localInvocations} on `runner`. */
+  executor?: InvocationExecutor;
 }
 
 /**
@@ -88,12 +89,14 @@ export class Orchestrator {
   private readonly breakers: BreakerRouter;
   private readonly rateLimits: RateLimits;
   private readonly slots: Map<string, Semaphore>;
+  private readonly executor: InvocationExecutor;
 
   constructor(private readonly options: OrchestratorOptions) {
     this.invocations = options.directory.readInvocations();
     this.runs = new AbortController();
     this.now = options.now ?? Date.now;
     this.clock = options.clock ?? systemClock;
+    this.executor = options.executor ?? localInvocations(options.runner);
     const agents = options.record.definition.agents;
     this.slots = new Map(agents.map((agent) => [agent.name, new Semaphore(agent.policies.max_concurrency)]));
     this.breakers = new BreakerRouter(agents, this.clock, async (fields) => {
@@ -329,6 +332,9 @@ export class Orchestrator {
         ),
       );
       const finished = {
+        // A remote invocation redelivered to another worker ends in another run than the one it started with.
+        run_id: report.run_id,
+        worker: this.invocations.get(id)?.worker ?? null,
         status: report.status,
         reason: report.reason ?? null,
         cost_usd: report.cost_usd,
@@ -371,21 +377,21 @@ export class Orchestrator {
   }
 
   private async runInvocation(agent: AgentDefinition, delivery: Delivery, id: string, known: InvocationRecord | undefined): Promise<RunReport | null> {
-    const { runner, record, directory } = this.options;
+    const { record, directory } = this.options;
     const event = delivery.event;
     const writes = writesWorkspace(agent, record.definition.mode);
     this.invocationEvents.set(id, event);
     // One trace: the run's events hang under the invocation's span, an emitted event under its tool call's.
     const trace = { traceId: record.trace_id, parentSpanId: invocationSpanId(id) };
-    const hostTools = agencyTools({
+    const emit = (emitted: AgencyEvent) => directory.addToOutbox(id, emitted);
+    const hostTools = invocationTools({
+      agencyId: record.agency_id,
+      traceId: record.trace_id,
+      invocationId: id,
       agent,
       context: record.definition.context,
-      build: (fields, toolCallId) =>
-        this.event({ kind: "agent", name: agent.name }, { ...fields, cause: event, spanId: toolCallSpanId(trace.parentSpanId, toolCallId) }),
-      emit: (emitted) => directory.addToOutbox(id, emitted),
-      // The model picks tool call ids: hashed under a prefix of their own, an agent's event id never equals the
-      // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
-      eventIdFor: (toolCallId) => `${id}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
+      cause: event,
+      emit,
       ...(agent.policies.rate_limit?.events_per_minute === undefined
         ? {}
         : { beforeEmit: (signal: AbortSignal) => this.rateLimits.beforeEmit(agent, id, signal) }),
@@ -396,26 +402,39 @@ export class Orchestrator {
       hostTools,
       readOnlyWorkspace: !writes,
       trace,
+      baseBranch: record.branch,
       ...(writes ? { mergeInto: record.branch } : {}),
       ...(checkFinalAnswer ? { checkFinalAnswer } : {}),
       ...(gate ? { gate } : {}),
     };
     const approvals = this.approvals.brokerFor({ invocationId: id, agent: agent.name, event });
-    const options = { signal: this.runs.signal, ...(approvals ? { approvals } : {}) };
+    const request = (task: Record<string, unknown>): InvocationRequest => ({
+      agencyId: record.agency_id,
+      traceId: record.trace_id,
+      invocationId: id,
+      agent,
+      event,
+      context: record.definition.context,
+      task,
+      embedding,
+      emit,
+      signal: this.runs.signal,
+      ...(approvals ? { approvals } : {}),
+    });
+    const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name && invocation.invocation_id !== id).length;
+    const task = () => invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier, this.budget.capFor(agent.model.max_cost_usd));
     if (known) {
       try {
-        return await this.guarded(id, agent, event, await runner.resume(known.run_id, { ...options, embedding }));
+        return await this.guarded(id, agent, event, await this.executor.resume(known.run_id, request(task())));
       } catch (error) {
         // The run ended before the process died, but its end was not recorded: take its report.
-        const ended = error instanceof ConfigError ? endedReport(runner.home, known.run_id) : null;
+        const ended = error instanceof ConfigError ? endedReport(this.options.runner.home, known.run_id) : null;
         if (ended) return ended;
         // A run that cannot be resumed (killed before its agent started, its branch gone) is started anew below.
         if (!(error instanceof ConfigError)) throw error;
       }
     }
-    const earlier = [...this.invocations.values()].filter((invocation) => invocation.agent === agent.name && invocation.invocation_id !== id).length;
-    const task = invocationTask(record.definition, agent, event, directory.policyFile(agent.name), earlier, this.budget.capFor(agent.model.max_cost_usd));
-    const handle = await runner.start(task, { ...options, embedding: { ...embedding, baseBranch: record.branch } });
+    const run = await this.executor.start(request(task()));
     // Recorded before the agent's first model call (the run has only made its directory): a crash from here resumes this run.
     directory.appendInvocation({
       kind: "started",
@@ -424,7 +443,8 @@ export class Orchestrator {
       event_id: event.id,
       event_type: event.type,
       sequence: delivery.sequence,
-      run_id: handle.id,
+      run_id: run.id,
+      ...(run.worker === null ? {} : { worker: run.worker }),
       time: new Date().toISOString(),
     });
     this.invocations.set(id, {
@@ -433,7 +453,8 @@ export class Orchestrator {
       event_id: event.id,
       event_type: event.type,
       sequence: delivery.sequence,
-      run_id: handle.id,
+      run_id: run.id,
+      worker: run.worker,
       status: "running",
       reason: null,
       cost_usd: null,
@@ -442,22 +463,35 @@ export class Orchestrator {
       merged: null,
       output: null,
     });
-    // The run's side of the link: which agency, agent and event it served.
-    writeFileSync(
-      join(handle.directory, "agency.json"),
-      `${JSON.stringify({ agency_id: record.agency_id, agent: agent.name, invocation_id: id, event_id: event.id, event_type: event.type }, null, 2)}\n`,
-    );
-    return this.guarded(id, agent, event, handle);
+    this.linkRun(run.directory, agent, id, event);
+    return this.guarded(id, agent, event, run);
   }
 
-  /** The run's report, its cost counted against the budget while it runs and its refused `confirm` calls recorded. */
-  private async guarded(id: string, agent: AgentDefinition, event: AgencyEvent, handle: RunHandle): Promise<RunReport> {
-    this.budget.follow(id, handle);
+  /** The run's side of the link (`<run>/agency.json`): which agency, agent and event it served. */
+  private linkRun(runDirectory: string, agent: AgentDefinition, id: string, event: AgencyEvent): void {
+    mkdirSync(runDirectory, { recursive: true, mode: 0o700 });
+    writeFileSync(
+      join(runDirectory, "agency.json"),
+      `${JSON.stringify({ agency_id: this.options.record.agency_id, agent: agent.name, invocation_id: id, event_id: event.id, event_type: event.type }, null, 2)}\n`,
+    );
+  }
+
+  /**
+   * The run's report, its cost counted against the budget while it runs and its refused `confirm` calls
+   * recorded (a local run's; an agency on workers has neither, remoteInvocationProblems). Null: cancelled.
+   */
+  private async guarded(id: string, agent: AgentDefinition, event: AgencyEvent, run: InvocationRun): Promise<RunReport | null> {
+    const handle = run.handle;
+    if (handle) this.budget.follow(id, handle);
     const gated = this.options.record.definition.confirm.length > 0 || agent.confirm.length > 0;
-    const approvals = gated ? this.approvals.follow({ invocationId: id, agent: agent.name, event }, handle) : Promise.resolve();
+    const approvals = gated && handle ? this.approvals.follow({ invocationId: id, agent: agent.name, event }, handle) : Promise.resolve();
     void approvals.catch(() => undefined);
-    const report = await handle.result;
+    const report = await run.result;
     await approvals;
+    const known = this.invocations.get(id);
+    if (known && report && report.run_id && report.run_id !== known.run_id)
+      this.linkRun(join(this.options.runner.home, "runs", report.run_id), agent, id, event);
+    if (known) known.worker = run.worker;
     return report;
   }
 
@@ -564,6 +598,7 @@ export class Orchestrator {
         event_id: invocation.event_id,
         event_type: invocation.event_type,
         run_id: invocation.run_id,
+        worker: invocation.worker,
         status: invocation.status,
         reason: invocation.reason,
         cost_usd: invocation.cost_usd,

@@ -3,7 +3,8 @@ import { AgencyBus } from "../agency/agency-bus.js";
 import { AgencyDirectory, exitCodeOfAgency, type AgencyReport } from "../agency/agency-directory.js";
 import { agencyEvent } from "../agency/agency-event.js";
 import { agencyRunning } from "../agency/agency-log.js";
-import { checkOutsideEvent, createRunner, type AgencyHandle, type OutsideEvent } from "../agency/agency.js";
+import { checkOutsideEvent, type AgencyHandle, type OutsideEvent } from "../agency/agency.js";
+import { createRunner } from "../worker/agency-runner.js";
 import { readAgencyTrace } from "../agency/trace/agency-trace.js";
 import { traceText } from "../agency/trace/trace-text.js";
 import { checkAgencyEvent } from "../bus/agency-event.js";
@@ -187,7 +188,7 @@ function outcomeText(
   const lines = ["", "invocations:"];
   for (const invocation of report.invocations) {
     lines.push(
-      `  ${invocation.agent.padEnd(12)} ${invocation.event_type.padEnd(32)} ${invocation.status.padEnd(9)} ${invocation.reason ?? ""}  run ${invocation.run_id}${invocation.duration_ms === null ? "" : ` ${(invocation.duration_ms / 1000).toFixed(1)}s`}`,
+      `  ${invocation.agent.padEnd(12)} ${invocation.event_type.padEnd(32)} ${invocation.status.padEnd(9)} ${invocation.reason ?? ""}  run ${invocation.run_id}${invocation.worker ? ` on ${invocation.worker}` : ""}${invocation.duration_ms === null ? "" : ` ${(invocation.duration_ms / 1000).toFixed(1)}s`}`,
     );
     // Reports written before structured output lack the field.
     if (invocation.output) lines.push(`    output ${JSON.stringify(invocation.output).slice(0, 200)}`);

@@ -75,7 +75,7 @@ async function serve(flags: ServeFlags, signal: AbortSignal): Promise<number> {
   const approvalTimeoutMs = flags.approvalTimeout === undefined ? undefined : seconds(flags.approvalTimeout) * 1000;
   const { describeCeilings, parseCeilingFlags } = await import("../runner/operator-ceilings.js");
   const ceilings = parseCeilingFlags(flags.ceiling);
-  const { createRunner } = await import("../agency/agency.js");
+  const { createRunner } = await import("../worker/agency-runner.js");
   const { createServerApp } = await import("../server/server-app.js");
   const { listen } = await import("../server/listen.js");
   const runner = await createRunner({ home: runnerHome() });

@@ -11,14 +11,20 @@ import { rawSafeGit } from "../workspace/safe-git.js";
  * the host meets the agent").
  */
 
-/** A bundle of the repository's HEAD with its history (the run's base commit), as bytes. */
-export async function bundleHead(repositoryRoot: string, scratch: string): Promise<Uint8Array> {
+/**
+ * A bundle of `commit` with its history (the run's base commit: your HEAD for a batch, the agency branch's head
+ * for an invocation), as bytes: a temporary ref names it, since a bundle carries refs, not bare commits.
+ */
+export async function bundleCommit(repositoryRoot: string, commit: string, scratch: string): Promise<Uint8Array> {
   const directory = mkdtempSync(join(scratch, "bundle-"));
+  const ref = `refs/agent-runner/bundle/${commit}`;
   try {
     const file = join(directory, "base.bundle");
-    await rawSafeGit({ baseDirectory: repositoryRoot }, ["bundle", "create", file, "HEAD"]);
+    await rawSafeGit({ baseDirectory: repositoryRoot }, ["update-ref", ref, commit]);
+    await rawSafeGit({ baseDirectory: repositoryRoot }, ["bundle", "create", file, ref]);
     return readFileSync(file);
   } finally {
+    await rawSafeGit({ baseDirectory: repositoryRoot }, ["update-ref", "-d", ref]).catch(() => undefined);
     rmSync(directory, { recursive: true, force: true });
   }
 }
@@ -39,6 +45,8 @@ export async function checkoutBundle(bundle: Uint8Array, commit: string, cache: 
     writeFileSync(file, bundle);
     const clone = join(scratch, "repo");
     await rawSafeGit({ baseDirectory: scratch }, ["clone", "--quiet", "--no-checkout", file, clone]);
+    // A commit's bundle ({@link bundleCommit}) names it under refs/agent-runner/, which a clone does not fetch.
+    await rawSafeGit({ baseDirectory: clone }, ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", file, "+refs/agent-runner/*:refs/agent-runner/*"]);
     await rawSafeGit({ baseDirectory: clone }, ["checkout", "--quiet", "-B", "main", commit]);
     await rawSafeGit({ baseDirectory: clone }, ["remote", "remove", "origin"]);
     try {

@@ -15,9 +15,9 @@ import { writeRunLock } from "../run/run-lock.js";
 import { currentOwner } from "../process/process-owner.js";
 import { recordDeadLetters } from "./dead-letters.js";
 import { followRunSubject } from "./pool-run-events.js";
-import { bundleHead, landBranch } from "./git-bundles.js";
+import { bundleCommit, landBranch } from "./git-bundles.js";
 import { runBranchCandidates, taskSlug } from "../workspace/run-branch-name.js";
-import { taskKey, wireTask, type TaskJob } from "./task-job.js";
+import { taskKey, wireTask, type Job, type TaskJob } from "./task-job.js";
 import type { Lease, TaskResult, WorkQueue } from "./work-queue.js";
 
 /** What the submitter knows of a task's key: its lease and its result, as the bucket last said. */
@@ -83,12 +83,9 @@ export class NatsBatchRunner implements BatchRunner {
   }
 
   async startTask(task: Task, options: StartOptions = {}, slot?: { task: string; attempt: number }): Promise<RunHandle> {
-    const wire = wireTask(task);
+    const { policy: _shipped, ...wire } = wireTask(task);
     const repository = await resolveRepository(task.workspacePath);
-    // One name per submitter process: an object is never overwritten while a worker may read it (a reader of a
-    // replaced object's purged chunks would wait forever), and a duplicate job keeps the first submitter's bundle.
-    const bundle = `bundle/${repository.head}/${this.instance}`;
-    await this.storeBundle(bundle, repository.root);
+    const bundle = await this.storeBundle(repository.root, repository.head);
     const key = taskKey({ ...wire, base_commit: repository.head }, slot?.attempt ?? 1);
     const job: TaskJob = {
       kind: "task",
@@ -98,22 +95,40 @@ export class NatsBatchRunner implements BatchRunner {
       ...wire,
       base_commit: repository.head,
       bundle,
-      submitter: `${hostname()}:${process.pid}`,
+      submitter: this.submitter,
     };
+    return this.submit(job, task, repository.root, options.signal);
+  }
+
+  /** `host:pid` of this process, as jobs name their submitter. */
+  get submitter(): string {
+    return `${hostname()}:${process.pid}`;
+  }
+
+  /**
+   * Publishes `job` (its base commit's bundle already stored, {@link storeBundle}) and follows it as
+   * {@link startTask} does: resolves once a worker has a run for it or its result exists. `worker` is the
+   * worker of the latest delivery's run. `task` is the job's task as this host sees it (its workspace is your repository).
+   */
+  async submit(job: Job, task: Task, repositoryRoot: string, signal?: AbortSignal): Promise<RunHandle & { readonly worker: string | null }> {
+    const key = job.key;
     if (!(await this.queue.submit(job))) this.log(`${task.name}: already submitted (key ${key}); following that job`);
-    const started = await this.until(key, (state) => (state.result || state.lease?.attempts.some((attempt) => attempt.run_id) ? state : null), options.signal);
-    const firstRun = started.lease?.attempts.findLast((attempt) => attempt.run_id)?.run_id ?? started.result?.run_id ?? null;
+    const started = await this.until(key, (state) => (state.result || state.lease?.attempts.some((attempt) => attempt.run_id) ? state : null), signal);
+    const firstAttempt = started.lease?.attempts.findLast((attempt) => attempt.run_id) ?? null;
+    const firstRun = firstAttempt?.run_id ?? started.result?.run_id ?? null;
     if (firstRun === null) {
       const result = started.result!;
       if (result.reason === "task_invalid") throw new ConfigError(result.error ?? "the worker refused the task");
       throw new RunnerError(result.error ?? result.reason, 3, { reason: result.reason });
     }
     let runId = firstRun;
+    let worker = firstAttempt?.worker ?? started.result?.worker ?? null;
     const cancelled = new AbortController();
     const finished = this.until(key, (state) => state.result, cancelled.signal).then(
       async (result) => {
         runId = result.run_id ?? runId;
-        return this.materialize(result, runId, repository.root, task);
+        worker = result.worker ?? worker;
+        return this.materialize(result, runId, repositoryRoot, task);
       },
       (error: unknown) => {
         if (error instanceof CancelledError) return cancelledReport(runId, task.name, error.message);
@@ -127,6 +142,9 @@ export class NatsBatchRunner implements BatchRunner {
       },
       get directory() {
         return join(home, "runs", runId);
+      },
+      get worker() {
+        return worker;
       },
       task,
       result: finished,
@@ -162,18 +180,26 @@ export class NatsBatchRunner implements BatchRunner {
     await Promise.allSettled(this.background);
   }
 
-  private async storeBundle(name: string, root: string): Promise<void> {
+  /**
+   * Stores a bundle of `commit` (a commit of the repository at `root`, with its history) once per commit and
+   * returns its object name. One name per submitter process: an object is never overwritten while a worker may
+   * read it (a reader of a replaced object's purged chunks would wait forever), and a duplicate job keeps the
+   * first submitter's bundle.
+   */
+  async storeBundle(root: string, commit: string): Promise<string> {
+    const name = `bundle/${commit}/${this.instance}`;
     let stored = this.bundles.get(name);
     if (!stored) {
       stored = (async () => {
         if (await this.queue.hasObject(name)) return;
         mkdirSync(join(this.home, "tmp"), { recursive: true, mode: 0o700 });
-        await this.queue.putObject(name, await bundleHead(root, join(this.home, "tmp")));
+        await this.queue.putObject(name, await bundleCommit(root, commit, join(this.home, "tmp")));
       })();
       this.bundles.set(name, stored);
       stored.catch(() => this.bundles.delete(name));
     }
     await stored;
+    return name;
   }
 
   private update(key: string, change: Partial<KeyState>): void {

@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { Task } from "../config/load-task.js";
 import { ConfigError } from "../errors.js";
+import { invocationJobSchema, type InvocationJob } from "./invocation-job.js";
 
 /**
  * A task as it travels to a worker: the task document with every path the
@@ -30,14 +31,16 @@ const taskJobSchema = z.object({
 });
 
 /**
- * What a pool's queue carries: a discriminated union on `kind`, so a second
- * kind of job (an agency's agent invocation, `bus: nats://…`) can join the
- * same queue later with a schema of its own; a worker refuses (terminates) a
- * kind it does not know, naming it.
+ * What a pool's queue carries: a discriminated union on `kind`: a batch's
+ * task, or an agency's agent invocation (`bus: nats://…`, invocation-job.ts);
+ * a worker refuses (terminates) a kind it does not know, naming it.
  */
-export const jobSchema = z.discriminatedUnion("kind", [taskJobSchema]);
+export const jobSchema = z.discriminatedUnion("kind", [taskJobSchema, invocationJobSchema]);
 
 export type TaskJob = z.infer<typeof taskJobSchema>;
+
+/** Any job of the pool's queue. */
+export type Job = TaskJob | InvocationJob;
 
 /**
  * The job's key: a hash of what decides the run (the task document, the
@@ -73,8 +76,14 @@ function canonical(value: unknown): unknown {
  * `sandbox.build` (a build context on the submitter's disk), a policy file
  * instead of a shipped policy, and `on_success: merge` (only the submitter
  * writes your repository: merge the run branch with `runner batch merge` or git).
+ * `policyFile: "carry"` (an agency's invocation, whose policy the orchestrator
+ * generates): the policy file's text travels instead (`policy`), the document
+ * has no `policy`; a worker writes it beside the task.
  */
-export function wireTask(task: Task): { task: Record<string, unknown>; script: string | null } {
+export function wireTask(
+  task: Task,
+  policyFile: "refuse" | "carry" = "refuse",
+): { task: Record<string, unknown>; script: string | null; policy: string | null } {
   const refuse = (field: string, why: string) => {
     throw new ConfigError(`${field}: ${why}; a task for NATS workers (--nats) cannot use it (docs/scale-out.md "What a task may use")`);
   };
@@ -82,7 +91,8 @@ export function wireTask(task: Task): { task: Record<string, unknown>; script: s
   if (Object.keys(task.mcp_servers).length > 0) refuse("mcp_servers", "MCP servers are started from the submitting host's disk");
   if (task.sandbox.build)
     refuse("sandbox.build", "the build context is on the submitting host's disk; build and push the image, then name it in sandbox.image");
-  if (!/^[a-z0-9-]+$/.test(task.policy)) refuse("policy", `${task.policy} is a file on the submitting host; use a shipped policy name`);
+  const carried = policyFile === "carry" && !/^[a-z0-9-]+$/.test(task.policy);
+  if (!carried && !/^[a-z0-9-]+$/.test(task.policy)) refuse("policy", `${task.policy} is a file on the submitting host; use a shipped policy name`);
   if (!/^[a-z0-9-]+$/.test(task.subagents.explore_policy))
     refuse("subagents.explore_policy", "a policy file on the submitting host; use a shipped policy name");
   if (task.on_success === "merge") refuse("on_success", "merge writes your checkout, which only the submitter may touch");
@@ -91,5 +101,6 @@ export function wireTask(task: Task): { task: Record<string, unknown>; script: s
   delete model.script;
   const wire = { ...document, model } as Record<string, unknown>;
   delete wire.workspace;
-  return { task: wire, script: scriptPath ? readFileSync(scriptPath, "utf8") : null };
+  if (carried) delete wire.policy;
+  return { task: wire, script: scriptPath ? readFileSync(scriptPath, "utf8") : null, policy: carried ? readFileSync(task.policy, "utf8") : null };
 }

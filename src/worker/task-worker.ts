@@ -9,7 +9,9 @@ import { RUN_FILES } from "../run/run-store.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, Runner } from "../runner/runner.js";
 import { bundleBranch, checkoutBundle } from "./git-bundles.js";
-import { jobSchema, type TaskJob } from "./task-job.js";
+import type { AgencyEvent } from "../bus/event-bus.js";
+import { invocationEmbedding } from "./invocation-job.js";
+import { jobSchema, type Job } from "./task-job.js";
 import type { Lease, LeaseAttempt, TaskResult, WorkQueue } from "./work-queue.js";
 
 /** The most one event message may hold (bytes); a larger envelope goes by reference to the run's events.jsonl object. */
@@ -159,7 +161,7 @@ export class TaskWorker {
   }
 
   /** Appends this delivery to the lease (compare-and-set); null when another process wrote it meanwhile. */
-  private async takeLease(job: TaskJob, delivery: number): Promise<Lease | null> {
+  private async takeLease(job: Job, delivery: number): Promise<Lease | null> {
     const queue = this.options.queue;
     const current = await queue.lease(job.key);
     const silent = `its worker stopped answering (no ack within ack_wait, ${Math.round(queue.settings.ackWaitMs / 1000)} s)`;
@@ -173,7 +175,7 @@ export class TaskWorker {
   }
 
   /** Changes this delivery's attempt in the lease (re-read and compare-and-set until it lands). */
-  private async updateAttempt(job: TaskJob, delivery: number, change: Partial<LeaseAttempt>): Promise<LeaseAttempt[]> {
+  private async updateAttempt(job: Job, delivery: number, change: Partial<LeaseAttempt>): Promise<LeaseAttempt[]> {
     const queue = this.options.queue;
     for (;;) {
       const current = await queue.lease(job.key);
@@ -184,11 +186,13 @@ export class TaskWorker {
     }
   }
 
-  private async runJob(message: JsMsg, job: TaskJob, delivery: number): Promise<void> {
+  private async runJob(message: JsMsg, job: Job, delivery: number): Promise<void> {
     const queue = this.options.queue;
     const home = this.options.runner.home;
     const scratch = join(home, "worker", "jobs", `${job.key}-${delivery}-${process.pid}`);
     mkdirSync(scratch, { recursive: true, mode: 0o700 });
+    // What an invocation's agent emits (emit_event): returned with the result, published by the orchestrator.
+    const emitted: AgencyEvent[] = [];
     let handle: RunHandle;
     try {
       const bundle = await withDeadline(
@@ -212,8 +216,12 @@ export class TaskWorker {
         writeFileSync(join(scratch, "script.yaml"), job.script);
         document.model = { ...(job.task.model as Record<string, unknown>), script: join(scratch, "script.yaml") };
       }
+      if (job.kind === "invocation") {
+        writeFileSync(join(scratch, "policy.yaml"), job.policy);
+        document.policy = join(scratch, "policy.yaml");
+      }
       const task = validateTask(document, null, scratch);
-      handle = await this.options.runner.startTask(task);
+      handle = await this.options.runner.startTask(task, job.kind === "invocation" ? { embedding: invocationEmbedding(job, emitted) } : {});
     } catch (error) {
       rmSync(scratch, { recursive: true, force: true });
       if (error instanceof ConfigError) {
@@ -241,10 +249,11 @@ export class TaskWorker {
       await this.failDelivery(message, job, delivery, `worker ${this.name}, run ${handle.id}: ${outcome.reason}${outcome.error ? `: ${outcome.error}` : ""}`, {
         handle,
         report,
+        emitted,
       });
       return;
     }
-    await this.finish(message, job, delivery, { handle, report }, outcome, null);
+    await this.finish(message, job, delivery, { handle, report, emitted }, outcome, null);
   }
 
   /**
@@ -252,13 +261,7 @@ export class TaskWorker {
    * lease; redelivered after a delay growing per delivery, or, on the last
    * delivery, the task's result (`error`, `deliveries_exhausted`, every attempt's reason).
    */
-  private async failDelivery(
-    message: JsMsg,
-    job: TaskJob,
-    delivery: number,
-    reason: string,
-    run: { handle: RunHandle; report: RunReport } | null,
-  ): Promise<void> {
+  private async failDelivery(message: JsMsg, job: Job, delivery: number, reason: string, run: RunDone | null): Promise<void> {
     const queue = this.options.queue;
     const attempts = await this.updateAttempt(job, delivery, { reason });
     if (delivery < queue.settings.maxDeliver) {
@@ -273,14 +276,14 @@ export class TaskWorker {
   /** Stores the run's records and the result (once), then acks. */
   private async finish(
     message: JsMsg,
-    job: TaskJob,
+    job: Job,
     delivery: number,
-    run: { handle: RunHandle; report: RunReport } | null,
+    run: RunDone | null,
     outcome: { status: TaskResult["status"]; reason: string; error: string | null },
     attempts: LeaseAttempt[] | null,
   ): Promise<void> {
     const queue = this.options.queue;
-    const objects = run ? await this.storeRecords(run.handle, run.report) : null;
+    const objects = run ? await this.storeRecords(run, job.kind === "invocation") : null;
     const finalAttempts = attempts ?? (await this.updateAttempt(job, delivery, {}));
     const result = await queue.writeResult({
       key: job.key,
@@ -295,8 +298,11 @@ export class TaskWorker {
     this.log(`finished ${job.name}: ${result.status} (${result.reason})${run ? ` run ${run.handle.id}` : ""}`);
   }
 
-  /** report.json, events.jsonl, patch.diff and the run branch's commits (a bundle), as objects under `run/<run-id>/`. */
-  private async storeRecords(handle: RunHandle, report: RunReport): Promise<NonNullable<TaskResult["objects"]>> {
+  /**
+   * report.json, events.jsonl, patch.diff and the run branch's commits (a bundle), as objects under
+   * `run/<run-id>/`; for an invocation also emitted.jsonl, the events its agent emitted.
+   */
+  private async storeRecords({ handle, report, emitted }: RunDone, invocation: boolean): Promise<NonNullable<TaskResult["objects"]>> {
     const queue = this.options.queue;
     const prefix = `run/${handle.id}`;
     const read = (file: string) => {
@@ -315,11 +321,13 @@ export class TaskWorker {
         ? await bundleBranch(handle.task.workspacePath, report.branch, report.base_commit, join(this.options.runner.home, "worker", "scratch"))
         : null;
     await queue.putObject(`${prefix}/branch.bundle`, branch ?? Buffer.alloc(0));
+    if (invocation) await queue.putObject(`${prefix}/emitted.jsonl`, Buffer.from(emitted.map((event) => `${JSON.stringify(event)}\n`).join("")));
     return {
       report: `${prefix}/report.json`,
       events: `${prefix}/events.jsonl`,
       patch: patch ? `${prefix}/patch.diff` : null,
       branch: `${prefix}/branch.bundle`,
+      ...(invocation ? { emitted: `${prefix}/emitted.jsonl` } : {}),
     };
   }
 
@@ -346,6 +354,13 @@ export class TaskWorker {
     const failed = (await Promise.all(pending)).filter((stored) => !stored).length;
     if (failed > 0) this.log(`run ${handle.id}: ${failed} event message(s) were not stored (the run's events.jsonl object has them all)`);
   }
+}
+
+/** A run this worker finished: its handle, its report, and what its agent emitted (an invocation's; empty for a task). */
+interface RunDone {
+  handle: RunHandle;
+  report: RunReport;
+  emitted: AgencyEvent[];
 }
 
 /** How long fetching a base commit's bundle may take before the delivery counts as an infrastructure failure, ms. */

@@ -13,7 +13,7 @@ import { Objm, type ObjectStore } from "@nats-io/obj";
 import { nanos, type NatsConnection } from "@nats-io/transport-node";
 import { isTransient, whileTransient } from "../bus/nats-event-bus.js";
 import { ConfigError } from "../errors.js";
-import { jobSchema, type TaskJob } from "./task-job.js";
+import { jobSchema, type Job } from "./task-job.js";
 
 /**
  * How a pool's queue is laid out and how long things live. The first process
@@ -72,8 +72,11 @@ export interface TaskResult {
   error: string | null;
   /** Every delivery, with its reason. */
   attempts: LeaseAttempt[];
-  /** Object names of the run's records: report.json, events.jsonl, patch.diff (null without one) and a git bundle of its branch. */
-  objects: { report: string; events: string; patch: string | null; branch: string } | null;
+  /**
+   * Object names of the run's records: report.json, events.jsonl, patch.diff (null without one) and a git bundle
+   * of its branch; for an agency's invocation also `emitted`, the events its agent emitted (JSON lines).
+   */
+  objects: { report: string; events: string; patch: string | null; branch: string; emitted?: string } | null;
 }
 
 /** A pool name as the flag takes it; ConfigError naming `--pool` otherwise. */
@@ -188,7 +191,7 @@ export class WorkQueue {
   }
 
   /** Publishes a job with its key as `Nats-Msg-Id`; true when JetStream stored it, false for a duplicate within the window. */
-  async submit(job: TaskJob): Promise<boolean> {
+  async submit(job: Job): Promise<boolean> {
     const payload = JSON.stringify(jobSchema.parse(job));
     const ack = await this.retrying(`JetStream did not store task ${job.name}`, () =>
       this.client.publish(`runner.${this.pool}.tasks`, payload, { msgID: job.key }),

@@ -140,6 +140,7 @@ describe("the trace tree of records", () => {
       event_type: "task.ready",
       sequence: 0,
       run_id: "r1",
+      worker: null,
       status: "failed",
       reason: "output_invalid",
       cost_usd: 0.25,
