@@ -237,8 +237,10 @@ async function launch(
 }
 
 /**
- * The executor of an agency with `bus: nats://…`: the pool's workers, opened by `workers`; null (this
- * Runner's process) for `bus: file`. ConfigError when nothing can reach workers.
+ * The executor of an agency with `bus: nats://…`: the pool's workers, opened by `workers`. Null (this Runner's
+ * process) for `bus: file`, and for a Runner made without `invocationsOnWorkers`: this layer's own createRunner,
+ * which tests and embedders use to keep invocations in-process on a NATS bus. The package entry's and the CLI's
+ * createRunner (src/worker/agency-runner.ts) always has it, so there `bus: nats://…` means workers.
  */
 async function invocationsOf(
   record: AgencyRecord,
@@ -246,12 +248,7 @@ async function invocationsOf(
   home: string,
 ): Promise<(InvocationExecutor & { close(): Promise<void> }) | null> {
   const { bus, pool } = record.definition;
-  if (bus === "file") return null;
-  if (!workers) {
-    throw new ConfigError(
-      `agency ${record.agency_id}: bus: ${bus}: invocations on runner workers need the package entry's createRunner (or the CLI); this Runner has no invocationsOnWorkers`,
-    );
-  }
+  if (bus === "file" || !workers) return null;
   return workers({ servers: bus, pool, home });
 }
 

@@ -10,19 +10,21 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse, stringify } from "yaml";
+import { HostDirectorySandboxProvider, type HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
+import { createRunner as createPackageRunner } from "../../src/worker/agency-runner.js";
 import type { RunReport } from "../../src/run/run-report.js";
 import { invocationKey } from "../../src/worker/invocation-job.js";
 import { eventTypes, fakeAgencyRunner, writeAgency } from "../helpers/agency-fixture.js";
 import { copyFixPipeline, openPool, startWorker } from "../helpers/agency-workers.js";
-import { fakeShell, toolCall } from "../helpers/fake-runner.js";
+import { fakeShell, fakeTierEnvironment, toolCall } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
 import { ROOT, runCli } from "../helpers/runner-cli.js";
-import type { HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
 
 const CHILD = fileURLToPath(new URL("../helpers/nats-worker-child.ts", import.meta.url));
 const ORCHESTRATOR_CHILD = fileURLToPath(new URL("../helpers/agency-workers-child.ts", import.meta.url));
@@ -108,7 +110,8 @@ describe("an agency's invocations on runner workers", () => {
       expect(run.merge).toMatchObject({ merged: true, branch: `refs/heads/agency/${agency.id}` });
       expect(run.verify).toMatchObject({ passed: true });
       // The run branch made in your repository from the worker's bundle is an ancestor of the agency branch.
-      expect(git("merge-base", "--is-ancestor", `runner/${invocation.run_id}`, `agency/${agency.id}`)).toBe("");
+      expect(run.branch).toMatch(/^runner\/fix-pipeline-coder-[0-9a-f]{4}/);
+      expect(git("merge-base", "--is-ancestor", run.branch!, `agency/${agency.id}`)).toBe("");
     }
     // What the agents emitted on their workers was published by the orchestrator, each once.
     const types = eventTypes(orchestrator.home, report).filter((type) => !type.startsWith("agency."));
@@ -129,6 +132,34 @@ describe("an agency's invocations on runner workers", () => {
     expect(shown.code, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(new RegExp(`analyst .* run ${report.invocations[0]!.run_id} on worker-one`));
   }, 180_000);
+
+  it("agency.yaml's bus: nats:// through the package's createRunner: the bus on JetStream, every invocation on the pool's two workers", async () => {
+    await using directory = temporaryDirectory();
+    await using home = temporaryDirectory("agent-runner-agency-home-");
+    await using pool = await openPool(cluster.urls, home.path);
+    const { agencyFile, git } = copyFixPipeline(directory.path);
+    const agencyYaml = parse(readFileSync(agencyFile, "utf8")) as Record<string, unknown>;
+    writeFileSync(agencyFile, stringify({ ...agencyYaml, bus: cluster.url, pool: pool.pool }));
+    const provider = new HostDirectorySandboxProvider();
+    const runner = await createPackageRunner({ home: home.path, sandboxProvider: provider, environment: fakeTierEnvironment(home.path) });
+    await using first = await startWorker(cluster.urls, pool.pool, "worker-one");
+    await using second = await startWorker(cluster.urls, pool.pool, "worker-two");
+    try {
+      const agency = await runner.agency(agencyFile);
+      const report = await agency.result;
+      expect(report).toMatchObject({ status: "succeeded", reason: "goal_reached" });
+      expect(report.invocations).toHaveLength(7);
+      // Every invocation ran on a worker of the pool, none in this process's sandbox.
+      expect(report.invocations.every((invocation) => ["worker-one", "worker-two"].includes(invocation.worker ?? ""))).toBe(true);
+      expect(provider.created).toHaveLength(0);
+      expect(runsOf(first.home).length + runsOf(second.home).length).toBe(7);
+      // The bus is the JetStream stream: nothing of it on disk but the owner's lock.
+      expect(existsSync(join(agency.directory, "bus.jsonl"))).toBe(false);
+      expect(git("show", `agency/${agency.id}:calc.py`)).toContain("return a + b");
+    } finally {
+      await runner.close();
+    }
+  });
 
   it("a worker killed mid-invocation: the invocation is redelivered to another worker and finishes once", async () => {
     await using directory = temporaryDirectory();
