@@ -78,9 +78,13 @@ describe("runner init", () => {
     expect(readFileSync(taskFile, "utf8")).toBe(edited);
 
     await using plain = temporaryDirectory();
-    const outside = await runCli(["init", plain.path], { RUNNER_HOME: home.path });
+    // Outside every repository, and run from outside one too (from inside one it writes the task for that one).
+    const outside = await runCli(["init", join(plain.path, "task")], { RUNNER_HOME: home.path }, plain.path);
     expect(outside.code).toBe(2);
-    expect(outside.stderr).toContain("is not in a git repository");
+    expect(outside.stderr).toContain("nor the current directory is in a git repository");
+    const forRepository = await runCli(["init", join(plain.path, "task")], { RUNNER_HOME: home.path }, repository.root);
+    expect(forRepository.code, forRepository.stderr).toBe(0);
+    expect(readFileSync(join(plain.path, "task", "task.yaml"), "utf8")).toMatch(/^workspace: \.\.\//m);
   });
 
   it("in a subdirectory of the repository the workspace points at the top level", async () => {

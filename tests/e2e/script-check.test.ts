@@ -2,7 +2,7 @@
 // load (issue 13): `runner exec` and `runner batch` exit 2 naming the turn,
 // the field and the step, before any branch, worktree or container exists.
 // Calls given as arguments_raw are sent unchecked (bad on purpose).
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { temporaryDirectory } from "../helpers/git-repository.js";
@@ -41,9 +41,13 @@ describe("runner exec: a script's tool calls are checked at load", () => {
       script: { turns: [{ tool_calls: [toolCall("edit_file", { path: "README.md", old: "a", new: "b" })] }] },
     });
     const result = await runCli(["batch", "run", directory.path], { RUNNER_HOME: home.path });
-    expect(result.code, result.stdout + result.stderr).toBe(2);
-    expect(result.stderr).toMatch(/- turns\[0\]\.tool_calls\[0\]\.arguments\.old_string \(step 1, edit_file\): /);
-    expect(result.stderr).toMatch(/- turns\[0\]\.tool_calls\[0\]\.arguments \(step 1, edit_file\): .*"old"/);
+    // Its only task refused: the task's error, in every report (CI gets its JUnit file), and no run.
+    expect(result.code, result.stdout + result.stderr).toBe(3);
+    expect(result.stdout).toMatch(/broken: error \(task_invalid\): .*turns\[0\]\.tool_calls\[0\]\.arguments\.old_string \(step 1, edit_file\)/);
+    const [batchId] = readdirSync(join(home.path, "batches"));
+    const report = JSON.parse(readFileSync(join(home.path, "batches", batchId!, "batch-report.json"), "utf8")) as { tasks: { error: string }[] };
+    expect(report.tasks[0]!.error).toMatch(/- turns\[0\]\.tool_calls\[0\]\.arguments\.old_string \(step 1, edit_file\): /);
+    expect(report.tasks[0]!.error).toMatch(/- turns\[0\]\.tool_calls\[0\]\.arguments \(step 1, edit_file\): .*"old"/);
     expect(existsSync(join(home.path, "runs"))).toBe(false);
   });
 });

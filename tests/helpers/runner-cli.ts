@@ -34,9 +34,13 @@ export interface RunningCli {
 }
 
 /** Starts `node dist/cli/main.js ...args` with the test's environment on top of ours. */
-export function startCli(args: string[], environment: Record<string, string>): RunningCli {
+export function startCli(args: string[], environment: Record<string, string>, cwd?: string): RunningCli {
   if (!existsSync(CLI)) throw new Error("dist/cli/main.js is missing: run `make build` (make test does)");
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...environment }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, ...environment },
+    stdio: ["ignore", "pipe", "pipe"],
+    ...(cwd ? { cwd } : {}),
+  });
   let stdout = "";
   let stderr = "";
   child.stdout!.on("data", (chunk) => (stdout += chunk));
@@ -57,8 +61,8 @@ export function startCli(args: string[], environment: Record<string, string>): R
 }
 
 /** Runs the CLI to completion. */
-export function runCli(args: string[], environment: Record<string, string>): Promise<CliResult> {
-  return startCli(args, environment).result;
+export function runCli(args: string[], environment: Record<string, string>, cwd?: string): Promise<CliResult> {
+  return startCli(args, environment, cwd).result;
 }
 
 /**
