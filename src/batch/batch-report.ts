@@ -291,7 +291,8 @@ function totalsOf(tasks: BatchTaskReport[], erroredAttempts: number, wallMs: num
     tokens.cached += run.tokens.cached;
   }
   tokens.total = tokens.prompt + tokens.completion;
-  const costs = finished.map((run) => run.cost_usd);
+  // Attempts refused before a run (task_invalid, image_unavailable) cost nothing and are not "unpriced".
+  const costs = finished.filter((run) => run.run_id !== null).map((run) => run.cost_usd);
   const cost = costs.every((value): value is number => typeof value === "number") ? roundUsd(costs.reduce((sum, value) => sum + value, 0)) : null;
   const durations = finished.map((run) => run.duration_ms).filter((value): value is number => typeof value === "number");
   const succeeded = count("succeeded");

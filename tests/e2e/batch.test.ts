@@ -173,14 +173,16 @@ describe("runner batch (real CLI, real Docker, -j 2)", () => {
     expect(failsVerify.failure!["#text"]).toMatch(/^\$ test -f done\.txt\nexit 1\n/m);
     expect(suite.testcase.find((testcase) => testcase.name === "typo")!.error!.message).toBe("task_invalid");
     expect(suite.testcase.filter((testcase) => testcase.error?.message === "connection_error")).toHaveLength(2);
-    expect(readFileSync(summary, "utf8")).toMatch(/\| model-down \| error \| connection_error \|/);
+    expect(readFileSync(summary, "utf8")).toMatch(
+      /\| model-down \| error \| connection_error: model endpoint http:\/\/127\.0\.0\.1:\d+\/v1 could not be reached/,
+    );
 
     // `batch show --json` prints batch-report.json.
     const shown = await runCli(["batch", "show", batchId, "--json"], { RUNNER_HOME: home.path });
     expect(shown.code).toBe(0);
     expect(JSON.parse(shown.stdout)).toEqual(report);
     const table = await runCli(["batch", "show", batchId], { RUNNER_HOME: home.path });
-    expect(table.stdout).toMatch(/^model-down +error +connection_error +2 /m);
+    expect(table.stdout).toMatch(/^model-down +error +connection_error: model endpoint .* +2 /m);
 
     // report.html links each run's directory and patch.diff, relative to the batch directory.
     const batchDirectory = join(home.path, "batches", batchId);

@@ -365,6 +365,8 @@ describe("errors known before any run starts are their task's outcome and never 
     const result = await runBatch(runner, directory, new AbortController().signal);
     expect(runner.starts).toEqual([]);
     expect(result).toMatchObject({ status: "error", exit_code: 3 });
+    // No run was made: nothing was spent, and nothing is "unpriced".
+    expect(result.totals).toMatchObject({ runs: 0, cost_usd: 0 });
     expect(readFileSync(directory.file("junit.xml"), "utf8")).toMatch(/<error message="task_invalid" type="task_invalid">[^<]*unknown field verfy/);
   });
 
