@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { applyDefaults, defaultTimeout, loadDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { loadTaskFile, TaskValidationError, validateTask, type Task } from "../config/load-task.js";
@@ -297,12 +297,30 @@ function positiveInteger(value: string, flag: string): number {
 
 /**
  * The top level of the git repository `directory` lies in (the nearest
- * ancestor with a `.git` entry, as git finds it without GIT_DIR), or null.
- * Found by looking at the file system: nothing of the repository is run.
+ * ancestor with a `.git` entry, as git finds it without GIT_DIR, not looking
+ * above a GIT_CEILING_DIRECTORIES entry), or null. Found by looking at the
+ * file system: nothing of the repository is run. ConfigError when that
+ * repository is not the current user's (a `.git` another user planted above,
+ * e.g. in /tmp): git itself calls such a repository dubious.
  */
 function enclosingRepository(directory: string): string | null {
-  for (let current = resolve(directory); ; current = dirname(current)) {
-    if (existsSync(join(current, ".git"))) return current;
+  const ceilings = (process.env.GIT_CEILING_DIRECTORIES ?? "")
+    .split(":")
+    .filter(Boolean)
+    .map((ceiling) => resolve(ceiling));
+  const start = resolve(directory);
+  for (let current = start; ; current = dirname(current)) {
+    // As git: it never goes up into a ceiling directory (git(1), GIT_CEILING_DIRECTORIES).
+    if (current !== start && ceilings.includes(current)) return null;
+    const dotGit = join(current, ".git");
+    if (existsSync(dotGit)) {
+      const uid = process.getuid?.();
+      const owner = statSync(dotGit).uid;
+      if (uid !== undefined && owner !== uid) {
+        throw new ConfigError(`--workspace: the repository at ${current} belongs to another user (uid ${owner}); give the repository to work on with -C DIR`);
+      }
+      return current;
+    }
     if (dirname(current) === current) return null;
   }
 }

@@ -2,7 +2,7 @@
 // flag named in each problem), and two real runs through the CLI (real Docker,
 // the test's own scripted server as the OpenAI-compatible endpoint): the flags
 // reach the run and the model's requests; --timeout (timeout_sec) ends a run failed/timed_out.
-import { mkdirSync, realpathSync } from "node:fs";
+import { chownSync, mkdirSync, realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -62,11 +62,19 @@ describe("ad-hoc flags", () => {
       mkdirSync(join(repository.root, "src", "deep"), { recursive: true });
       process.chdir(join(repository.root, "src", "deep"));
       expect(loadTask(undefined, { instruction: "x" }).workspace).toBe(realpathSync(repository.root));
+      // Not above a GIT_CEILING_DIRECTORIES entry, as git; and never a repository another user owns.
+      process.env.GIT_CEILING_DIRECTORIES = repository.root;
+      expect(() => loadTask(undefined, { instruction: "x" })).toThrow("--workspace: an ad-hoc task needs the repository");
+      delete process.env.GIT_CEILING_DIRECTORIES;
+      chownSync(join(repository.root, ".git"), 65534, 65534);
+      expect(() => loadTask(undefined, { instruction: "x" })).toThrow(/the repository at .* belongs to another user \(uid 65534\)/);
+      chownSync(join(repository.root, ".git"), process.getuid!(), process.getgid!());
       process.chdir(tmpdir());
       expect(() => loadTask(undefined, { instruction: "x" })).toThrow(
         "--workspace: an ad-hoc task needs the repository to work on: run it inside one, or give `--workspace DIR` (`-C DIR`)",
       );
     } finally {
+      delete process.env.GIT_CEILING_DIRECTORIES;
       process.chdir(cwd);
     }
     // A prompt where the task file belongs says which flag takes it.
