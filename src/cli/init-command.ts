@@ -194,7 +194,7 @@ export function initCommand(
     [
       `wrote ${files.task}${test ? ` (verify: ${test.command}, from ${test.source})` : " (no test command found: fill in verify)"}`,
       `wrote ${files.script} (a scripted trajectory: set model.provider: scripted to try it without a model)`,
-      "next: edit the instruction, then  runner exec task.yaml",
+      `next: edit the instruction, then  runner exec ${relative(cwd, files.task) || "task.yaml"}`,
       "",
     ].join("\n"),
   );
