@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Task } from "../config/load-task.js";
 import type { ChatMessage } from "../model/messages.js";
 import type { RunReport } from "../run/run-report.js";
 import { RUN_FILES } from "../run/run-store.js";
 import { redactorFor } from "../redaction/redactor.js";
-import { listRuns, readRunRecord, wholeToolResults } from "../runner/run-records.js";
+import { listRuns, readRunRecord, runSummary, wholeToolResults } from "../runner/run-records.js";
 import { oneLine, terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { outcomeText } from "./run-summary.js";
 
@@ -93,8 +93,12 @@ function recordedSecretEnv(directory: string): string[] {
  * summarise (a record of another version, or damaged).
  */
 function summaryOf(directory: string, report: unknown): string {
-  if (!report)
-    return `(no report.json: the run has not finished; \`runner logs -f ${basename(directory)}\` follows it while it runs; \`runner resume ${basename(directory)}\` continues it if it was stopped)\n`;
+  if (!report) {
+    const id = basename(directory);
+    return runSummary(dirname(dirname(directory)), id)?.status === "running"
+      ? `(no report.json: the run is still running; \`runner logs -f ${id}\` follows it)\n`
+      : `(no report.json: the run stopped before it finished; \`runner resume ${id}\` continues it)\n`;
+  }
   const taskText = readText(join(directory, RUN_FILES.task));
   let task: Pick<Task, "verify"> = {};
   try {

@@ -354,9 +354,7 @@ describe("runner resume (real CLI, scripted model over HTTP, real Docker)", () =
 
       const shown = await runCli(["show", runId.slice(0, 20)], environment);
       expect(shown.code, shown.stderr).toBe(0);
-      expect(shown.stdout).toContain(
-        `(no report.json: the run has not finished; \`runner logs -f ${runId}\` follows it while it runs; \`runner resume ${runId}\` continues it if it was stopped)`,
-      );
+      expect(shown.stdout).toContain(`(no report.json: the run stopped before it finished; \`runner resume ${runId}\` continues it)`);
       expect(shown.stdout).toContain("== transcript (main)");
       expect(shown.stdout).toContain("[user] Do what the script says.");
       expect(shown.stdout).toContain('→ run_shell {"command":"echo once >> count.txt"}');
