@@ -1,6 +1,7 @@
 import { TaskValidationError } from "../config/load-task.js";
 import { parseMemory } from "../config/task-schema.js";
 import { ConfigError } from "../errors.js";
+import { configuredModelId, pricingOf, type Prices } from "../model/pricing.js";
 import { DEFAULT_RUN_TIMEOUT_SEC } from "../run/run-limits.js";
 
 /**
@@ -11,9 +12,9 @@ import { DEFAULT_RUN_TIMEOUT_SEC } from "../run/run-limits.js";
  * (bytes, written as task.yaml writes sizes: "4g"). `normalDefault`: what the
  * schema gives a field left unset (null: no limit at all). `fillUnset`: false
  * for a budget, which a model without known prices cannot have (the runner
- * refuses it): a task's `model.max_cost_usd` is filled after validation, where
- * the model's prices are known (src/runner/untrusted-task.ts); an agency's
- * budget stays unset.
+ * refuses it): a task's or agent's `model.max_cost_usd` is filled where the
+ * model's prices are known ({@link modelBudget}); an agency's budget stays
+ * unset. A trusted default above the ceiling is lowered to it all the same.
  */
 interface CeilingField {
   field: string;
@@ -145,7 +146,47 @@ export function capAgent(file: unknown, ceilings: Ceilings, prefix = "agent."): 
     field.field.startsWith("agent.") ? true : ["sandbox", "model", "max_steps"].includes(field.path[0]!),
   );
   const { problems, task } = cap(agent, agent, ceilings, fields, prefix);
-  return { problems, file: { ...(file as Record<string, unknown>), agent: task } };
+  const model = (task as Record<string, unknown>).model;
+  const asked = isRecord(model) ? model : {};
+  // The schema's default provider; a provider or name of the wrong type is the schema's to name.
+  const provider = asked.provider ?? "openai";
+  if (typeof provider !== "string" || (asked.name !== undefined && typeof asked.name !== "string"))
+    return { problems, file: { ...(file as Record<string, unknown>), agent: task } };
+  const budget = modelBudget({ provider, name: asked.name as string | undefined, max_cost_usd: asked.max_cost_usd }, ceilings, process.env, prefix);
+  problems.push(...budget.problems);
+  const capped = budget.fill === undefined ? task : setAt(task as Record<string, unknown>, ["model", "max_cost_usd"], budget.fill);
+  return { problems, file: { ...(file as Record<string, unknown>), agent: capped } };
+}
+
+/**
+ * The `model.max_cost_usd` ceiling applied to a model as it will run
+ * (`model` after validation or the caller's raw fields; `environment` the
+ * process's, which names a real provider's model when `model.name` does not):
+ * `fill` is the ceiling (USD) for an unset budget of a priced model; an
+ * unpriced model of a real provider is a problem under `prefix`
+ * `model.name`, since no budget could bound its spend. The scripted provider
+ * is this runner's own test model and spends nothing, so it passes unpriced.
+ * No `model.max_cost_usd` ceiling: nothing to apply.
+ */
+export function modelBudget(
+  model: { provider: string; name?: string | undefined; prices?: Prices | undefined; max_cost_usd?: unknown },
+  ceilings: Ceilings,
+  environment: NodeJS.ProcessEnv,
+  prefix = "",
+): { fill?: number; problems: CeilingProblem[] } {
+  const ceiling = ceilings["model.max_cost_usd"];
+  if (ceiling === undefined) return { problems: [] };
+  const pricing = pricingOf(model, configuredModelId(model, environment));
+  if (pricing.prices) return model.max_cost_usd === undefined ? { fill: ceiling, problems: [] } : { problems: [] };
+  if (model.provider === "scripted") return { problems: [] };
+  return {
+    problems: [
+      {
+        path: `${prefix}model.name`,
+        message: `${pricing.model === null ? "no model is named" : `the price table has no model ${pricing.model}`}: this server bounds every run's spend (model.max_cost_usd, at most ${ceiling} USD), which needs the model's prices; name a model the price table knows (docs/providers.md), or ask the operator to price it (model.prices in the server's defaults file)`,
+      },
+    ],
+  };
 }
 
 /**
@@ -166,7 +207,13 @@ export function resumeCeilingProblems(limits: { max_steps?: number; max_cost_usd
   });
 }
 
-function cap(caller: unknown, merged: unknown, ceilings: Ceilings, fields: readonly CeilingField[], prefix: string) {
+function cap(
+  caller: unknown,
+  merged: unknown,
+  ceilings: Ceilings,
+  fields: readonly CeilingField[],
+  prefix: string,
+): { problems: CeilingProblem[]; task: unknown } {
   if (!isRecord(caller) || !isRecord(merged)) return { problems: [], task: merged };
   const problems: CeilingProblem[] = [];
   let task: Record<string, unknown> = merged;
@@ -179,8 +226,13 @@ function cap(caller: unknown, merged: unknown, ceilings: Ceilings, fields: reado
       if (value !== null && value > ceiling) problems.push({ path: `${prefix}${path}`, message: aboveMessage(field, asked, value, ceiling) });
       continue;
     }
-    if (field.fillUnset === false) continue;
     const fromDefaults = valueAt(merged, field.path);
+    if (field.fillUnset === false) {
+      // A budget is never filled here (it needs prices), but a trusted default above the ceiling is lowered.
+      const current = fromDefaults === undefined ? null : parseValue(field, fromDefaults);
+      if (current !== null && current > ceiling) task = setAt(task, field.path, ceiling);
+      continue;
+    }
     const current = fromDefaults === undefined ? field.normalDefault : parseValue(field, fromDefaults);
     if (fromDefaults !== undefined && current === null) continue;
     if (current === null || current > ceiling) task = setAt(task, field.path, ceiling);

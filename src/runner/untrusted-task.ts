@@ -4,10 +4,9 @@ import { parseDocument } from "yaml";
 import { describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { applyDefaults, type TaskDefaults } from "../config/defaults-file.js";
 import { TaskValidationError, validateTask, type Task, type TaskProblem } from "../config/load-task.js";
-import { configuredModelId, pricingOf } from "../model/pricing.js";
 import { shippedPolicyNames } from "../policy/load-policy.js";
 import { isPathInside } from "../process/path-inside.js";
-import { capTask, CeilingExceededError, type Ceilings } from "./operator-ceilings.js";
+import { capTask, CeilingExceededError, modelBudget, type Ceilings } from "./operator-ceilings.js";
 
 /**
  * Where an untrusted caller's paths may point: `roots` are directories
@@ -33,6 +32,8 @@ export interface TrustRoots {
  * - `policy`, `subagents.explore_policy`, `subagents.worker_policy`: only a
  *   shipped policy's name, never a file (a policy decides what needs asking);
  * - `model.base_url`: the runner would send the host's API key there;
+ * - `model.prices`: prices of 0 make every run free, so the operator's
+ *   `model.max_cost_usd` ceiling is never reached;
  * - `sandbox.pass_env`, `sandbox.secret_env`: host environment variables into the sandbox;
  * - `sandbox.network.allow_cidrs`: lets allowed names resolve into private and
  *   link-local ranges (a cloud's metadata address);
@@ -60,6 +61,10 @@ const REFUSED_FIELDS: readonly { path: string[]; why: string }[] = [
   {
     path: ["sandbox", "network", "allow_cidrs"],
     why: "it lets allowed names resolve to private and link-local addresses (a cloud's metadata service); set it in a task file you run with `runner exec`",
+  },
+  {
+    path: ["model", "prices"],
+    why: "prices decide what a run costs, which this server's model.max_cost_usd ceiling bounds; name a model the price table knows (model.name), or ask the operator to price it in the server's defaults file",
   },
   {
     path: ["on_success"],
@@ -214,17 +219,17 @@ export function validateUntrustedTask(
  * gets the ceiling where its default is higher; an unset `model.max_cost_usd`
  * gets its ceiling when the model's prices are known (a budget needs them: the
  * runner refuses one over an unpriced model), from this process's environment
- * as the Runner reads it (`OPENAI_MODEL`, …).
+ * as the Runner reads it (`OPENAI_MODEL`, …); an unpriced model of a real
+ * provider throws {@link CeilingExceededError} at `model.name` ({@link modelBudget}).
  */
 function validateCapped(raw: unknown, merged: unknown, label: string, file: string | null, baseDirectory: string, ceilings: Ceilings | undefined): Task {
   if (!ceilings) return validateTask(merged, file, baseDirectory);
   const capped = capTask(raw, merged, ceilings);
   if (capped.problems.length) throw new CeilingExceededError(label, capped.problems);
   const task = validateTask(capped.task, file, baseDirectory);
-  const budget = ceilings["model.max_cost_usd"];
-  if (task.model.max_cost_usd !== undefined || budget === undefined) return task;
-  if (!pricingOf(task.model, configuredModelId(task.model, process.env)).prices) return task;
-  return { ...task, model: { ...task.model, max_cost_usd: budget } };
+  const budget = modelBudget(task.model, ceilings, process.env);
+  if (budget.problems.length) throw new CeilingExceededError(label, budget.problems);
+  return budget.fill === undefined ? task : { ...task, model: { ...task.model, max_cost_usd: budget.fill } };
 }
 
 /**
