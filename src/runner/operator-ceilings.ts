@@ -18,7 +18,8 @@ import { DEFAULT_RUN_TIMEOUT_SEC } from "../run/run-limits.js";
  */
 interface CeilingField {
   field: string;
-  path: readonly string[];
+  /** Where the field is in the object checked; null for a ceiling on a sum or a request (checked by its own function). */
+  path: readonly string[] | null;
   kind: "number" | "size";
   unit: string;
   builtIn: number;
@@ -53,7 +54,16 @@ const FIELDS: readonly CeilingField[] = [
   { field: "agency.budget.max_cost_usd", path: ["budget", "max_cost_usd"], kind: "number", unit: "USD", builtIn: 50, normalDefault: null, fillUnset: false },
   { field: "agent.policies.max_concurrency", path: ["policies", "max_concurrency"], kind: "number", unit: "invocations", builtIn: 4, normalDefault: 1 },
   { field: "agent.policies.timeout_seconds", path: ["policies", "timeout_seconds"], kind: "number", unit: "s", builtIn: 3600, normalDefault: 600 },
+  // Sums over a request: a batch's tasks at once (`POST /v1/batches` `jobs`), and an agency's invocations at once (the
+  // sum of its agents' `policies.max_concurrency`); 4 each, a 2–4 core machine's worth of sandboxes, as max_parallel.
+  { field: "batch.jobs", path: null, kind: "number", unit: "tasks at once", builtIn: 4, normalDefault: 1 },
+  { field: "agency.max_concurrent_invocations", path: null, kind: "number", unit: "invocations at once", builtIn: 4, normalDefault: 1 },
 ];
+
+/** The fields a task, agency or agent object carries (not the sums). */
+function objectFields(): (CeilingField & { path: readonly string[] })[] {
+  return FIELDS.filter((field): field is CeilingField & { path: readonly string[] } => field.path !== null);
+}
 
 /** The ceiling of each capped field (see {@link ceilingFields}), in the field's unit (sizes in bytes). */
 export type Ceilings = Readonly<Record<string, number>>;
@@ -117,7 +127,7 @@ export function capTask(caller: unknown, merged: unknown, ceilings: Ceilings, pr
     caller,
     merged,
     ceilings,
-    FIELDS.filter((field) => !field.field.startsWith("agency.") && !field.field.startsWith("agent.")),
+    objectFields().filter((field) => !field.field.startsWith("agency.") && !field.field.startsWith("agent.")),
     prefix,
   );
 }
@@ -128,7 +138,7 @@ export function capAgency(agency: unknown, ceilings: Ceilings, prefix = ""): { p
     agency,
     agency,
     ceilings,
-    FIELDS.filter((field) => field.field.startsWith("agency.")),
+    objectFields().filter((field) => field.field.startsWith("agency.")),
     prefix,
   );
   return { problems, agency: task };
@@ -142,9 +152,9 @@ export function capAgency(agency: unknown, ceilings: Ceilings, prefix = ""): { p
 export function capAgent(file: unknown, ceilings: Ceilings, prefix = "agent."): { problems: CeilingProblem[]; file: unknown } {
   const agent = (file as { agent?: unknown } | null)?.agent;
   if (!isRecord(agent)) return { problems: [], file };
-  const fields = FIELDS.filter((field) => !field.field.startsWith("agency.")).filter((field) =>
-    field.field.startsWith("agent.") ? true : ["sandbox", "model", "max_steps"].includes(field.path[0]!),
-  );
+  const fields = objectFields()
+    .filter((field) => !field.field.startsWith("agency."))
+    .filter((field) => (field.field.startsWith("agent.") ? true : ["sandbox", "model", "max_steps"].includes(field.path[0]!)));
   const { problems, task } = cap(agent, agent, ceilings, fields, prefix);
   const model = (task as Record<string, unknown>).model;
   const asked = isRecord(model) ? model : {};
@@ -190,6 +200,42 @@ export function modelBudget(
 }
 
 /**
+ * The `batch.jobs` ceiling on a batch's `jobs` (tasks run at once):
+ * a problem at `jobs` when above it.
+ */
+export function batchCeilingProblems(jobs: number, ceilings: Ceilings): CeilingProblem[] {
+  const field = FIELDS.find((entry) => entry.field === "batch.jobs")!;
+  const ceiling = ceilings[field.field] ?? field.builtIn;
+  return jobs > ceiling ? [{ path: "jobs", message: aboveMessage(field, jobs, jobs, ceiling) }] : [];
+}
+
+/**
+ * The `agency.max_concurrent_invocations` ceiling on an agency's agents
+ * (their files' objects, `{ agent: {...} }`): the sum of their
+ * `policies.max_concurrency` (unset: the schema's 1) is how many
+ * invocations, each a run with its own sandbox, may run at once. A problem at
+ * `agents` naming the sum when above it; a value that does not parse counts
+ * as 1 (the agency's schema names it).
+ */
+export function agencyConcurrencyProblems(agentFiles: readonly unknown[], ceilings: Ceilings): CeilingProblem[] {
+  const field = FIELDS.find((entry) => entry.field === "agency.max_concurrent_invocations")!;
+  const ceiling = ceilings[field.field] ?? field.builtIn;
+  const perAgent = agentFiles.map((file) => {
+    const agent = (file as { agent?: unknown } | null)?.agent;
+    const value = isRecord(agent) ? valueAt(agent, ["policies", "max_concurrency"]) : undefined;
+    return typeof value === "number" && Number.isInteger(value) && value > 0 ? value : 1;
+  });
+  const total = perAgent.reduce((sum, value) => sum + value, 0);
+  if (total <= ceiling) return [];
+  return [
+    {
+      path: "agents",
+      message: `its ${perAgent.length} agents may run ${total} invocations at once (the sum of their policies.max_concurrency, unset: 1), above this server's ceiling of ${ceiling} ${field.unit}; lower the agents' policies.max_concurrency or use fewer agents (the operator sets it: --ceiling ${field.field}=VALUE)`,
+    },
+  ];
+}
+
+/**
  * Ceilings of a resume's extra limits (`max_steps` more model calls,
  * `max_cost_usd`, `timeout_sec`): each at most its task field's ceiling.
  */
@@ -211,7 +257,7 @@ function cap(
   caller: unknown,
   merged: unknown,
   ceilings: Ceilings,
-  fields: readonly CeilingField[],
+  fields: readonly (CeilingField & { path: readonly string[] })[],
   prefix: string,
 ): { problems: CeilingProblem[]; task: unknown } {
   if (!isRecord(caller) || !isRecord(merged)) return { problems: [], task: merged };

@@ -5,7 +5,7 @@ import type { AgencyDefinition } from "../agency/load-agency.js";
 import { describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { isPathInside } from "../process/path-inside.js";
 import { untrustedTaskProblems } from "../runner/untrusted-task.js";
-import { capAgency, capAgent, type Ceilings } from "../runner/operator-ceilings.js";
+import { agencyConcurrencyProblems, capAgency, capAgent, type Ceilings } from "../runner/operator-ceilings.js";
 
 /** One refused or unreadable part of an agency from an API caller: where (a file, or `body.agency…`), the dotted field, why. */
 export interface AgencyTrustProblem {
@@ -57,8 +57,9 @@ const BUILD_PATHS = ["context", "dockerfile"] as const;
  * `--ceiling`s, src/runner/operator-ceilings.ts), a field above its ceiling
  * is refused too (the agency's `budget.max_cost_usd`; each agent's
  * `policies.max_concurrency`, `policies.timeout_seconds`, `max_steps`,
- * `sandbox.limits`, `model.max_cost_usd`), and an unset one gets the ceiling
- * where its default is higher.
+ * `sandbox.limits`, `model.max_cost_usd`; the sum of the agents'
+ * `policies.max_concurrency`), and an unset one gets the ceiling where its
+ * default is higher.
  */
 export function readUntrustedAgency(
   source: { file: string } | { object: Record<string, unknown> },
@@ -134,6 +135,8 @@ export function readUntrustedAgency(
     refused.push(...capped.problems.map((problem) => ({ where: labels[index]!, field: problem.path, message: problem.message })));
     return capped.file;
   });
+  if (ceilings)
+    refused.push(...agencyConcurrencyProblems(inline, ceilings).map((problem) => ({ where: label, field: problem.path, message: problem.message })));
   const agency = ceilings ? capAgency(raw, ceilings) : { problems: [], agency: raw };
   refused.push(...agency.problems.map((problem) => ({ where: label, field: problem.path, message: problem.message })));
   return { object: { ...(agency.agency as Record<string, unknown>), agents: inline.length ? inline : raw.agents }, baseDirectory, labels, refused, unreadable };

@@ -23,6 +23,7 @@ interface Body {
   errors: { field: string; message: string }[];
   runs: unknown[];
   agencies: unknown[];
+  batches: unknown[];
 }
 
 async function json(response: Response): Promise<Body> {
@@ -146,6 +147,23 @@ describe("runner serve: operator ceilings", () => {
     expect((await json(resumed)).errors.map((error) => error.field)).toEqual(["body.max_steps", "body.timeout_sec"]);
   });
 
+  it("a batch's jobs (tasks at once) above batch.jobs is refused 403 before any task is read", async () => {
+    await using directory = temporaryDirectory();
+    writeScriptedTask(join(directory.path, "one"), { script: { turns: [{ content: "Done." }] }, task: { name: "one" } });
+    await using server = await fakeServer(directory.path, { exec: fakeShell() });
+    const wide = await server.request("/v1/batches", { method: "POST", json: { path: directory.path, jobs: 64 } });
+    expect(wide.status).toBe(403);
+    const problem = await json(wide);
+    expect(problem.title).toBe("Above the server's ceiling");
+    expect(problem.errors).toEqual([
+      {
+        field: "body.jobs",
+        message: "asked 64, above this server's ceiling of 4 tasks at once; ask for at most that (the operator sets it: --ceiling batch.jobs=VALUE)",
+      },
+    ]);
+    expect((await json(await server.request("/v1/batches"))).batches).toEqual([]);
+  });
+
   it("binds agencies: the agency's budget and each agent's concurrency, invocation timeout, steps and sandbox, named per agent", async () => {
     await using directory = temporaryDirectory();
     const agents: Record<string, AgentSpec> = {
@@ -175,6 +193,7 @@ describe("runner serve: operator ceilings", () => {
     expect(errors.map((error) => error.field).sort()).toEqual(
       [
         "body.agency.budget.max_cost_usd",
+        "body.agency.agents",
         "body.agency.agents.0.agent.max_steps",
         "body.agency.agents.0.agent.sandbox.limits.cpus",
         "body.agency.agents.0.agent.policies.max_concurrency",
