@@ -235,6 +235,93 @@ export function agencyConcurrencyProblems(agentFiles: readonly unknown[], ceilin
   ];
 }
 
+/** A resume's limits, each replacing the recorded one for this attempt (`runner resume --max-steps …`). */
+interface ResumeLimits {
+  max_steps?: number | undefined;
+  max_cost_usd?: number | undefined;
+  timeout_sec?: number | undefined;
+}
+
+/** Which recorded task field each resume limit replaces. */
+const RESUME_REPLACES: Readonly<Record<string, keyof ResumeLimits>> = {
+  max_steps: "max_steps",
+  "model.max_cost_usd": "max_cost_usd",
+  timeout_sec: "timeout_sec",
+};
+
+/**
+ * The ceilings applied to a run's recorded task (task.json, a validated task:
+ * sizes in bytes) before an untrusted caller resumes it: a run not started
+ * under these ceilings (`runner exec`, or before an operator lowered them)
+ * must not go on above them. Each recorded field above its ceiling is a
+ * problem at `task.<field>` naming the recorded value and the ceiling; an
+ * unset one counts as its normal default (a run's wall clock: 4 h). A field
+ * the resume itself sets (`limits`: `max_steps`, `max_cost_usd`,
+ * `timeout_sec`, checked by {@link resumeCeilingProblems}) replaces the
+ * recorded one and is not checked here. A recorded run of a priced real
+ * model without `model.max_cost_usd` is a problem too (its spend unbounded)
+ * unless the resume gives `max_cost_usd`.
+ */
+export function recordedTaskCeilingProblems(task: unknown, limits: ResumeLimits, ceilings: Ceilings, environment: NodeJS.ProcessEnv): CeilingProblem[] {
+  if (!isRecord(task)) return [];
+  const problems: CeilingProblem[] = [];
+  for (const field of objectFields().filter((entry) => !entry.field.startsWith("agency.") && !entry.field.startsWith("agent."))) {
+    const replacedBy = RESUME_REPLACES[field.field];
+    if (replacedBy !== undefined && limits[replacedBy] !== undefined) continue;
+    const ceiling = ceilings[field.field] ?? field.builtIn;
+    const recorded = valueAt(task, field.path);
+    const value = recorded === undefined ? field.normalDefault : parseValue(field, recorded);
+    const fix = replacedBy
+      ? `give ${replacedBy} in the resume (at most the ceiling)`
+      : "resume it on the command line (runner resume), where you are the operator";
+    if (value !== null && value > ceiling) {
+      problems.push({
+        path: `task.${field.field}`,
+        message: `the run was recorded with ${recorded === undefined ? `none (the default, ${show(field, value)})` : show(field, value)}, above this server's ceiling of ${show(field, ceiling)}${field.kind === "size" ? ` (${ceiling} bytes)` : ` ${field.unit}`}; ${fix}`,
+      });
+    } else if (value === null && field.field === "model.max_cost_usd") {
+      const model = isRecord(task.model) ? task.model : {};
+      const provider = typeof model.provider === "string" ? model.provider : "openai";
+      if (provider === "scripted") continue;
+      const priced = pricingOf(
+        { provider, prices: model.prices as Prices | undefined },
+        configuredModelId({ provider, name: typeof model.name === "string" ? model.name : undefined }, environment),
+      ).prices;
+      if (priced)
+        problems.push({
+          path: "task.model.max_cost_usd",
+          message: `the run was recorded with no budget, and this server bounds every run's spend (at most ${show(field, ceiling)} USD); ${fix}`,
+        });
+    }
+  }
+  return problems;
+}
+
+/**
+ * The ceilings applied to an agency's recorded definition (agency.json's,
+ * validated: every default filled) before an untrusted caller's event
+ * resumes it: its `budget.max_cost_usd`, each agent's fields as
+ * {@link capAgent} checks them (named `agents.<name>.<field>`), and the sum
+ * of their concurrency ({@link agencyConcurrencyProblems}).
+ */
+export function recordedAgencyCeilingProblems(
+  definition: { budget?: { max_cost_usd: number } | undefined; agents: readonly { name: string }[] },
+  ceilings: Ceilings,
+): CeilingProblem[] {
+  const recorded = (problem: CeilingProblem): CeilingProblem => ({ path: problem.path, message: problem.message.replace(/^asked /, "recorded with ") });
+  const problems = capAgency(definition, ceilings).problems.map(recorded);
+  for (const agent of definition.agents) {
+    problems.push(...capAgent({ agent }, ceilings, `agents.${agent.name}.`).problems.map(recorded));
+  }
+  problems.push(
+    ...agencyConcurrencyProblems(
+      definition.agents.map((agent) => ({ agent })),
+      ceilings,
+    ),
+  );
+  return problems;
+}
+
 /**
  * Ceilings of a resume's extra limits (`max_steps` more model calls,
  * `max_cost_usd`, `timeout_sec`): each at most its task field's ceiling.

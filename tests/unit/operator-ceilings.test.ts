@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import type { TaskDefaults } from "../../src/config/defaults-file.js";
 import { TaskValidationError } from "../../src/config/load-task.js";
 import { ConfigError } from "../../src/errors.js";
-import { builtInCeilings, capAgent, CeilingExceededError, parseCeilingFlags } from "../../src/runner/operator-ceilings.js";
+import { builtInCeilings, capAgent, CeilingExceededError, parseCeilingFlags, recordedTaskCeilingProblems } from "../../src/runner/operator-ceilings.js";
 import { validateUntrustedTask } from "../../src/runner/untrusted-task.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 
@@ -167,5 +167,24 @@ describe("an untrusted agency's agents within the ceilings", () => {
     const scripted = capAgent(agent({ provider: "scripted", script: "/x.yaml" }), ceilings);
     expect(scripted.problems).toEqual([]);
     expect(modelOf(scripted.file).max_cost_usd).toBeUndefined();
+  });
+});
+
+describe("a recorded run within the ceilings on resume", () => {
+  it("a priced real model recorded without a budget is refused unless the resume gives max_cost_usd; the scripted one and a recorded budget under the ceiling pass", () => {
+    const ceilings = builtInCeilings();
+    const recorded = (model: Record<string, unknown>) => ({ timeout_sec: 600, max_steps: 50, sandbox: { limits: { cpus: 1, memory: 1024 ** 3 } }, model });
+    expect(recordedTaskCeilingProblems(recorded({ provider: "openai", name: "gpt-4.1" }), {}, ceilings, {})).toEqual([
+      { path: "task.model.max_cost_usd", message: expect.stringMatching(/^the run was recorded with no budget/) },
+    ]);
+    expect(recordedTaskCeilingProblems(recorded({ provider: "openai", name: "gpt-4.1" }), { max_cost_usd: 1 }, ceilings, {})).toEqual([]);
+    expect(recordedTaskCeilingProblems(recorded({ provider: "openai", name: "gpt-4.1", max_cost_usd: 5 }), {}, ceilings, {})).toEqual([]);
+    expect(recordedTaskCeilingProblems(recorded({ provider: "scripted", script: "/s.yaml" }), {}, ceilings, {})).toEqual([]);
+    expect(recordedTaskCeilingProblems({ ...recorded({ provider: "scripted" }), sandbox: { limits: { memory: 16 * 1024 ** 3 } } }, {}, ceilings, {})).toEqual([
+      {
+        path: "task.sandbox.limits.memory",
+        message: expect.stringMatching(/^the run was recorded with 16g, above this server's ceiling of 4g \(4294967296 bytes\)/),
+      },
+    ]);
   });
 });
