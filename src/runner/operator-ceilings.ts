@@ -301,8 +301,9 @@ export function recordedTaskCeilingProblems(task: unknown, limits: ResumeLimits,
  * The ceilings applied to an agency's recorded definition (agency.json's,
  * validated: every default filled) before an untrusted caller's event
  * resumes it: its `budget.max_cost_usd`, each agent's fields as
- * {@link capAgent} checks them (named `agents.<name>.<field>`), and the sum
- * of their concurrency ({@link agencyConcurrencyProblems}).
+ * {@link capAgent} checks them (named `agents.<name>.<field>`; a priced
+ * model recorded without `model.max_cost_usd` too), and the sum of their
+ * concurrency ({@link agencyConcurrencyProblems}).
  */
 export function recordedAgencyCeilingProblems(
   definition: { budget?: { max_cost_usd: number } | undefined; agents: readonly { name: string }[] },
@@ -311,7 +312,17 @@ export function recordedAgencyCeilingProblems(
   const recorded = (problem: CeilingProblem): CeilingProblem => ({ path: problem.path, message: problem.message.replace(/^asked /, "recorded with ") });
   const problems = capAgency(definition, ceilings).problems.map(recorded);
   for (const agent of definition.agents) {
-    problems.push(...capAgent({ agent }, ceilings, `agents.${agent.name}.`).problems.map(recorded));
+    const capped = capAgent({ agent }, ceilings, `agents.${agent.name}.`);
+    problems.push(...capped.problems.map(recorded));
+    // capAgent fills a priced model's unset budget: a recorded agent without one would spend unbounded.
+    const budgetOf = (file: unknown) =>
+      valueAt(((file as { agent: Record<string, unknown> }).agent ?? {}) as Record<string, unknown>, ["model", "max_cost_usd"]);
+    if (budgetOf(capped.file) !== budgetOf({ agent })) {
+      problems.push({
+        path: `agents.${agent.name}.model.max_cost_usd`,
+        message: `recorded with no budget, and this server bounds every run's spend (model.max_cost_usd, at most ${ceilings["model.max_cost_usd"]} USD); resume it on the command line (runner agency resume), where you are the operator`,
+      });
+    }
   }
   problems.push(
     ...agencyConcurrencyProblems(

@@ -9,7 +9,14 @@ import { describe, expect, it } from "vitest";
 import type { TaskDefaults } from "../../src/config/defaults-file.js";
 import { TaskValidationError } from "../../src/config/load-task.js";
 import { ConfigError } from "../../src/errors.js";
-import { builtInCeilings, capAgent, CeilingExceededError, parseCeilingFlags, recordedTaskCeilingProblems } from "../../src/runner/operator-ceilings.js";
+import {
+  builtInCeilings,
+  capAgent,
+  CeilingExceededError,
+  parseCeilingFlags,
+  recordedAgencyCeilingProblems,
+  recordedTaskCeilingProblems,
+} from "../../src/runner/operator-ceilings.js";
 import { validateUntrustedTask } from "../../src/runner/untrusted-task.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 
@@ -186,5 +193,16 @@ describe("a recorded run within the ceilings on resume", () => {
         message: expect.stringMatching(/^the run was recorded with 16g, above this server's ceiling of 4g \(4294967296 bytes\)/),
       },
     ]);
+  });
+});
+
+describe("a recorded agency within the ceilings on resume", () => {
+  it("an agent of a priced model recorded without a budget is refused, naming it; one with a budget under the ceiling passes", () => {
+    const agent = (model: Record<string, unknown>) => ({ name: "coder", model, max_steps: 50, policies: { max_concurrency: 1, timeout_seconds: 600 } });
+    expect(recordedAgencyCeilingProblems({ agents: [agent({ provider: "openai", name: "gpt-4.1" })] }, builtInCeilings())).toEqual([
+      { path: "agents.coder.model.max_cost_usd", message: expect.stringMatching(/^recorded with no budget/) },
+    ]);
+    expect(recordedAgencyCeilingProblems({ agents: [agent({ provider: "openai", name: "gpt-4.1", max_cost_usd: 2 })] }, builtInCeilings())).toEqual([]);
+    expect(recordedAgencyCeilingProblems({ agents: [agent({ provider: "scripted" })] }, builtInCeilings())).toEqual([]);
   });
 });
