@@ -15,7 +15,7 @@ import { changedFiles, mergeAdvice, pagePatch } from "./run-result.js";
 import { RunTable } from "./run-table.js";
 import * as schemas from "./tool-schemas.js";
 import { answerOf, offerElicitation } from "./approval-elicitation.js";
-import { builtInCeilings, CeilingExceededError, resumeCeilingProblems, type Ceilings } from "../runner/operator-ceilings.js";
+import { builtInCeilings, CeilingExceededError, recordedTaskCeilingProblems, resumeCeilingProblems, type Ceilings } from "../runner/operator-ceilings.js";
 import { taskOf } from "./run-start-task.js";
 import { describeEvents, describeResult, describeStatus, shortType } from "./tool-texts.js";
 
@@ -271,14 +271,19 @@ function registerTools(
     },
     (input, extra) =>
       guarded(async () => {
-        const above = resumeCeilingProblems(input, options.ceilings ?? builtInCeilings());
+        const ceilings = options.ceilings ?? builtInCeilings();
+        const above = resumeCeilingProblems(input, ceilings);
         if (above.length) throw new CeilingExceededError("run_resume", above);
+        // A run not started under these ceilings (`runner exec`, or before they were lowered) goes on within them only.
+        const id = runs.resolve(input.run_id);
+        const recorded = recordedTaskCeilingProblems(readRecordedTask(runs.directory(id)), input, ceilings, process.env);
+        if (recorded.length) throw new CeilingExceededError("run_resume", recorded);
         const limits = {
           ...(input.max_steps === undefined ? {} : { maxSteps: input.max_steps }),
           ...(input.max_cost_usd === undefined ? {} : { maxCostUsd: input.max_cost_usd }),
           ...(input.timeout_sec === undefined ? {} : { timeoutSec: input.timeout_sec }),
         };
-        const handle = await withProgress(extra, interval, "resuming the run", () => runs.resume(input.run_id, limits));
+        const handle = await withProgress(extra, interval, "resuming the run", () => runs.resume(id, limits));
         return startedResult(handle, "resumed");
       }),
   );
@@ -435,4 +440,13 @@ function readPatch(path: string): string {
 
 function sum(values: number[]): number {
   return values.reduce((total, value) => total + value, 0);
+}
+
+/** The recorded task (task.json) of the run in `runDirectory`, or null when it cannot be read (the resume says why). */
+function readRecordedTask(runDirectory: string): unknown {
+  try {
+    return JSON.parse(readFileSync(join(runDirectory, "task.json"), "utf8"));
+  } catch {
+    return null;
+  }
 }

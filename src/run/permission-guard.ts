@@ -171,19 +171,22 @@ function validAnswer(given: unknown): ApprovalAnswer {
 
 /** Lines of a file write the approval question shows (the rest is counted): enough to judge, short enough to read. */
 const PREVIEW_LINES = 12;
+/** Characters of each previewed line (the rest cut, with an ellipsis): a minified line must not fill the question (security review, 9c). */
+const PREVIEW_LINE_CHARS = 200;
 
 /**
  * What a `write_file` or `edit_file` call would write, for its approval
  * question: the size and first lines of the content, or the text replaced
- * and its replacement. The path alone (the rule's subject) is not enough to
- * decide on (issue 26, a new user's trial). Empty for other tools.
+ * and its replacement, at most 12 lines of at most 200 characters each
+ * (longer ones cut with "…"). The path alone (the rule's subject) is not
+ * enough to decide on (issue 26, a new user's trial). Empty for other tools.
  */
 export function writePreview(toolName: string, args: unknown): string {
   const fields = (args ?? {}) as Record<string, unknown>;
   const excerpt = (text: string, label: string) => {
     const lines = text.split("\n");
     if (lines.at(-1) === "") lines.pop();
-    const shown = lines.slice(0, PREVIEW_LINES).map((line) => `  | ${line}`);
+    const shown = lines.slice(0, PREVIEW_LINES).map((line) => `  | ${cutLine(line)}`);
     const more = lines.length > PREVIEW_LINES ? [`  | … ${lines.length - PREVIEW_LINES} more line${lines.length - PREVIEW_LINES === 1 ? "" : "s"}`] : [];
     return [`${label}:`, ...shown, ...more].join("\n");
   };
@@ -195,4 +198,10 @@ export function writePreview(toolName: string, args: unknown): string {
     return `\n${excerpt(fields.old_string, `replace${fields.replace_all === true ? " (every occurrence)" : ""}`)}\n${excerpt(fields.new_string, "with")}`;
   }
   return "";
+}
+
+/** `line` cut at {@link PREVIEW_LINE_CHARS} characters (whole code points), with "…" when cut. */
+function cutLine(line: string): string {
+  const characters = Array.from(line);
+  return characters.length > PREVIEW_LINE_CHARS ? `${characters.slice(0, PREVIEW_LINE_CHARS).join("")}…` : line;
 }

@@ -1,6 +1,7 @@
 import { TaskValidationError } from "../config/load-task.js";
 import { parseMemory } from "../config/task-schema.js";
 import { ConfigError } from "../errors.js";
+import { configuredModelId, pricingOf, type Prices } from "../model/pricing.js";
 import { DEFAULT_RUN_TIMEOUT_SEC } from "../run/run-limits.js";
 
 /**
@@ -11,13 +12,14 @@ import { DEFAULT_RUN_TIMEOUT_SEC } from "../run/run-limits.js";
  * (bytes, written as task.yaml writes sizes: "4g"). `normalDefault`: what the
  * schema gives a field left unset (null: no limit at all). `fillUnset`: false
  * for a budget, which a model without known prices cannot have (the runner
- * refuses it): a task's `model.max_cost_usd` is filled after validation, where
- * the model's prices are known (src/runner/untrusted-task.ts); an agency's
- * budget stays unset.
+ * refuses it): a task's or agent's `model.max_cost_usd` is filled where the
+ * model's prices are known ({@link modelBudget}); an agency's budget stays
+ * unset. A trusted default above the ceiling is lowered to it all the same.
  */
 interface CeilingField {
   field: string;
-  path: readonly string[];
+  /** Where the field is in the object checked; null for a ceiling on a sum or a request (checked by its own function). */
+  path: readonly string[] | null;
   kind: "number" | "size";
   unit: string;
   builtIn: number;
@@ -52,7 +54,16 @@ const FIELDS: readonly CeilingField[] = [
   { field: "agency.budget.max_cost_usd", path: ["budget", "max_cost_usd"], kind: "number", unit: "USD", builtIn: 50, normalDefault: null, fillUnset: false },
   { field: "agent.policies.max_concurrency", path: ["policies", "max_concurrency"], kind: "number", unit: "invocations", builtIn: 4, normalDefault: 1 },
   { field: "agent.policies.timeout_seconds", path: ["policies", "timeout_seconds"], kind: "number", unit: "s", builtIn: 3600, normalDefault: 600 },
+  // Sums over a request: a batch's tasks at once (`POST /v1/batches` `jobs`), and an agency's invocations at once (the
+  // sum of its agents' `policies.max_concurrency`); 4 each, a 2–4 core machine's worth of sandboxes, as max_parallel.
+  { field: "batch.jobs", path: null, kind: "number", unit: "tasks at once", builtIn: 4, normalDefault: 1 },
+  { field: "agency.max_concurrent_invocations", path: null, kind: "number", unit: "invocations at once", builtIn: 4, normalDefault: 1 },
 ];
+
+/** The fields a task, agency or agent object carries (not the sums). */
+function objectFields(): (CeilingField & { path: readonly string[] })[] {
+  return FIELDS.filter((field): field is CeilingField & { path: readonly string[] } => field.path !== null);
+}
 
 /** The ceiling of each capped field (see {@link ceilingFields}), in the field's unit (sizes in bytes). */
 export type Ceilings = Readonly<Record<string, number>>;
@@ -116,7 +127,7 @@ export function capTask(caller: unknown, merged: unknown, ceilings: Ceilings, pr
     caller,
     merged,
     ceilings,
-    FIELDS.filter((field) => !field.field.startsWith("agency.") && !field.field.startsWith("agent.")),
+    objectFields().filter((field) => !field.field.startsWith("agency.") && !field.field.startsWith("agent.")),
     prefix,
   );
 }
@@ -127,7 +138,7 @@ export function capAgency(agency: unknown, ceilings: Ceilings, prefix = ""): { p
     agency,
     agency,
     ceilings,
-    FIELDS.filter((field) => field.field.startsWith("agency.")),
+    objectFields().filter((field) => field.field.startsWith("agency.")),
     prefix,
   );
   return { problems, agency: task };
@@ -141,11 +152,185 @@ export function capAgency(agency: unknown, ceilings: Ceilings, prefix = ""): { p
 export function capAgent(file: unknown, ceilings: Ceilings, prefix = "agent."): { problems: CeilingProblem[]; file: unknown } {
   const agent = (file as { agent?: unknown } | null)?.agent;
   if (!isRecord(agent)) return { problems: [], file };
-  const fields = FIELDS.filter((field) => !field.field.startsWith("agency.")).filter((field) =>
-    field.field.startsWith("agent.") ? true : ["sandbox", "model", "max_steps"].includes(field.path[0]!),
-  );
+  const fields = objectFields()
+    .filter((field) => !field.field.startsWith("agency."))
+    .filter((field) => (field.field.startsWith("agent.") ? true : ["sandbox", "model", "max_steps"].includes(field.path[0]!)));
   const { problems, task } = cap(agent, agent, ceilings, fields, prefix);
-  return { problems, file: { ...(file as Record<string, unknown>), agent: task } };
+  const model = (task as Record<string, unknown>).model;
+  const asked = isRecord(model) ? model : {};
+  // The schema's default provider; a provider or name of the wrong type is the schema's to name.
+  const provider = asked.provider ?? "openai";
+  if (typeof provider !== "string" || (asked.name !== undefined && typeof asked.name !== "string"))
+    return { problems, file: { ...(file as Record<string, unknown>), agent: task } };
+  const budget = modelBudget({ provider, name: asked.name as string | undefined, max_cost_usd: asked.max_cost_usd }, ceilings, process.env, prefix);
+  problems.push(...budget.problems);
+  const capped = budget.fill === undefined ? task : setAt(task as Record<string, unknown>, ["model", "max_cost_usd"], budget.fill);
+  return { problems, file: { ...(file as Record<string, unknown>), agent: capped } };
+}
+
+/**
+ * The `model.max_cost_usd` ceiling applied to a model as it will run
+ * (`model` after validation or the caller's raw fields; `environment` the
+ * process's, which names a real provider's model when `model.name` does not):
+ * `fill` is the ceiling (USD) for an unset budget of a priced model; an
+ * unpriced model of a real provider is a problem under `prefix`
+ * `model.name`, since no budget could bound its spend. The scripted provider
+ * is this runner's own test model and spends nothing, so it passes unpriced.
+ * No `model.max_cost_usd` ceiling: nothing to apply.
+ */
+export function modelBudget(
+  model: { provider: string; name?: string | undefined; prices?: Prices | undefined; max_cost_usd?: unknown },
+  ceilings: Ceilings,
+  environment: NodeJS.ProcessEnv,
+  prefix = "",
+): { fill?: number; problems: CeilingProblem[] } {
+  const ceiling = ceilings["model.max_cost_usd"];
+  if (ceiling === undefined) return { problems: [] };
+  const pricing = pricingOf(model, configuredModelId(model, environment));
+  if (pricing.prices) return model.max_cost_usd === undefined ? { fill: ceiling, problems: [] } : { problems: [] };
+  if (model.provider === "scripted") return { problems: [] };
+  return {
+    problems: [
+      {
+        path: `${prefix}model.name`,
+        message: `${pricing.model === null ? "no model is named" : `the price table has no model ${pricing.model}`}: this server bounds every run's spend (model.max_cost_usd, at most ${ceiling} USD), which needs the model's prices; name a model the price table knows (docs/providers.md), or ask the operator to price it (model.prices in the server's defaults file)`,
+      },
+    ],
+  };
+}
+
+/**
+ * The `batch.jobs` ceiling on a batch's `jobs` (tasks run at once):
+ * a problem at `jobs` when above it.
+ */
+export function batchCeilingProblems(jobs: number, ceilings: Ceilings): CeilingProblem[] {
+  const field = FIELDS.find((entry) => entry.field === "batch.jobs")!;
+  const ceiling = ceilings[field.field] ?? field.builtIn;
+  return jobs > ceiling ? [{ path: "jobs", message: aboveMessage(field, jobs, jobs, ceiling) }] : [];
+}
+
+/**
+ * The `agency.max_concurrent_invocations` ceiling on an agency's agents
+ * (their files' objects, `{ agent: {...} }`): the sum of their
+ * `policies.max_concurrency` (unset: the schema's 1) is how many
+ * invocations, each a run with its own sandbox, may run at once. A problem at
+ * `agents` naming the sum when above it; a value that does not parse counts
+ * as 1 (the agency's schema names it).
+ */
+export function agencyConcurrencyProblems(agentFiles: readonly unknown[], ceilings: Ceilings): CeilingProblem[] {
+  const field = FIELDS.find((entry) => entry.field === "agency.max_concurrent_invocations")!;
+  const ceiling = ceilings[field.field] ?? field.builtIn;
+  const perAgent = agentFiles.map((file) => {
+    const agent = (file as { agent?: unknown } | null)?.agent;
+    const value = isRecord(agent) ? valueAt(agent, ["policies", "max_concurrency"]) : undefined;
+    return typeof value === "number" && Number.isInteger(value) && value > 0 ? value : 1;
+  });
+  const total = perAgent.reduce((sum, value) => sum + value, 0);
+  if (total <= ceiling) return [];
+  return [
+    {
+      path: "agents",
+      message: `its ${perAgent.length} agents may run ${total} invocations at once (the sum of their policies.max_concurrency, unset: 1), above this server's ceiling of ${ceiling} ${field.unit}; lower the agents' policies.max_concurrency or use fewer agents (the operator sets it: --ceiling ${field.field}=VALUE)`,
+    },
+  ];
+}
+
+/** A resume's limits, each replacing the recorded one for this attempt (`runner resume --max-steps …`). */
+interface ResumeLimits {
+  max_steps?: number | undefined;
+  max_cost_usd?: number | undefined;
+  timeout_sec?: number | undefined;
+}
+
+/** Which recorded task field each resume limit replaces. */
+const RESUME_REPLACES: Readonly<Record<string, keyof ResumeLimits>> = {
+  max_steps: "max_steps",
+  "model.max_cost_usd": "max_cost_usd",
+  timeout_sec: "timeout_sec",
+};
+
+/**
+ * The ceilings applied to a run's recorded task (task.json, a validated task:
+ * sizes in bytes) before an untrusted caller resumes it: a run not started
+ * under these ceilings (`runner exec`, or before an operator lowered them)
+ * must not go on above them. Each recorded field above its ceiling is a
+ * problem at `task.<field>` naming the recorded value and the ceiling; an
+ * unset one counts as its normal default (a run's wall clock: 4 h). A field
+ * the resume itself sets (`limits`: `max_steps`, `max_cost_usd`,
+ * `timeout_sec`, checked by {@link resumeCeilingProblems}) replaces the
+ * recorded one and is not checked here. A recorded run of a priced real
+ * model without `model.max_cost_usd` is a problem too (its spend unbounded)
+ * unless the resume gives `max_cost_usd`.
+ */
+export function recordedTaskCeilingProblems(task: unknown, limits: ResumeLimits, ceilings: Ceilings, environment: NodeJS.ProcessEnv): CeilingProblem[] {
+  if (!isRecord(task)) return [];
+  const problems: CeilingProblem[] = [];
+  for (const field of objectFields().filter((entry) => !entry.field.startsWith("agency.") && !entry.field.startsWith("agent."))) {
+    const replacedBy = RESUME_REPLACES[field.field];
+    if (replacedBy !== undefined && limits[replacedBy] !== undefined) continue;
+    const ceiling = ceilings[field.field] ?? field.builtIn;
+    const recorded = valueAt(task, field.path);
+    const value = recorded === undefined ? field.normalDefault : parseValue(field, recorded);
+    const fix = replacedBy
+      ? `give ${replacedBy} in the resume (at most the ceiling)`
+      : "resume it on the command line (runner resume), where you are the operator";
+    if (value !== null && value > ceiling) {
+      problems.push({
+        path: `task.${field.field}`,
+        message: `the run was recorded with ${recorded === undefined ? `none (the default, ${show(field, value)})` : show(field, value)}, above this server's ceiling of ${show(field, ceiling)}${field.kind === "size" ? ` (${ceiling} bytes)` : ` ${field.unit}`}; ${fix}`,
+      });
+    } else if (value === null && field.field === "model.max_cost_usd") {
+      const model = isRecord(task.model) ? task.model : {};
+      const provider = typeof model.provider === "string" ? model.provider : "openai";
+      if (provider === "scripted") continue;
+      const priced = pricingOf(
+        { provider, prices: model.prices as Prices | undefined },
+        configuredModelId({ provider, name: typeof model.name === "string" ? model.name : undefined }, environment),
+      ).prices;
+      if (priced)
+        problems.push({
+          path: "task.model.max_cost_usd",
+          message: `the run was recorded with no budget, and this server bounds every run's spend (at most ${show(field, ceiling)} USD); ${fix}`,
+        });
+    }
+  }
+  return problems;
+}
+
+/**
+ * The ceilings applied to an agency's recorded definition (agency.json's,
+ * validated: every default filled) before an untrusted caller's event
+ * resumes it: its `budget.max_cost_usd`, each agent's fields as
+ * {@link capAgent} checks them (named `agents.<name>.<field>`; a priced
+ * model recorded without `model.max_cost_usd` too), and the sum of their
+ * concurrency ({@link agencyConcurrencyProblems}).
+ */
+export function recordedAgencyCeilingProblems(
+  definition: { budget?: { max_cost_usd: number } | undefined; agents: readonly { name: string }[] },
+  ceilings: Ceilings,
+): CeilingProblem[] {
+  const recorded = (problem: CeilingProblem): CeilingProblem => ({ path: problem.path, message: problem.message.replace(/^asked /, "recorded with ") });
+  const problems = capAgency(definition, ceilings).problems.map(recorded);
+  for (const agent of definition.agents) {
+    const capped = capAgent({ agent }, ceilings, `agents.${agent.name}.`);
+    problems.push(...capped.problems.map(recorded));
+    // capAgent fills a priced model's unset budget: a recorded agent without one would spend unbounded.
+    const budgetOf = (file: unknown) =>
+      valueAt(((file as { agent: Record<string, unknown> }).agent ?? {}) as Record<string, unknown>, ["model", "max_cost_usd"]);
+    if (budgetOf(capped.file) !== budgetOf({ agent })) {
+      problems.push({
+        path: `agents.${agent.name}.model.max_cost_usd`,
+        message: `recorded with no budget, and this server bounds every run's spend (model.max_cost_usd, at most ${ceilings["model.max_cost_usd"]} USD); resume it on the command line (runner agency resume), where you are the operator`,
+      });
+    }
+  }
+  problems.push(
+    ...agencyConcurrencyProblems(
+      definition.agents.map((agent) => ({ agent })),
+      ceilings,
+    ),
+  );
+  return problems;
 }
 
 /**
@@ -166,7 +351,13 @@ export function resumeCeilingProblems(limits: { max_steps?: number; max_cost_usd
   });
 }
 
-function cap(caller: unknown, merged: unknown, ceilings: Ceilings, fields: readonly CeilingField[], prefix: string) {
+function cap(
+  caller: unknown,
+  merged: unknown,
+  ceilings: Ceilings,
+  fields: readonly (CeilingField & { path: readonly string[] })[],
+  prefix: string,
+): { problems: CeilingProblem[]; task: unknown } {
   if (!isRecord(caller) || !isRecord(merged)) return { problems: [], task: merged };
   const problems: CeilingProblem[] = [];
   let task: Record<string, unknown> = merged;
@@ -179,8 +370,13 @@ function cap(caller: unknown, merged: unknown, ceilings: Ceilings, fields: reado
       if (value !== null && value > ceiling) problems.push({ path: `${prefix}${path}`, message: aboveMessage(field, asked, value, ceiling) });
       continue;
     }
-    if (field.fillUnset === false) continue;
     const fromDefaults = valueAt(merged, field.path);
+    if (field.fillUnset === false) {
+      // A budget is never filled here (it needs prices), but a trusted default above the ceiling is lowered.
+      const current = fromDefaults === undefined ? null : parseValue(field, fromDefaults);
+      if (current !== null && current > ceiling) task = setAt(task, field.path, ceiling);
+      continue;
+    }
     const current = fromDefaults === undefined ? field.normalDefault : parseValue(field, fromDefaults);
     if (fromDefaults !== undefined && current === null) continue;
     if (current === null || current > ceiling) task = setAt(task, field.path, ceiling);

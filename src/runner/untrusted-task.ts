@@ -1,13 +1,12 @@
-import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parseDocument } from "yaml";
-import { yamlDocumentValue } from "../describe-issue.js";
+import { describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { applyDefaults, type TaskDefaults } from "../config/defaults-file.js";
-import { loadTaskFile, TaskValidationError, validateTask, type Task, type TaskProblem } from "../config/load-task.js";
-import { configuredModelId, pricingOf } from "../model/pricing.js";
+import { TaskValidationError, validateTask, type Task, type TaskProblem } from "../config/load-task.js";
 import { shippedPolicyNames } from "../policy/load-policy.js";
 import { isPathInside } from "../process/path-inside.js";
-import { capTask, CeilingExceededError, type Ceilings } from "./operator-ceilings.js";
+import { capTask, CeilingExceededError, modelBudget, type Ceilings } from "./operator-ceilings.js";
 
 /**
  * Where an untrusted caller's paths may point: `roots` are directories
@@ -33,6 +32,8 @@ export interface TrustRoots {
  * - `policy`, `subagents.explore_policy`, `subagents.worker_policy`: only a
  *   shipped policy's name, never a file (a policy decides what needs asking);
  * - `model.base_url`: the runner would send the host's API key there;
+ * - `model.prices`: prices of 0 make every run free, so the operator's
+ *   `model.max_cost_usd` ceiling is never reached;
  * - `sandbox.pass_env`, `sandbox.secret_env`: host environment variables into the sandbox;
  * - `sandbox.network.allow_cidrs`: lets allowed names resolve into private and
  *   link-local ranges (a cloud's metadata address);
@@ -60,6 +61,10 @@ const REFUSED_FIELDS: readonly { path: string[]; why: string }[] = [
   {
     path: ["sandbox", "network", "allow_cidrs"],
     why: "it lets allowed names resolve to private and link-local addresses (a cloud's metadata service); set it in a task file you run with `runner exec`",
+  },
+  {
+    path: ["model", "prices"],
+    why: "prices decide what a run costs, which this server's model.max_cost_usd ceiling bounds; name a model the price table knows (model.name), or ask the operator to price it in the server's defaults file",
   },
   {
     path: ["on_success"],
@@ -214,25 +219,28 @@ export function validateUntrustedTask(
  * gets the ceiling where its default is higher; an unset `model.max_cost_usd`
  * gets its ceiling when the model's prices are known (a budget needs them: the
  * runner refuses one over an unpriced model), from this process's environment
- * as the Runner reads it (`OPENAI_MODEL`, …).
+ * as the Runner reads it (`OPENAI_MODEL`, …); an unpriced model of a real
+ * provider throws {@link CeilingExceededError} at `model.name` ({@link modelBudget}).
  */
 function validateCapped(raw: unknown, merged: unknown, label: string, file: string | null, baseDirectory: string, ceilings: Ceilings | undefined): Task {
   if (!ceilings) return validateTask(merged, file, baseDirectory);
   const capped = capTask(raw, merged, ceilings);
   if (capped.problems.length) throw new CeilingExceededError(label, capped.problems);
   const task = validateTask(capped.task, file, baseDirectory);
-  const budget = ceilings["model.max_cost_usd"];
-  if (task.model.max_cost_usd !== undefined || budget === undefined) return task;
-  if (!pricingOf(task.model, configuredModelId(task.model, process.env)).prices) return task;
-  return { ...task, model: { ...task.model, max_cost_usd: budget } };
+  const budget = modelBudget(task.model, ceilings, process.env);
+  if (budget.problems.length) throw new CeilingExceededError(label, budget.problems);
+  return budget.fill === undefined ? task : { ...task, model: { ...task.model, max_cost_usd: budget.fill } };
 }
 
 /**
  * A task file an untrusted caller names: the file must lie inside
  * `roots` and its fields pass {@link untrustedTaskProblems} (its relative
  * paths against its own directory), as a task object would, within
- * `ceilings` when given. Throws {@link TaskValidationError} naming the file
- * and every problem ({@link CeilingExceededError} for fields above a ceiling).
+ * `ceilings` when given. The file is read once ({@link readTaskFileOnce}): the
+ * fields checked are the fields run, and no error path reads it again.
+ * Throws {@link TaskValidationError} naming the file and every problem (not
+ * found, not a file, outside the roots, a YAML error; {@link CeilingExceededError}
+ * for fields above a ceiling).
  */
 export function loadUntrustedTaskFile(
   file: string,
@@ -243,15 +251,50 @@ export function loadUntrustedTaskFile(
   const real = realRoots(roots);
   if (!real.some((root) => isPathInside(realpathOrSelf(absolute), root)))
     throw new TaskValidationError(absolute, [{ path: "", message: outsideRoots(absolute, real, options.rootsOption) }]);
-  if (!existsSync(absolute) || !statSync(absolute).isFile()) return loadTaskFile(absolute); // its own message: not found, not a file
-  // Read once: the fields checked are the fields run (loadTaskFile, reading it again, only words a YAML error).
-  const document = parseDocument(readFileSync(absolute, "utf8"), { prettyErrors: true });
-  const built = document.errors.length ? null : yamlDocumentValue(document);
-  if (!built || "problem" in built) return loadTaskFile(absolute);
+  const source = readTaskFileOnce(absolute, real, options.rootsOption);
+  const document = parseDocument(source, { prettyErrors: true });
+  if (document.errors.length) {
+    throw new TaskValidationError(
+      absolute,
+      document.errors.map((error) => ({ path: "", message: describeYamlError(error, source) })),
+    );
+  }
+  const built = yamlDocumentValue(document);
+  if ("problem" in built) throw new TaskValidationError(absolute, [{ path: "", message: built.problem }]);
   const raw = built.value;
   const problems = untrustedTaskProblems(raw, { roots, baseDirectory: dirname(absolute), rootsOption: options.rootsOption });
   if (problems.length) throw new TaskValidationError(absolute, problems);
   return validateCapped(raw, withDefaults(raw, dirname(absolute), options.defaults), absolute, absolute, dirname(absolute), options.ceilings);
+}
+
+/**
+ * The text of task file `absolute`, read through one descriptor: opened at
+ * its real path with `O_NOFOLLOW` (a link swapped in after the path was
+ * resolved fails the open) and `O_NONBLOCK` (a FIFO cannot hang the server),
+ * a regular file by `fstat`, and inside `realRoots` by the descriptor's own
+ * real path (`/proc/self/fd/N`, as src/skills/host-skill-source.ts reads
+ * skill files). Throws {@link TaskValidationError}: "file not found", "not a
+ * file", outside the roots, or the open's error.
+ */
+function readTaskFileOnce(absolute: string, realRoots: string[], rootsOption: string | undefined): string {
+  const refuse = (message: string) => new TaskValidationError(absolute, [{ path: "", message }]);
+  let descriptor: number;
+  try {
+    descriptor = openSync(realpathSync.native(absolute), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") throw refuse("file not found");
+    if (code === "ELOOP") throw refuse("it was replaced by a link while it was read; give the path of a task.yaml, not a link");
+    throw refuse(`cannot read it: ${(error as Error).message}`);
+  }
+  try {
+    if (!fstatSync(descriptor).isFile()) throw refuse("not a file; give the path of a task.yaml");
+    const opened = realpathOrSelf(`/proc/self/fd/${descriptor}`);
+    if (!realRoots.some((root) => isPathInside(opened, root))) throw refuse(outsideRoots(opened, realRoots, rootsOption));
+    return readFileSync(descriptor, "utf8");
+  } finally {
+    closeSync(descriptor);
+  }
 }
 
 /** `raw` with the trusted defaults under its fields (the defaults see the task's absolute workspace). */

@@ -11,6 +11,7 @@ import { AgencyFileError } from "../agency/load-agency.js";
 import { checkAgencyEvent } from "../bus/agency-event.js";
 import { EventRejectedError, type AgencyEvent } from "../bus/event-bus.js";
 import { ConfigError } from "../errors.js";
+import { recordedAgencyCeilingProblems } from "../runner/operator-ceilings.js";
 import {
   AgencyEventAcceptedSchema,
   AgencyIdParams,
@@ -53,11 +54,31 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
   // Agencies being resumed for an event: a second event meanwhile finds the agency running, not resumable.
   const resuming = new Map<string, Promise<boolean>>();
 
+  /**
+   * Why the caller may not resume the agency of `directory` (null: it may): its recorded definition above the
+   * server's ceilings, which an agency not started under them (`runner agency run`, or before they were lowered) can be.
+   */
+  const ceilingRefusal = (directory: AgencyDirectory): HttpProblem | null => {
+    const errors = recordedAgencyCeilingProblems(directory.readRecord().definition, context.ceilings).map((problem) => ({
+      field: `agency.${problem.path}`,
+      message: problem.message,
+    }));
+    if (!errors.length) return null;
+    return new HttpProblem(
+      403,
+      "Above the server's ceiling",
+      `the agency would be resumed to take the event, and its recorded definition is above this server's ceilings: ${errors.map((entry) => `${entry.field}: ${entry.message}`).join("; ")}`,
+      { errors },
+    );
+  };
+
   /** Resumes agency `id` when no process runs it (true), adopting its handle; a resume under way is awaited. */
   const resumeIdle = (id: string, directory: AgencyDirectory): Promise<boolean> => {
     const under = resuming.get(id);
     if (under) return under;
     if (context.agencies.has(id) || agencyRunning(directory.path)) return Promise.resolve(false);
+    const above = ceilingRefusal(directory);
+    if (above) return Promise.reject(above);
     const resumed = context.runner
       .resumeAgency(id, { approvals: context.inbox })
       .then((handle) => (adoptAgency(context, handle), true))
@@ -256,6 +277,11 @@ export function addAgencyRoutes(api: ApiRoutes, context: ServerContext): void {
         );
       }
       const record = directory.readRecord();
+      // An idle agency is resumed to take the event: refuse before it is stored when that resume would be refused.
+      if (!context.agencies.has(params.id) && !agencyRunning(directory.path)) {
+        const above = ceilingRefusal(directory);
+        if (above) throw above;
+      }
       const fields: OutsideEvent & { time?: Date } = {
         type: received.type,
         id: received.id,

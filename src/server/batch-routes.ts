@@ -7,6 +7,7 @@ import { runBatch } from "../batch/run-batch.js";
 import { ConfigError } from "../errors.js";
 import { isPathInside } from "../process/path-inside.js";
 import { newRunId } from "../run/run-id.js";
+import { batchCeilingProblems } from "../runner/operator-ceilings.js";
 import { loadUntrustedTaskFile } from "../runner/untrusted-task.js";
 import { BatchIdParams, BatchListSchema, BatchSummarySchema, ProblemSchema, StartBatchRequest } from "./api-schemas.js";
 import type { ApiRoutes } from "./api-routes.js";
@@ -40,6 +41,9 @@ export function addBatchRoutes(api: ApiRoutes, context: ServerContext, signal: A
     },
     async (c, { body }) => {
       const stored = await context.idempotency.run("POST /v1/batches", c.req.header("idempotency-key"), body, async () => {
+        const above = batchCeilingProblems(body.jobs, context.ceilings).map((entry) => ({ field: `body.${entry.path}`, message: entry.message }));
+        if (above.length)
+          throw new HttpProblem(403, "Above the server's ceiling", above.map((entry) => `${entry.field}: ${entry.message}`).join("; "), { errors: above });
         const input = resolve(context.roots[0] ?? process.cwd(), body.path);
         if (!context.roots.some((root) => isPathInside(realOrSelf(input), realOrSelf(resolve(root))))) {
           throw new HttpProblem(

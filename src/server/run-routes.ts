@@ -5,7 +5,7 @@ import type { Task } from "../config/load-task.js";
 import { TaskValidationError } from "../config/load-task.js";
 import type { ApprovalAnswer } from "../policy/approval.js";
 import { loadUntrustedTaskFile, untrustedTaskProblems, validateUntrustedTask } from "../runner/untrusted-task.js";
-import { CeilingExceededError, resumeCeilingProblems } from "../runner/operator-ceilings.js";
+import { CeilingExceededError, recordedTaskCeilingProblems, resumeCeilingProblems } from "../runner/operator-ceilings.js";
 import { isPathInside } from "../process/path-inside.js";
 import {
   ApprovalAnsweredSchema,
@@ -194,7 +194,9 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
       headers: { "Idempotency-Key": "a retry with the same key and body gets the first response" },
       responses: {
         201: { description: "the resumed run's record", schema: RunRecordSchema },
-        403: problem("max_steps, max_cost_usd or timeout_sec above the server's --ceiling: the field, the value asked and the ceiling named"),
+        403: problem(
+          "max_steps, max_cost_usd or timeout_sec, or the run's recorded task (`task.<field>`), above the server's --ceiling: the field, the value and the ceiling named",
+        ),
         404: problem("no such run"),
         409: problem("the run cannot be resumed (the detail says why and which field to add)"),
       },
@@ -205,6 +207,9 @@ export function addRunRoutes(api: ApiRoutes, context: ServerContext): void {
         if (context.handles.has(params.id)) throw new HttpProblem(409, "Run is running", `run ${params.id} is running; nothing to resume`);
         const above = resumeCeilingProblems(body, context.ceilings);
         if (above.length) throw aboveCeiling(above.map((entry) => ({ field: `body.${entry.path}`, message: entry.message })));
+        // A run not started under these ceilings (`runner exec`, or before they were lowered) goes on within them only.
+        const recorded = recordedTaskCeilingProblems(readRecordedTask(context, params.id), body, context.ceilings, process.env);
+        if (recorded.length) throw aboveCeiling(recorded.map((entry) => ({ field: entry.path, message: entry.message })));
         const options = {
           approvals: context.inbox,
           ...(body.max_steps ? { maxSteps: body.max_steps } : {}),
@@ -367,6 +372,15 @@ function checkedTask(where: string, load: () => Task): Task {
     if (error instanceof CeilingExceededError) throw aboveCeiling(errors);
     const trust = error.problems.some((entry) => TRUST_FIELDS.has(entry.path) && /not allowed here|only a shipped policy|outside/.test(entry.message));
     throw new HttpProblem(trust ? 403 : 422, trust ? "Task not allowed" : "Invalid task", error.message, { errors });
+  }
+}
+
+/** Run `id`'s recorded task (task.json), or null when it cannot be read (the resume says why). */
+function readRecordedTask(context: ServerContext, id: string): unknown {
+  try {
+    return JSON.parse(readFileSync(join(context.runner.home, "runs", id, "task.json"), "utf8"));
+  } catch {
+    return null;
   }
 }
 

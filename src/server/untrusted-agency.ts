@@ -5,7 +5,7 @@ import type { AgencyDefinition } from "../agency/load-agency.js";
 import { describeYamlError, yamlDocumentValue } from "../describe-issue.js";
 import { isPathInside } from "../process/path-inside.js";
 import { untrustedTaskProblems } from "../runner/untrusted-task.js";
-import { capAgency, capAgent, type Ceilings } from "../runner/operator-ceilings.js";
+import { agencyConcurrencyProblems, capAgency, capAgent, type Ceilings } from "../runner/operator-ceilings.js";
 
 /** One refused or unreadable part of an agency from an API caller: where (a file, or `body.agency…`), the dotted field, why. */
 export interface AgencyTrustProblem {
@@ -51,13 +51,15 @@ const BUILD_PATHS = ["context", "dockerfile"] as const;
  * verify, on the agency's workspace): no hooks, MCP servers, policy files,
  * `model.base_url`, host variables or private-address allowances, and
  * `workspace`, every `model.script` and `sandbox.build` path inside the
- * roots. The agency's own per-agent policies (`policies:`, generated from
+ * roots; the agency's `bus` is the embedded `file` one and it names no
+ * `pool` (both the operator's). The agency's own per-agent policies (`policies:`, generated from
  * the capabilities) stay the agency's. With `ceilings` (the operator's
  * `--ceiling`s, src/runner/operator-ceilings.ts), a field above its ceiling
  * is refused too (the agency's `budget.max_cost_usd`; each agent's
  * `policies.max_concurrency`, `policies.timeout_seconds`, `max_steps`,
- * `sandbox.limits`, `model.max_cost_usd`), and an unset one gets the ceiling
- * where its default is higher.
+ * `sandbox.limits`, `model.max_cost_usd`; the sum of the agents'
+ * `policies.max_concurrency`), and an unset one gets the ceiling where its
+ * default is higher.
  */
 export function readUntrustedAgency(
   source: { file: string } | { object: Record<string, unknown> },
@@ -119,6 +121,7 @@ export function readUntrustedAgency(
     });
   }
 
+  refused.push(...remoteBusProblems(raw).map((problem) => ({ where: label, ...problem })));
   const workspace = typeof raw.workspace === "string" && raw.workspace ? raw.workspace : ".";
   const workspacePath = isAbsolute(workspace) ? workspace : resolve(baseDirectory, workspace);
   for (const problem of untrustedTaskProblems({ workspace: workspacePath }, { roots, baseDirectory, rootsOption: "--tasks-root" })) {
@@ -132,6 +135,8 @@ export function readUntrustedAgency(
     refused.push(...capped.problems.map((problem) => ({ where: labels[index]!, field: problem.path, message: problem.message })));
     return capped.file;
   });
+  if (ceilings)
+    refused.push(...agencyConcurrencyProblems(inline, ceilings).map((problem) => ({ where: label, field: problem.path, message: problem.message })));
   const agency = ceilings ? capAgency(raw, ceilings) : { problems: [], agency: raw };
   refused.push(...agency.problems.map((problem) => ({ where: label, field: problem.path, message: problem.message })));
   return { object: { ...(agency.agency as Record<string, unknown>), agents: inline.length ? inline : raw.agents }, baseDirectory, labels, refused, unreadable };
@@ -144,6 +149,9 @@ export function readUntrustedAgency(
  * agencies elsewhere stay out of reach, as `recordedRunRefusal` keeps their runs.
  */
 export function recordedAgencyRefusal(definition: AgencyDefinition, roots: readonly string[]): string | null {
+  // A recorded pool is the schema's default unless set, and only a nats:// bus reads it: the bus decides.
+  const bus = remoteBusProblems({ bus: definition.bus });
+  if (bus.length) return `${bus[0]!.field}: ${bus[0]!.message}`;
   const workspace = untrustedTaskProblems({ workspace: definition.workspacePath }, { roots, baseDirectory: definition.workspacePath });
   if (workspace.length) return `workspace: ${workspace[0]!.message}`;
   for (const agent of definition.agents) {
@@ -156,6 +164,26 @@ export function recordedAgencyRefusal(definition: AgencyDefinition, roots: reado
     }
   }
   return null;
+}
+
+/**
+ * Why agency.yaml's `bus` / `pool` (`raw`, as sent) are not an API caller's
+ * to choose: anything but the embedded `file` bus has the server connect, with
+ * its own NATS credentials (RUNNER_NATS_*), to a host the caller names, and a
+ * pool picks which of the operator's workers run the caller's agents.
+ */
+function remoteBusProblems(raw: Record<string, unknown>): { field: string; message: string }[] {
+  const problems: { field: string; message: string }[] = [];
+  if (raw.bus !== undefined && raw.bus !== "file") {
+    problems.push({
+      field: "bus",
+      message: `an API caller's agency runs on the server's embedded bus only (asked ${JSON.stringify(raw.bus)}); leave bus unset or write bus: file`,
+    });
+  }
+  if (raw.pool !== undefined) {
+    problems.push({ field: "pool", message: "an API caller's agency may not choose a worker pool (the operator's workers); leave pool unset" });
+  }
+  return problems;
 }
 
 /** The trust problems of one agent file's object (`{ agent: {...} }`), its paths absolute, as the task its invocations run. */

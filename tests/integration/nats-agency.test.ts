@@ -3,7 +3,7 @@
  * when" 7) on a real loopback nats-server (Debian's 2.9), in the Docker-free
  * tier (host-directory sandboxes, scripted models): the fix-pipeline example
  * to its goal as on the file bus; `runner agency events/publish/show` from
- * other processes; serve's SSE and POST events; kill -9 of the orchestrator
+ * other processes; serve refusing them (the bus is the operator's); kill -9 of the orchestrator
  * and a resume; a NATS URL that does not answer.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process";
@@ -15,18 +15,16 @@ import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgencyBus } from "../../src/agency/agency-bus.js";
 import { AgencyDirectory } from "../../src/agency/agency-directory.js";
-import { createRunner } from "../../src/agency/agency.js";
 import type { AgencyEvent } from "../../src/bus/event-bus.js";
 import { NatsEventBus } from "../../src/bus/nats-event-bus.js";
-import { HostDirectorySandboxProvider, type HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
-import { createServerApp } from "../../src/server/server-app.js";
+import type { HostDirectoryExecHandler } from "../../src/sandbox/fake/host-directory-sandbox.js";
 import { eventTypes, fakeAgencyRunner, writeAgency } from "../helpers/agency-fixture.js";
 import { testEvent } from "../helpers/event-bus-conformance.js";
-import { fakeShell, fakeTierEnvironment, Gates } from "../helpers/fake-runner.js";
+import { fakeShell, Gates } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { freePort, startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
 import { toolCall, waitFor } from "../helpers/runner-cli.js";
-import { allSse, fakeServer, TOKEN } from "../helpers/server-client.js";
+import { fakeServer } from "../helpers/server-client.js";
 
 const EXAMPLE = fileURLToPath(new URL("../../examples/agency/fix-pipeline", import.meta.url));
 const CLI = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
@@ -201,103 +199,29 @@ describe("an agency on NATS JetStream", () => {
     expect(trace.children.map((child: { name: string }) => child.name)).toEqual(expect.arrayContaining(["task.ready", "task.more"]));
   });
 
-  it("runner serve streams its bus as SSE and takes CloudEvents: an idle agency is resumed, a redelivery stored once", async () => {
+  it("runner serve keeps NATS agencies from its callers (the bus and its credentials are the operator's): one sent is refused 403, one another Runner runs is out of reach", async () => {
     await using directory = temporaryDirectory();
-    writeAgency(directory.path, {
-      agents: {
-        fixer: {
-          triggers: ["ci.build.failed"],
-          emits: ["fix.proposed"],
-          turns: [{ tool_calls: [toolCall("emit_event", { type: "fix.proposed", data: { note: "retry" } })] }, { content: "proposed" }],
-        },
-      },
-      agency: { goal: "fix.proposed", start: [], bus: cluster.url },
-    });
-    await using server = await fakeServer(directory.path, { exec: fakeShell() });
-    const record = (await (await server.request("/v1/agencies", { method: "POST", json: { agency_file: "agency.yaml" } })).json()) as { id: string };
-    const quiet = await allSse((await server.request(`/v1/agencies/${record.id}/events`)).body!);
-    expect(quiet.at(-1)).toMatchObject({ event: "end" });
-    expect(await (await server.request(`/v1/agencies/${record.id}`)).json()).toMatchObject({ status: "failed", reason: "quiescent" });
-
-    const cloudEvent = {
-      specversion: "1.0",
-      id: "delivery-7f1c",
-      source: "https://ci.example.com/pipelines/42",
-      type: "ci.build.failed",
-      datacontenttype: "application/json",
-      data: { job: "test" },
-    };
-    const post = () =>
-      server.request(`/v1/agencies/${record.id}/events`, {
-        method: "POST",
-        headers: { "content-type": "application/cloudevents+json" },
-        body: JSON.stringify(cloudEvent),
-      });
-    const accepted = (await (await post()).json()) as { sequence: number; resumed: boolean };
-    expect(accepted).toMatchObject({ id: "delivery-7f1c", resumed: true });
-
-    const sse = await allSse((await server.request(`/v1/agencies/${record.id}/events`)).body!);
-    const events = await storedEvents(server.home, record.id);
-    const sent = sse.filter((event) => event.event !== "end");
-    expect(sent.map((event) => JSON.parse(event.data))).toEqual(events);
-    expect(sent.map((event) => Number(event.id))).toEqual(events.map((_event, index) => index));
-    expect(events[accepted.sequence]).toMatchObject({ id: "delivery-7f1c", type: "ci.build.failed", data: { job: "test" } });
-    const finished = await (await server.request(`/v1/agencies/${record.id}`)).json();
-    expect(finished).toMatchObject({ status: "succeeded", reason: "goal_reached", events: events.length });
-
-    const again = (await (await post()).json()) as { sequence: number; resumed: boolean };
-    expect(again).toMatchObject({ sequence: accepted.sequence, resumed: false });
-    expect(await storedEvents(server.home, record.id)).toHaveLength(events.length);
-  });
-
-  it("runner serve follows and feeds an agency another Runner runs: SSE until it ends, a CloudEvent taken by the running agency", async () => {
-    await using directory = temporaryDirectory();
-    const gates = new Gates();
-    let arrived: () => void = () => undefined;
-    const atGate = new Promise<void>((resolve) => (arrived = resolve));
-    const shell = fakeShell(gates);
-    await using fake = await fakeAgencyRunner({
-      exec: (call) => {
-        if (call.request.command === "wait-for go") arrived();
-        return shell(call);
-      },
-    });
     const { agencyFile } = writeAgency(directory.path, {
-      agents: {
-        solo: {
-          triggers: ["task.*", "ci.*"],
-          capabilities: ["read_file", "run_shell"],
-          turns: [{ tool_calls: [toolCall("run_shell", { command: "wait-for go" })] }, { content: "done" }],
-        },
-      },
+      agents: { solo: { triggers: ["task.*", "ci.*"], turns: [{ content: "done" }] } },
       agency: { goal: "never.happens", bus: cluster.url },
     });
-    const agency = await fake.runner.agency(agencyFile);
-    await atGate;
-    // Another Runner over the same RUNNER_HOME: the server does not run the agency, it reaches it through its bus.
-    const other = await createRunner({ home: fake.home, sandboxProvider: new HostDirectorySandboxProvider(), environment: fakeTierEnvironment(fake.home) });
-    const server = createServerApp({ runner: other, token: TOKEN, tasksRoots: [directory.path] });
-    const request = async (path: string, init: RequestInit = {}): Promise<Response> =>
-      server.app.request(path, { ...init, headers: { authorization: `Bearer ${TOKEN}`, ...(init.headers as Record<string, string>) } });
-    try {
-      const following = request(`/v1/agencies/${agency.id}/events`).then((response) => allSse(response.body!));
-      const posted = await request(`/v1/agencies/${agency.id}/events`, {
-        method: "POST",
-        headers: { "content-type": "application/cloudevents+json" },
-        body: JSON.stringify({ specversion: "1.0", id: "delivery-1", source: "https://ci.example.com/p/1", type: "ci.build.failed", data: {} }),
-      });
-      expect(posted.status).toBe(202);
-      expect(await posted.json()).toMatchObject({ id: "delivery-1", resumed: false });
-      gates.open("go");
-      const report = await agency.result;
-      expect(report.invocations.map((invocation) => invocation.event_id)).toEqual([`${agency.id}-start-0`, "delivery-1"]);
-      const sse = await following;
-      expect(sse.at(-1)).toMatchObject({ event: "end" });
-      expect(sse.filter((event) => event.event !== "end").map((event) => JSON.parse(event.data))).toEqual(await storedEvents(fake.home, agency.id));
-    } finally {
-      await server.close();
-      await other.close();
-    }
+    await using server = await fakeServer(directory.path, { exec: fakeShell() });
+    const sent = await server.request("/v1/agencies", { method: "POST", json: { agency_file: "agency.yaml" } });
+    expect(sent.status).toBe(403);
+    expect(((await sent.json()) as { errors: { field: string }[] }).errors.map((error) => error.field)).toEqual([`${agencyFile}: bus`]);
+
+    // The operator's own agency on the cluster, inside --tasks-root: its record names the nats:// bus, so the API serves none of it.
+    const own = await server.runner.agency(agencyFile);
+    await own.result;
+    const stored = (await storedEvents(server.home, own.id)).length;
+    expect((await server.request(`/v1/agencies/${own.id}/events`)).status).toBe(403);
+    const posted = await server.request(`/v1/agencies/${own.id}/events`, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({ specversion: "1.0", id: "delivery-1", source: "https://ci.example.com/p/1", type: "ci.build.failed", data: {} }),
+    });
+    expect(posted.status).toBe(403);
+    expect(await storedEvents(server.home, own.id)).toHaveLength(stored);
   });
 
   it("killed (kill -9) mid-invocation, resumes at once: every invocation runs once, the goal is reached", async () => {

@@ -11,6 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { describe, expect, it } from "vitest";
+import { loadTaskFile } from "../../src/config/load-task.js";
 import { createRunnerMcpServer } from "../../src/mcp-server/runner-mcp-server.js";
 import { builtInCeilings, type Ceilings } from "../../src/runner/operator-ceilings.js";
 import type { Runner } from "../../src/runner/runner.js";
@@ -82,5 +83,22 @@ describe("runner mcp: operator ceilings", () => {
     };
     expect(task.sandbox.limits.cpus).toBe(12);
     expect(task.timeout_sec).toBe(900);
+  });
+
+  it("run_resume of a run not started under the ceilings is a tool error naming the recorded field, value and ceiling", async () => {
+    await using fake = await fakeRunner();
+    await using root = temporaryDirectory();
+    const { task } = writeScriptedTask(root.path, { script: { turns: [{ content: "Done." }] }, task: { max_steps: 400, timeout_sec: 600 } });
+    // Started on the operator's side (as `runner exec` would): no ceiling applied.
+    const own = await fake.runner.startTask(loadTaskFile(task));
+    await own.result;
+    await using mcp = await connect(fake.runner, [root.path]);
+    const resumed = await mcp.call("run_resume", { run_id: own.id });
+    expect(resumed.isError).toBe(true);
+    expect(text(resumed)).toContain(
+      "task.max_steps: the run was recorded with 400, above this server's ceiling of 100 model calls; give max_steps in the resume (at most the ceiling)",
+    );
+    const more = await mcp.call("run_resume", { run_id: own.id, max_steps: 10 });
+    expect(text(more)).not.toContain("task.max_steps");
   });
 });

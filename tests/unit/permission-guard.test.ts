@@ -63,6 +63,19 @@ describe("PermissionGuard and whoever answers its questions", () => {
     expect(writePreview("run_shell", { command: "ls" })).toBe("");
   });
 
+  it("a previewed line is cut at 200 characters with an ellipsis: one minified line cannot fill the question", () => {
+    const long = "x".repeat(5000);
+    const preview = writePreview("write_file", { path: "app.min.js", content: `${long}\nshort\n` });
+    const lines = preview.split("\n");
+    expect(lines[2]).toBe(`  | ${"x".repeat(200)}…`);
+    expect(lines[3]).toBe("  | short");
+    expect(preview.length).toBeLessThan(300);
+    const edit = writePreview("edit_file", { path: "a", old_string: "a".repeat(201), new_string: "b".repeat(200) });
+    expect(edit).toContain(`  | ${"a".repeat(200)}…\n`);
+    expect(edit).toContain(`  | ${"b".repeat(200)}`);
+    expect(edit).not.toContain(`${"b".repeat(200)}…`);
+  });
+
   it("the answerer never sees a secret in clear: question, subject and reason are redacted", async () => {
     const seen: unknown[] = [];
     const { call } = await guardAsking(async (question) => (seen.push(question), { answer: "yes" }));

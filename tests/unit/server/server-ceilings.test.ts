@@ -9,6 +9,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { loadTaskFile } from "../../../src/config/load-task.js";
 import { builtInCeilings } from "../../../src/runner/operator-ceilings.js";
 import { temporaryDirectory } from "../../helpers/git-repository.js";
 import { fakeShell, writeScriptedTask } from "../../helpers/fake-runner.js";
@@ -23,6 +24,7 @@ interface Body {
   errors: { field: string; message: string }[];
   runs: unknown[];
   agencies: unknown[];
+  batches: unknown[];
 }
 
 async function json(response: Response): Promise<Body> {
@@ -146,6 +148,23 @@ describe("runner serve: operator ceilings", () => {
     expect((await json(resumed)).errors.map((error) => error.field)).toEqual(["body.max_steps", "body.timeout_sec"]);
   });
 
+  it("a batch's jobs (tasks at once) above batch.jobs is refused 403 before any task is read", async () => {
+    await using directory = temporaryDirectory();
+    writeScriptedTask(join(directory.path, "one"), { script: { turns: [{ content: "Done." }] }, task: { name: "one" } });
+    await using server = await fakeServer(directory.path, { exec: fakeShell() });
+    const wide = await server.request("/v1/batches", { method: "POST", json: { path: directory.path, jobs: 64 } });
+    expect(wide.status).toBe(403);
+    const problem = await json(wide);
+    expect(problem.title).toBe("Above the server's ceiling");
+    expect(problem.errors).toEqual([
+      {
+        field: "body.jobs",
+        message: "asked 64, above this server's ceiling of 4 tasks at once; ask for at most that (the operator sets it: --ceiling batch.jobs=VALUE)",
+      },
+    ]);
+    expect((await json(await server.request("/v1/batches"))).batches).toEqual([]);
+  });
+
   it("binds agencies: the agency's budget and each agent's concurrency, invocation timeout, steps and sandbox, named per agent", async () => {
     await using directory = temporaryDirectory();
     const agents: Record<string, AgentSpec> = {
@@ -175,6 +194,7 @@ describe("runner serve: operator ceilings", () => {
     expect(errors.map((error) => error.field).sort()).toEqual(
       [
         "body.agency.budget.max_cost_usd",
+        "body.agency.agents",
         "body.agency.agents.0.agent.max_steps",
         "body.agency.agents.0.agent.sandbox.limits.cpus",
         "body.agency.agents.0.agent.policies.max_concurrency",
@@ -186,5 +206,59 @@ describe("runner serve: operator ceilings", () => {
     );
     expect(errors.find((error) => error.field.endsWith("max_concurrency"))!.message).toContain("ceiling of 4 invocations");
     expect((await json(await server.request("/v1/agencies"))).agencies).toEqual([]);
+  });
+
+  it("a run not started under the ceilings (the operator's own, inside --tasks-root) is not resumed above them: 403 naming the recorded field, value and ceiling", async () => {
+    await using directory = temporaryDirectory();
+    const { task } = writeScriptedTask(directory.path, {
+      script: { turns: [{ content: "Done." }] },
+      task: { name: "wide", sandbox: { limits: { cpus: 8 } } },
+    });
+    await using server = await fakeServer(directory.path, { exec: fakeShell() });
+    // Started on the operator's side (as `runner exec` would), so no ceiling applied: 8 cpus, no wall clock but the 4 h default.
+    const own = await server.runner.startTask(loadTaskFile(task));
+    await own.result;
+    const resumed = await server.request(`/v1/runs/${own.id}/resume`, { method: "POST", json: {} });
+    expect(resumed.status).toBe(403);
+    const problem = await json(resumed);
+    expect(problem.title).toBe("Above the server's ceiling");
+    expect(problem.errors).toEqual([
+      {
+        field: "task.sandbox.limits.cpus",
+        message:
+          "the run was recorded with 8, above this server's ceiling of 2 cpus; resume it on the command line (runner resume), where you are the operator",
+      },
+      {
+        field: "task.timeout_sec",
+        message:
+          "the run was recorded with none (the default, 14400), above this server's ceiling of 3600 s; give timeout_sec in the resume (at most the ceiling)",
+      },
+    ]);
+    const bounded = await server.request(`/v1/runs/${own.id}/resume`, { method: "POST", json: { timeout_sec: 600 } });
+    expect((await json(bounded)).errors.map((error) => error.field)).toEqual(["task.sandbox.limits.cpus"]);
+  });
+
+  it("an idle agency not started under the ceilings is not resumed by an event above them: 403 naming the agent's field; the event is not stored", async () => {
+    await using directory = temporaryDirectory();
+    const agents: Record<string, AgentSpec> = {
+      coder: { triggers: ["task.ready"], emits: ["review.approved"], turns: [{ content: "done" }], policies: { max_concurrency: 8 } },
+    };
+    const { agencyFile } = writeAgency(directory.path, { agents });
+    await using server = await fakeServer(directory.path, { exec: fakeShell() });
+    const own = await server.runner.agency(agencyFile);
+    await own.result;
+    const events = () => readFileSync(join(server.home, "agencies", own.id, "bus.jsonl"), "utf8");
+    const before = events();
+    const posted = await server.request(`/v1/agencies/${own.id}/events`, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify({ specversion: "1.0", id: "e1", source: "https://ci.example.com", type: "task.ready" }),
+    });
+    expect(posted.status).toBe(403);
+    const problem = await json(posted);
+    expect(problem.title).toBe("Above the server's ceiling");
+    expect(problem.errors.map((error) => error.field)).toEqual(["agency.agents.coder.policies.max_concurrency", "agency.agents"]);
+    expect(problem.errors[0]!.message).toMatch(/^recorded with 8, above this server's ceiling of 4 invocations/);
+    expect(events()).toBe(before);
   });
 });
