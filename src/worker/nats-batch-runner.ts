@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import type { Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, errorMessage, RunnerError } from "../errors.js";
 import type { BatchRunner } from "../batch/run-batch.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
+import { isRunId } from "../run/run-id.js";
 import { RUN_FILES, writeAtomically } from "../run/run-store.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, StartOptions } from "../runner/runner.js";
@@ -121,11 +122,14 @@ export class NatsBatchRunner implements BatchRunner {
       if (result.reason === "task_invalid") throw new ConfigError(result.error ?? "the worker refused the task");
       throw new RunnerError(result.error ?? result.reason, 3, { reason: result.reason });
     }
-    let runId = firstRun;
     let worker = firstAttempt?.worker ?? started.result?.worker ?? null;
+    if (!isRunId(firstRun)) throw refusedRunId(firstRun, worker);
+    let runId: string = firstRun;
     const cancelled = new AbortController();
     const finished = this.until(key, (state) => state.result, cancelled.signal).then(
       async (result) => {
+        // The worker's run id is a path here: one that is not a run id is refused before anything is written.
+        if (result.run_id !== null && !isRunId(result.run_id)) return refusedResultReport(runId, task.name, refusedRunId(result.run_id, result.worker));
         runId = result.run_id ?? runId;
         worker = result.worker ?? worker;
         return this.materialize(result, runId, repositoryRoot, task);
@@ -255,7 +259,7 @@ export class NatsBatchRunner implements BatchRunner {
    * made is the run's `error` (`branch_not_landed`), which the batch reports.
    */
   private async materialize(result: TaskResult, runId: string, repositoryRoot: string, task: Task): Promise<RunReport> {
-    const directory = join(this.home, "runs", runId);
+    const directory = runDirectory(this.home, runId);
     mkdirSync(directory, { recursive: true, mode: 0o700 });
     // The task as this host sees it (its workspace is your repository): `runner batch verify` regrades from it.
     writeAtomically(join(directory, RUN_FILES.task), `${JSON.stringify(task, null, 2)}\n`);
@@ -267,7 +271,8 @@ export class NatsBatchRunner implements BatchRunner {
     }
     const bytes = async (name: string) => (await this.queue.getObject(name)) ?? new Uint8Array();
     const workerReport = JSON.parse(Buffer.from(await bytes(result.objects.report)).toString("utf8")) as RunReport;
-    let report: RunReport = { ...workerReport, deliveries } as RunReport;
+    // The run id the submitter checked, not the one the worker's report.json says (the orchestrator rewrites report.json by it).
+    let report: RunReport = { ...workerReport, run_id: runId, deliveries } as RunReport;
     if (!existsSync(join(directory, RUN_FILES.events))) writeFileSync(join(directory, RUN_FILES.events), await bytes(result.objects.events), { mode: 0o600 });
     if (result.objects.patch) writeFileSync(join(directory, RUN_FILES.patch), await bytes(result.objects.patch), { mode: 0o600 });
     let landed: string | null = null;
@@ -308,6 +313,35 @@ export class NatsBatchRunner implements BatchRunner {
     }
     return report;
   }
+}
+
+/**
+ * `$RUNNER_HOME/runs/<run-id>/` of a run id from a worker, which must be a run id ({@link isRunId}) and so stays inside
+ * `runs/`; throws RunnerError (`worker_result_invalid`) otherwise, before anything is written.
+ */
+export function runDirectory(home: string, runId: string): string {
+  const runs = join(home, "runs");
+  const directory = join(runs, runId);
+  const inside = relative(runs, directory);
+  if (!isRunId(runId) || inside !== runId) throw refusedRunId(runId, null);
+  return directory;
+}
+
+/**
+ * The error for a run id from NATS that is not a run id (docs/scale-out.md "What the submitter checks"): status
+ * `error` (whoever holds the pool's credentials forged or broke it: infrastructure, not the agent), naming the worker.
+ */
+function refusedRunId(runId: unknown, worker: string | null): RunnerError {
+  return new RunnerError(
+    `worker ${worker ?? "(unnamed)"} named its run ${JSON.stringify(runId)}, which is not a run id (YYYYMMDD-HHMMSS-xxxx): its result is refused and nothing of it is recorded`,
+    3,
+    { reason: "worker_result_invalid" },
+  );
+}
+
+/** The outcome of a result refused before anything of it was written: an infrastructure error saying why. */
+function refusedResultReport(runId: string, task: string, error: RunnerError): RunReport {
+  return { ...cancelledReport(runId, task, error.message), status: "error", reason: error.reason } as RunReport;
 }
 
 /** A report for a run this process no longer waits for (or that left no records): the fields a batch reads. */

@@ -11,7 +11,7 @@ import { mergeIntoBranch } from "../workspace/merge.js";
 import { branchHead, resolveRepository } from "../workspace/run-worktree.js";
 import { driverOverrides } from "../workspace/safe-git.js";
 import { invocationKey, type InvocationJob } from "./invocation-job.js";
-import { NatsBatchRunner } from "./nats-batch-runner.js";
+import { NatsBatchRunner, runDirectory } from "./nats-batch-runner.js";
 import { wireTask } from "./task-job.js";
 import type { WorkQueue } from "./work-queue.js";
 
@@ -98,7 +98,7 @@ export class NatsInvocations implements InvocationExecutor {
     const stop = () => void handle.cancel("the agency stopped waiting");
     request.signal.addEventListener("abort", stop, { once: true });
     const result = handle.result
-      .then(async (report) => (report.status === "cancelled" ? null : this.landed(request, job, withRunFields(report), repository.root)))
+      .then(async (report) => (report.status === "cancelled" ? null : this.landed(request, job, withRunFields(report), handle.id, repository.root)))
       .catch((error: unknown) => {
         if (error instanceof CancelledError) return null;
         throw error;
@@ -130,8 +130,11 @@ export class NatsInvocations implements InvocationExecutor {
     if (this.ownsConnection) await this.queue.connection.close();
   }
 
-  /** The emitted events queued, the success merged into the agency branch; report.json rewritten with `merge`. */
-  private async landed(request: InvocationRequest, job: InvocationJob, report: RunReport, repositoryRoot: string): Promise<RunReport> {
+  /**
+   * The emitted events queued, the success merged into the agency branch; report.json rewritten with `merge`.
+   * `runId`: the run id the submitter checked (the handle's), never the worker's report's.
+   */
+  private async landed(request: InvocationRequest, job: InvocationJob, report: RunReport, runId: string, repositoryRoot: string): Promise<RunReport> {
     const stored = await this.queue.result(job.key);
     const emitted = stored?.objects?.emitted ? await this.queue.getObject(stored.objects.emitted) : null;
     for (const line of Buffer.from(emitted ?? new Uint8Array())
@@ -144,9 +147,9 @@ export class NatsInvocations implements InvocationExecutor {
     const model = (job.task.model as { name?: string; provider?: string } | undefined) ?? {};
     const authorship = await commitAuthorship(repositoryRoot, this.environment, model.name ?? model.provider ?? "model");
     const gitConfig = [...(await driverOverrides(repositoryRoot)), ...authorshipConfig(authorship)];
-    const message = `agent-runner: merge ${report.branch} (${job.name}, run ${report.run_id})`;
+    const message = `agent-runner: merge ${report.branch} (${job.name}, run ${runId})`;
     const merged: RunReport = { ...report, merge: await mergeIntoBranch(repositoryRoot, gitConfig, report.branch, target, message) };
-    const file = join(this.submitter.home, "runs", report.run_id, RUN_FILES.report);
+    const file = join(runDirectory(this.submitter.home, runId), RUN_FILES.report);
     writeAtomically(file, `${JSON.stringify({ ...(JSON.parse(readFileSync(file, "utf8")) as object), merge: merged.merge }, null, 2)}\n`);
     return merged;
   }
