@@ -17,6 +17,13 @@ import type { RunReport } from "../../src/run/run-report.js";
 import { NatsBatchRunner } from "../../src/worker/nats-batch-runner.js";
 import { taskKey, wireTask } from "../../src/worker/task-job.js";
 import { WorkQueue, type LeaseAttempt, type TaskResult } from "../../src/worker/work-queue.js";
+import { agencyEvent } from "../../src/agency/agency-event.js";
+import { invocationTools } from "../../src/agency/agent-task.js";
+import type { AgentDefinition } from "../../src/agency/load-agency.js";
+import type { AgencyEvent } from "../../src/bus/event-bus.js";
+import type { Sandbox } from "../../src/sandbox/sandbox.js";
+import { invocationKey } from "../../src/worker/invocation-job.js";
+import { NatsInvocations } from "../../src/worker/nats-invocations.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
 import { writeScriptedTask, type TaskDirectory } from "../helpers/runner-cli.js";
@@ -144,5 +151,99 @@ describe("a worker's run id is a path on the submitter: only a run id is accepte
     const stored = JSON.parse(readFileSync(join(fixture.home, "runs", runId, "report.json"), "utf8")) as RunReport;
     expect(stored.run_id).toBe(runId);
     expect(existsSync(fixture.escaped)).toBe(false);
+  });
+});
+
+describe("events a worker says the agent emitted are checked on the orchestrator", () => {
+  const agencyId = "20261202-061500-abcd";
+  const traceId = "0123456789abcdef0123456789abcdef";
+  const invocationId = "coder-0123456789ab";
+  const agent = { name: "coder", emits: ["code.done"] } as unknown as AgentDefinition;
+  const cause = agencyEvent({ agencyId, traceId }, { kind: "outside" }, { type: "plan.ready", id: "outside-1", cause: null });
+
+  /** What the worker's own emit_event queues for one call. */
+  async function genuineEvent(): Promise<AgencyEvent> {
+    const queued: AgencyEvent[] = [];
+    const tool = invocationTools({ agencyId, traceId, invocationId, agent, context: {}, cause, emit: async (event) => queued.push(event) }).find(
+      (candidate) => candidate.name === "emit_event",
+    )!;
+    await tool.execute({ type: "code.done" }, { sandbox: {} as Sandbox, signal: new AbortController().signal, toolCallId: "call-1", defaultTimeoutMs: 1_000 });
+    return queued[0]!;
+  }
+
+  /** Runs an invocation whose forged result carries `emitted` (JSON lines); returns its report and what was queued for publishing. */
+  async function invocationWith(emitted: string) {
+    await using fixture = await submitterFixture();
+    const invocations = await NatsInvocations.open(fixture.queue, fixture.home);
+    try {
+      const document = JSON.parse(readFileSync(fixture.files.task, "utf8")) as Record<string, unknown>;
+      const queued: AgencyEvent[] = [];
+      const run = invocations.start({
+        agencyId,
+        traceId,
+        invocationId,
+        agent,
+        event: cause,
+        context: {},
+        task: { ...document, workspace: fixture.files.repo, model: { provider: "scripted", script: join(fixture.files.repo, "..", "script.yaml") } },
+        embedding: {},
+        emit: async (event) => queued.push(event),
+        signal: new AbortController().signal,
+      });
+      const key = invocationKey(agencyId, invocationId);
+      const runId = newRunId();
+      await fixture.queue.writeLease({ key, name: "forged", attempts: [fixture.attempt(runId)] }, 0);
+      const started = await run;
+      const prefix = `run/${runId}`;
+      await fixture.queue.putObject(
+        `${prefix}/report.json`,
+        Buffer.from(JSON.stringify({ run_id: runId, task: "forged", status: "succeeded", reason: "verified", branch: null })),
+      );
+      await fixture.queue.putObject(`${prefix}/events.jsonl`, Buffer.from(""));
+      await fixture.queue.putObject(`${prefix}/emitted.jsonl`, Buffer.from(emitted));
+      await fixture.queue.writeResult({
+        key,
+        name: "forged",
+        run_id: runId,
+        worker: WORKER,
+        status: "succeeded",
+        reason: "verified",
+        error: null,
+        attempts: [],
+        objects: {
+          report: `${prefix}/report.json`,
+          events: `${prefix}/events.jsonl`,
+          patch: null,
+          branch: `${prefix}/branch.bundle`,
+          emitted: `${prefix}/emitted.jsonl`,
+        },
+      });
+      const report = (await started.result)!;
+      const stored = JSON.parse(readFileSync(join(fixture.home, "runs", runId, "report.json"), "utf8")) as RunReport;
+      return { report, stored, queued };
+    } finally {
+      await invocations.close();
+    }
+  }
+
+  it("the event emit_event built is queued; the invocation stands as the worker reported it", async () => {
+    const event = await genuineEvent();
+    const { report, queued } = await invocationWith(`${JSON.stringify(event)}\n`);
+    expect(report.status).toBe("succeeded");
+    expect(queued).toEqual([event]);
+  });
+
+  it.each<[string, (event: AgencyEvent) => string]>([
+    ["hops 0", (event) => JSON.stringify({ ...event, hops: 0 })],
+    ["an agency.* type", (event) => JSON.stringify({ ...event, type: "agency.invocation.finished" })],
+    ["a forged causationid", (event) => JSON.stringify({ ...event, causationid: "other" })],
+    ["a line that is not JSON", () => "{not json"],
+    ["101 events", (event) => Array.from({ length: 101 }, () => JSON.stringify(event)).join("\n")],
+  ])("%s: nothing is queued, the invocation is error/worker_result_invalid naming the worker, and report.json says so", async (_name, forge) => {
+    const { report, stored, queued } = await invocationWith(`${forge(await genuineEvent())}\n`);
+    expect(queued).toEqual([]);
+    expect(report).toMatchObject({ status: "error", reason: "worker_result_invalid" });
+    expect(report.error).toContain(WORKER);
+    expect(stored).toMatchObject({ status: "error", reason: "worker_result_invalid" });
   });
 });
