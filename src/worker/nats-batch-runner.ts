@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join, relative } from "node:path";
 import type { Task } from "../config/load-task.js";
@@ -44,7 +44,10 @@ interface KeyState {
  *   (report.json with `deliveries`, events.jsonl, patch.diff) and its branch
  *   (`runner/<task-name>-<short-id>`, or more of the run id when that name is
  *   taken here: report.json says which) is made in your repository from the worker's commits:
- *   only the submitter writes your repository. `id` is the run of the latest
+ *   only the submitter writes your repository. What a worker (or anyone with the pool's
+ *   credentials) wrote is checked first: a run id that is not one, or a branch name that is
+ *   not one of the run's, is the run's `error` / `worker_result_invalid`, naming the worker,
+ *   and writes nothing of the kind (docs/scale-out.md "What the submitter checks"). `id` is the run of the latest
  *   delivery (a redelivered task's run id changes).
  * - `cancel` (the batch interrupted) stops waiting; the remote run goes on,
  *   and `runner batch resume` finds it again under the same key.
@@ -276,18 +279,28 @@ export class NatsBatchRunner implements BatchRunner {
     if (!existsSync(join(directory, RUN_FILES.events))) writeFileSync(join(directory, RUN_FILES.events), await bytes(result.objects.events), { mode: 0o600 });
     if (result.objects.patch) writeFileSync(join(directory, RUN_FILES.patch), await bytes(result.objects.patch), { mode: 0o600 });
     let landed: string | null = null;
-    if (workerReport.branch && workerReport.base_commit) {
+    const candidates = runBranchCandidates(taskSlug(task), runId);
+    if (workerReport.branch && !candidates.includes(workerReport.branch)) {
+      // Not a name this run could have had: the worker's report is refused, and no branch is made or moved.
+      report = {
+        ...report,
+        branch: null,
+        status: "error",
+        reason: "worker_result_invalid",
+        error: `worker ${result.worker ?? "(unnamed)"} named the run's branch ${JSON.stringify(workerReport.branch)}, which is not one of run ${runId}'s names (${candidates[0]} …): no branch is made`,
+      };
+    } else if (workerReport.branch && workerReport.base_commit) {
       const branch = await bytes(result.objects.branch);
       try {
         // The worker named the branch in its own clone; here another run of the task may hold that name already.
-        const alternatives = runBranchCandidates(taskSlug(task), runId);
         landed = await landBranch(
           repositoryRoot,
           workerReport.branch,
-          alternatives,
+          candidates,
           workerReport.base_commit,
           branch.length > 0 ? branch : null,
           join(this.home, "tmp"),
+          recordedBranch(directory),
         );
         report = { ...report, branch: landed };
       } catch (error) {
@@ -312,6 +325,16 @@ export class NatsBatchRunner implements BatchRunner {
       });
     }
     return report;
+  }
+}
+
+/** The branch a run's report.json in `directory` names (an earlier landing of the same result), or null. */
+function recordedBranch(directory: string): string | null {
+  try {
+    const branch = (JSON.parse(readFileSync(join(directory, RUN_FILES.report), "utf8")) as { branch?: unknown }).branch;
+    return typeof branch === "string" ? branch : null;
+  } catch {
+    return null;
   }
 }
 

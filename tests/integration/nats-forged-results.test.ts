@@ -154,6 +154,30 @@ describe("a worker's run id is a path on the submitter: only a run id is accepte
   });
 });
 
+describe("a worker's branch name: only one of the run's names is landed", () => {
+  it("a report naming main: the outcome is error/worker_result_invalid naming the worker; main and every branch stay as they were", async () => {
+    await using fixture = await submitterFixture();
+    const runId = newRunId();
+    const handle = fixture.runner.startTask(fixture.task);
+    await fixture.lease(runId);
+    const run = await handle;
+    const refs = () => fixture.files.git("for-each-ref", "--format=%(refname) %(objectname)").trim();
+    const before = refs();
+    const workerReport = { run_id: runId, task: "forged", status: "succeeded", reason: "verified", branch: "main", base_commit: fixture.head, steps: 1 };
+    await fixture.queue.putObject(`run/${runId}/report.json`, Buffer.from(JSON.stringify(workerReport)));
+    await fixture.queue.putObject(`run/${runId}/events.jsonl`, Buffer.from(""));
+    await fixture.result({
+      run_id: runId,
+      objects: { report: `run/${runId}/report.json`, events: `run/${runId}/events.jsonl`, patch: null, branch: `run/${runId}/branch.bundle` },
+    });
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "error", reason: "worker_result_invalid", branch: null });
+    expect(report.error).toContain(WORKER);
+    expect(report.error).toContain('"main"');
+    expect(refs()).toBe(before);
+  });
+});
+
 describe("events a worker says the agent emitted are checked on the orchestrator", () => {
   const agencyId = "20261202-061500-abcd";
   const traceId = "0123456789abcdef0123456789abcdef";
