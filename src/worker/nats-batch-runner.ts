@@ -47,8 +47,8 @@ interface KeyState {
  *   only the submitter writes your repository. What a worker (or anyone with the pool's
  *   credentials) wrote is checked first: a run id that is not one, or a branch name that is
  *   not one of the run's, is the run's `error` / `worker_result_invalid`, naming the worker,
- *   and writes nothing of the kind (docs/scale-out.md "What the submitter checks"). `id` is the run of the latest
- *   delivery (a redelivered task's run id changes).
+ *   and writes nothing of the kind (docs/scale-out.md "What the submitter checks of a worker's result").
+ *   `id` is the run of the latest delivery (a redelivered task's run id changes).
  * - `cancel` (the batch interrupted) stops waiting; the remote run goes on,
  *   and `runner batch resume` finds it again under the same key.
  * - `resume` of a remote run is refused (ConfigError): the batch then submits
@@ -351,8 +351,9 @@ export function runDirectory(home: string, runId: string): string {
 }
 
 /**
- * The error for a run id from NATS that is not a run id (docs/scale-out.md "What the submitter checks"): status
- * `error` (whoever holds the pool's credentials forged or broke it: infrastructure, not the agent), naming the worker.
+ * The error for a run id from NATS that is not a run id (docs/scale-out.md "What the submitter checks of a worker's
+ * result"): status `error` (whoever holds the pool's credentials forged or broke it: infrastructure, not the agent),
+ * naming the worker.
  */
 function refusedRunId(runId: unknown, worker: string | null): RunnerError {
   return new RunnerError(
