@@ -45,8 +45,9 @@ interface KeyState {
  *   (`runner/<task-name>-<short-id>`, or more of the run id when that name is
  *   taken here: report.json says which) is made in your repository from the worker's commits:
  *   only the submitter writes your repository. What a worker (or anyone with the pool's
- *   credentials) wrote is checked first: a run id that is not one, or a branch name that is
- *   not one of the run's, is the run's `error` / `worker_result_invalid`, naming the worker,
+ *   credentials) wrote is checked first: a run id that is not one, a branch name that is
+ *   not one of the run's, or a base commit that is not the job's, is the run's `error` /
+ *   `worker_result_invalid`, naming the worker,
  *   and writes nothing of the kind (docs/scale-out.md "What the submitter checks of a worker's result").
  *   `id` is the run of the latest delivery (a redelivered task's run id changes).
  * - `cancel` (the batch interrupted) stops waiting; the remote run goes on,
@@ -135,7 +136,7 @@ export class NatsBatchRunner implements BatchRunner {
         if (result.run_id !== null && !isRunId(result.run_id)) return refusedResultReport(runId, task.name, refusedRunId(result.run_id, result.worker));
         runId = result.run_id ?? runId;
         worker = result.worker ?? worker;
-        return this.materialize(result, runId, repositoryRoot, task);
+        return this.materialize(result, runId, repositoryRoot, task, job.base_commit);
       },
       (error: unknown) => {
         if (error instanceof CancelledError) return cancelledReport(runId, task.name, error.message);
@@ -261,7 +262,7 @@ export class NatsBatchRunner implements BatchRunner {
    * its outcome. Never rejects for the worker's data: a branch that cannot be
    * made is the run's `error` (`branch_not_landed`), which the batch reports.
    */
-  private async materialize(result: TaskResult, runId: string, repositoryRoot: string, task: Task): Promise<RunReport> {
+  private async materialize(result: TaskResult, runId: string, repositoryRoot: string, task: Task, baseCommit: string): Promise<RunReport> {
     const directory = runDirectory(this.home, runId);
     mkdirSync(directory, { recursive: true, mode: 0o700 });
     // The task as this host sees it (its workspace is your repository): `runner batch verify` regrades from it.
@@ -280,14 +281,21 @@ export class NatsBatchRunner implements BatchRunner {
     if (result.objects.patch) writeFileSync(join(directory, RUN_FILES.patch), await bytes(result.objects.patch), { mode: 0o600 });
     let landed: string | null = null;
     const candidates = runBranchCandidates(taskSlug(task), runId);
-    if (workerReport.branch && !candidates.includes(workerReport.branch)) {
-      // Not a name this run could have had: the worker's report is refused, and no branch is made or moved.
+    // Not a name this run could have had, or not the commit the job started from (without commits of its own the
+    // branch would be made there: any commit of your repository): the worker's report is refused, no branch is made.
+    const refusal =
+      workerReport.branch && !candidates.includes(workerReport.branch)
+        ? `named the run's branch ${JSON.stringify(workerReport.branch)}, which is not one of run ${runId}'s names (${candidates[0]} …)`
+        : workerReport.base_commit && workerReport.base_commit !== baseCommit
+          ? `named the run's base commit ${JSON.stringify(workerReport.base_commit)}, not the job's ${baseCommit}`
+          : null;
+    if (refusal !== null) {
       report = {
         ...report,
         branch: null,
         status: "error",
         reason: "worker_result_invalid",
-        error: `worker ${result.worker ?? "(unnamed)"} named the run's branch ${JSON.stringify(workerReport.branch)}, which is not one of run ${runId}'s names (${candidates[0]} …): no branch is made`,
+        error: `worker ${result.worker ?? "(unnamed)"} ${refusal}: no branch is made`,
       };
     } else if (workerReport.branch && workerReport.base_commit) {
       const branch = await bytes(result.objects.branch);

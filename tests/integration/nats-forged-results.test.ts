@@ -23,6 +23,7 @@ import type { AgentDefinition } from "../../src/agency/load-agency.js";
 import type { AgencyEvent } from "../../src/bus/event-bus.js";
 import type { Sandbox } from "../../src/sandbox/sandbox.js";
 import { invocationKey } from "../../src/worker/invocation-job.js";
+import { runBranchCandidates, taskSlug } from "../../src/workspace/run-branch-name.js";
 import { NatsInvocations } from "../../src/worker/nats-invocations.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
 import { startNatsCluster, type NatsCluster } from "../helpers/nats-cluster.js";
@@ -175,6 +176,29 @@ describe("a worker's branch name: only one of the run's names is landed", () => 
     expect(report.error).toContain(WORKER);
     expect(report.error).toContain('"main"');
     expect(refs()).toBe(before);
+  });
+
+  it("a report whose base commit is not the job's (no commits of its own: the branch would be made there): refused, no branch made", async () => {
+    await using fixture = await submitterFixture();
+    fixture.files.git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "elsewhere", "--no-verify");
+    const elsewhere = fixture.files.git("rev-parse", "HEAD").trim();
+    fixture.files.git("reset", "-q", "--hard", fixture.head);
+    const runId = newRunId();
+    const handle = fixture.runner.startTask(fixture.task);
+    await fixture.lease(runId);
+    const run = await handle;
+    const branch = runBranchCandidates(taskSlug(fixture.task), runId)[0]!;
+    const workerReport = { run_id: runId, task: "forged", status: "succeeded", reason: "verified", branch, base_commit: elsewhere, steps: 1 };
+    await fixture.queue.putObject(`run/${runId}/report.json`, Buffer.from(JSON.stringify(workerReport)));
+    await fixture.queue.putObject(`run/${runId}/events.jsonl`, Buffer.from(""));
+    await fixture.result({
+      run_id: runId,
+      objects: { report: `run/${runId}/report.json`, events: `run/${runId}/events.jsonl`, patch: null, branch: `run/${runId}/branch.bundle` },
+    });
+    const report = await run.result;
+    expect(report).toMatchObject({ status: "error", reason: "worker_result_invalid", branch: null });
+    expect(report.error).toContain(elsewhere);
+    expect(fixture.files.git("branch", "--list", "runner/*").trim()).toBe("");
   });
 });
 
