@@ -13,11 +13,12 @@ import { rawSafeGit } from "../workspace/safe-git.js";
 
 /**
  * A bundle of `commit` with its history (the run's base commit: your HEAD for a batch, the agency branch's head
- * for an invocation), as bytes: a temporary ref names it, since a bundle carries refs, not bare commits.
+ * for an invocation), as bytes: a temporary ref of this call names it, since a bundle carries refs, not bare commits.
  */
 export async function bundleCommit(repositoryRoot: string, commit: string, scratch: string): Promise<Uint8Array> {
   const directory = mkdtempSync(join(scratch, "bundle-"));
-  const ref = `refs/agent-runner/bundle/${commit}`;
+  // One ref per call: two submitters bundling the same commit of one repository at once must not delete each other's.
+  const ref = `refs/agent-runner/bundle/${commit}-${basename(directory)}`;
   try {
     const file = join(directory, "base.bundle");
     await rawSafeGit({ baseDirectory: repositoryRoot }, ["update-ref", ref, commit]);
