@@ -9,7 +9,7 @@ import { loadPolicy } from "../policy/load-policy.js";
 import { toolCallSpanId } from "../events/trace-context.js";
 import { defineTool, toolError, type Tool } from "../tools/define-tool.js";
 import { agencyEvent, invocationSpanId } from "./agency-event.js";
-import { WRITE_CAPABILITIES } from "./agency-schema.js";
+import { ORCHESTRATOR_EVENT_PREFIX, WRITE_CAPABILITIES } from "./agency-schema.js";
 import { CONSERVATIVE_DENIED_TOOLS, capabilitiesInMode } from "./guards/conservative-mode.js";
 import type { AgencyDefinition, AgentDefinition } from "./load-agency.js";
 
@@ -193,6 +193,55 @@ function agencyTools(options: {
   return [emitEvent, readContext];
 }
 
+/** Between the invocation id and 16 hex digits in the id of an event its agent emitted ({@link invocationTools}). */
+const EMIT_ID_INFIX = "-emit-";
+
+/**
+ * Most events one invocation's result may carry (one `emit_event` call each). An agent hands off with one event
+ * ("Publish exactly one", the task's instruction); the bound keeps a worker's result from making the orchestrator
+ * publish without limit. A choice of this project, not a rule of CloudEvents or NATS.
+ */
+export const MAX_EMITTED_EVENTS = 100;
+
+/**
+ * What is wrong with `event` as an event invocation `invocationId`'s agent emitted, or null when nothing is: the
+ * orchestrator's check of the events a `runner worker` returns (docs/scale-out.md "What the submitter checks of a
+ * worker's result"), which must be what {@link invocationTools} on that worker would have built: the envelope and
+ * data size as the bus checks them (checkAgencyEvent), a type of the agent's `emits` and not an orchestrator
+ * `agency.*` type, the agent's `source`, this agency's `correlationid`, the served event's id as `causationid`,
+ * `hops` one more than the served event's, its trace, and an id `<invocation id>-emit-<16 hex>`.
+ */
+export function emittedEventProblem(
+  event: unknown,
+  expected: { agencyId: string; traceId: string; invocationId: string; agent: Pick<AgentDefinition, "name" | "emits">; cause: AgencyEvent },
+): string | null {
+  try {
+    checkAgencyEvent(event as AgencyEvent);
+  } catch (error) {
+    if (error instanceof EventRejectedError) return error.message;
+    throw error;
+  }
+  const emitted = event as AgencyEvent;
+  const { agent } = expected;
+  if (emitted.type.startsWith(ORCHESTRATOR_EVENT_PREFIX)) return `type ${JSON.stringify(emitted.type)} is the orchestrator's (${ORCHESTRATOR_EVENT_PREFIX}*)`;
+  if (!agent.emits.includes(emitted.type))
+    return `type ${JSON.stringify(emitted.type)} is not one ${agent.name} may publish (emits: ${agent.emits.join(", ") || "none"})`;
+  const built = agencyEvent(
+    { agencyId: expected.agencyId, traceId: expected.traceId },
+    { kind: "agent", name: agent.name },
+    { type: emitted.type, cause: expected.cause },
+  );
+  for (const field of ["source", "correlationid", "causationid", "hops"] as const) {
+    if (emitted[field] !== built[field]) return `${field} is ${JSON.stringify(emitted[field] ?? null)}, not ${JSON.stringify(built[field] ?? null)}`;
+  }
+  // The span is the tool call's, which only the worker knows; the trace is the served event's.
+  const trace = (traceparent: string) => traceparent.split("-")[1];
+  if (trace(emitted.traceparent) !== trace(built.traceparent)) return `traceparent ${emitted.traceparent} is not in the trace ${trace(built.traceparent)}`;
+  const suffix = emitted.id.startsWith(`${expected.invocationId}${EMIT_ID_INFIX}`) ? emitted.id.slice(expected.invocationId.length + EMIT_ID_INFIX.length) : "";
+  if (!/^[0-9a-f]{16}$/.test(suffix)) return `id ${JSON.stringify(emitted.id)} is not ${expected.invocationId}${EMIT_ID_INFIX}<16 hex>`;
+  return null;
+}
+
 /**
  * The host tools of invocation `invocationId` ({@link agencyTools}) with the
  * orchestrator's rules for the events its agent emits: published by the agent,
@@ -223,7 +272,7 @@ export function invocationTools(options: {
     emit: options.emit,
     // The model picks tool call ids: hashed under a prefix of their own, an agent's event id never equals the
     // orchestrator's `<id>-finished` / `<id>-conflict` (which publish dedupe would then drop).
-    eventIdFor: (toolCallId) => `${invocationId}-emit-${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
+    eventIdFor: (toolCallId) => `${invocationId}${EMIT_ID_INFIX}${createHash("sha256").update(toolCallId).digest("hex").slice(0, 16)}`,
     ...(options.beforeEmit ? { beforeEmit: options.beforeEmit } : {}),
   });
 }

@@ -9,7 +9,7 @@ import { exitCodeOfReport, type RunStatus } from "../run/run-report.js";
 import { terminalSafe, terminalSafeJson } from "../terminal-text.js";
 import { connectNats } from "../bus/nats-connection.js";
 import { parseNatsFlags } from "../worker/nats-pool.js";
-import { PoolRunEvents } from "../worker/pool-run-events.js";
+import { MAX_STORED_EVENTS_BYTES, PoolRunEvents, type StoredRunEvents } from "../worker/pool-run-events.js";
 import { ProgressView } from "./progress-view.js";
 
 /** Where a remote run's events are: the pool and its servers, and what told us. */
@@ -93,7 +93,7 @@ async function printEvents(events: PoolRunEvents, runId: string, options: { foll
   const stop = new AbortController();
   const abort = () => stop.abort();
   signal.addEventListener("abort", abort, { once: true });
-  let stored: string[] | null = null;
+  let stored: StoredRunEvents = { lines: null, bytes: null };
   let finished: { status: RunStatus; exit_code: number } | null = null;
   // A run whose worker died never sends run.finished: the lease says when the task went on without it.
   const abandonment: { found: Awaited<ReturnType<PoolRunEvents["whenAbandoned"]>> } = { found: null };
@@ -109,19 +109,27 @@ async function printEvents(events: PoolRunEvents, runId: string, options: { foll
     : Promise.resolve();
   try {
     for await (const message of await events.follow(runId, stop.signal)) {
+      const note = (text: string) => (view ? process.stdout : process.stderr).write(`${terminalSafe(text)}\n`);
       let line = message.kind === "event" ? message.line : null;
+      if (message.kind === "malformed") note(message.note);
       if (message.kind === "reference") {
-        stored ??= await events.storedEvents(message.reference);
-        line = stored?.[message.sequence] ?? null;
+        if (stored.lines === null && stored.bytes === null) stored = await events.storedEvents(message.reference);
+        line = stored.lines?.[message.sequence] ?? null;
         if (line === null) {
-          const note = `event ${message.type ?? "?"} (#${message.sequence}) is over 16 KiB and left out here; the run's events.jsonl has it (runner logs ${runId} once the batch has copied the run's records)`;
-          (view ? process.stdout : process.stderr).write(`${terminalSafe(note)}\n`);
+          const where =
+            stored.lines === null && stored.bytes !== null
+              ? `the run's events.jsonl, ${stored.bytes} bytes, is over the ${MAX_STORED_EVENTS_BYTES} read from NATS`
+              : "the run's events.jsonl has it";
+          note(
+            `event ${message.type ?? "?"} (#${message.sequence}) is over 16 KiB and left out here; ${where} (runner logs ${runId} once the batch has copied the run's records)`,
+          );
         }
       }
       const envelope = line === null ? null : parseEnvelopeLine(line);
       if (envelope) {
         if (view) view.show(envelope);
-        else process.stdout.write(terminalSafeJson(`${line}\n`));
+        // Re-serialised: the message's own text may span lines; --json prints one envelope per line.
+        else process.stdout.write(terminalSafeJson(`${JSON.stringify(envelope)}\n`));
         if (envelope.type === RUN_FINISHED) finished = envelope.data as { status: RunStatus; exit_code: number };
       }
       if (last !== null && message.streamSequence >= last) break;

@@ -13,11 +13,12 @@ import { rawSafeGit } from "../workspace/safe-git.js";
 
 /**
  * A bundle of `commit` with its history (the run's base commit: your HEAD for a batch, the agency branch's head
- * for an invocation), as bytes: a temporary ref names it, since a bundle carries refs, not bare commits.
+ * for an invocation), as bytes: a temporary ref of this call names it, since a bundle carries refs, not bare commits.
  */
 export async function bundleCommit(repositoryRoot: string, commit: string, scratch: string): Promise<Uint8Array> {
   const directory = mkdtempSync(join(scratch, "bundle-"));
-  const ref = `refs/agent-runner/bundle/${commit}`;
+  // One ref per call: two submitters bundling the same commit of one repository at once must not delete each other's.
+  const ref = `refs/agent-runner/bundle/${commit}-${basename(directory)}`;
   try {
     const file = join(directory, "base.bundle");
     await rawSafeGit({ baseDirectory: repositoryRoot }, ["update-ref", ref, commit]);
@@ -79,32 +80,40 @@ export async function bundleBranch(repositoryRoot: string, branch: string, base:
 /**
  * Makes the run's branch in the user's repository at the worker's commit:
  * fetched from `bundle` (the worker's commits on top of `base`, on `branch`
- * there), or at `base` when the run made none. It is named `branch` when that
- * name is free here, else the first free one of `alternatives` (more of the
- * run id: src/workspace/run-branch-name.ts), so a branch of another run of
- * the same task is never moved or reused; a name is taken as
- * {@link runBranchNameTaken} says. A name already at the worker's commit (a
- * result fetched twice, two submitters of the same job) is the one returned.
- * The commits come in under a private ref, and the branch is created with
- * `update-ref` only if it does not exist, so a branch made meanwhile is not
- * fast-forwarded. Returns the branch's name here. Throws when git fails or
- * every name is taken.
+ * there), or at `base` when the run made none. `candidates` are the run's
+ * names (runBranchCandidates of its task and run id,
+ * src/workspace/run-branch-name.ts) and `branch`, the worker's name, must be
+ * one of them (a worker's report naming `main` or another run's branch is
+ * refused: Error). It is named `branch` when that name is free here, else
+ * the first free one of `candidates`, so a branch of another run of the same
+ * task is never moved or reused; a name is taken as {@link runBranchNameTaken}
+ * says. `recorded` is the branch this run's own records name (its report.json
+ * from an earlier landing of the same result): when that branch is at the
+ * worker's commit it is the one returned, and no other existing branch is
+ * ever taken for this run's, even at the same commit (another run's branch
+ * of the same task at the same base). The commits come in under a private
+ * ref, and the branch is created with `update-ref` only if it does not exist,
+ * so a branch made meanwhile is not fast-forwarded. Returns the branch's name
+ * here. Throws when git fails or every name is taken.
  */
 export async function landBranch(
   repositoryRoot: string,
   branch: string,
-  alternatives: string[],
+  candidates: string[],
   base: string,
   bundle: Uint8Array | null,
   scratch: string,
+  recorded: string | null,
 ): Promise<string> {
+  if (!candidates.includes(branch))
+    throw new Error(`the worker named the run's branch ${JSON.stringify(branch)}, which is not one of the run's names (${candidates[0]} …)`);
   const git = (args: string[]) => rawSafeGit({ baseDirectory: repositoryRoot }, args);
   const headOf = (name: string) =>
     git(["rev-parse", "--verify", "--quiet", `refs/heads/${name}`]).then(
       (output) => output.trim(),
       () => null,
     );
-  const names = [branch, ...alternatives.filter((name) => name !== branch)];
+  const names = [branch, ...candidates.filter((name) => name !== branch)];
   mkdirSync(scratch, { recursive: true, mode: 0o700 });
   const directory = mkdtempSync(join(scratch, "land-"));
   const landing = `refs/agent-runner/landing/${basename(directory)}`;
@@ -115,9 +124,7 @@ export async function landBranch(
       writeFileSync(file, bundle);
       target = (await git(["bundle", "list-heads", file, `refs/heads/${branch}`])).trim().split(" ")[0]!;
     }
-    for (const name of names) {
-      if ((await headOf(name)) === target) return name;
-    }
+    if (recorded !== null && names.includes(recorded) && (await headOf(recorded)) === target) return recorded;
     if (bundle) await git(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", join(directory, "branch.bundle"), `+refs/heads/${branch}:${landing}`]);
     for (const name of names) {
       if (await runBranchNameTaken(repositoryRoot, name)) continue;
@@ -126,10 +133,8 @@ export async function landBranch(
         await git(["update-ref", "-m", "agent-runner: land a worker's run", `refs/heads/${name}`, target, ""]);
         return name;
       } catch (error) {
-        // Made meanwhile: by a submitter of the same job (it is the run's branch), or by another run (the next name).
-        const now = await headOf(name);
-        if (now === target) return name;
-        if (now === null) throw error;
+        // Made meanwhile by another process: not this run's record, so the next name (even at the same commit).
+        if ((await headOf(name)) === null) throw error;
       }
     }
     throw new Error(`every name for the run's branch is taken (${names[0]} … ${names.at(-1)}); runner prune removes ended runs' branches`);

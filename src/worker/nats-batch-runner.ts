@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import type { Task } from "../config/load-task.js";
 import { CancelledError, ConfigError, errorMessage, RunnerError } from "../errors.js";
 import type { BatchRunner } from "../batch/run-batch.js";
 import type { RunEnvelope } from "../events/event-catalogue.js";
+import { isRunId } from "../run/run-id.js";
 import { RUN_FILES, writeAtomically } from "../run/run-store.js";
 import type { RunReport } from "../run/run-report.js";
 import type { RunHandle, StartOptions } from "../runner/runner.js";
@@ -43,8 +44,12 @@ interface KeyState {
  *   (report.json with `deliveries`, events.jsonl, patch.diff) and its branch
  *   (`runner/<task-name>-<short-id>`, or more of the run id when that name is
  *   taken here: report.json says which) is made in your repository from the worker's commits:
- *   only the submitter writes your repository. `id` is the run of the latest
- *   delivery (a redelivered task's run id changes).
+ *   only the submitter writes your repository. What a worker (or anyone with the pool's
+ *   credentials) wrote is checked first: a run id that is not one, a branch name that is
+ *   not one of the run's, or a base commit that is not the job's, is the run's `error` /
+ *   `worker_result_invalid`, naming the worker,
+ *   and writes nothing of the kind (docs/scale-out.md "What the submitter checks of a worker's result").
+ *   `id` is the run of the latest delivery (a redelivered task's run id changes).
  * - `cancel` (the batch interrupted) stops waiting; the remote run goes on,
  *   and `runner batch resume` finds it again under the same key.
  * - `resume` of a remote run is refused (ConfigError): the batch then submits
@@ -121,14 +126,17 @@ export class NatsBatchRunner implements BatchRunner {
       if (result.reason === "task_invalid") throw new ConfigError(result.error ?? "the worker refused the task");
       throw new RunnerError(result.error ?? result.reason, 3, { reason: result.reason });
     }
-    let runId = firstRun;
     let worker = firstAttempt?.worker ?? started.result?.worker ?? null;
+    if (!isRunId(firstRun)) throw refusedRunId(firstRun, worker);
+    let runId: string = firstRun;
     const cancelled = new AbortController();
     const finished = this.until(key, (state) => state.result, cancelled.signal).then(
       async (result) => {
+        // The worker's run id is a path here: one that is not a run id is refused before anything is written.
+        if (result.run_id !== null && !isRunId(result.run_id)) return refusedResultReport(runId, task.name, refusedRunId(result.run_id, result.worker));
         runId = result.run_id ?? runId;
         worker = result.worker ?? worker;
-        return this.materialize(result, runId, repositoryRoot, task);
+        return this.materialize(result, runId, repositoryRoot, task, job.base_commit);
       },
       (error: unknown) => {
         if (error instanceof CancelledError) return cancelledReport(runId, task.name, error.message);
@@ -254,8 +262,8 @@ export class NatsBatchRunner implements BatchRunner {
    * its outcome. Never rejects for the worker's data: a branch that cannot be
    * made is the run's `error` (`branch_not_landed`), which the batch reports.
    */
-  private async materialize(result: TaskResult, runId: string, repositoryRoot: string, task: Task): Promise<RunReport> {
-    const directory = join(this.home, "runs", runId);
+  private async materialize(result: TaskResult, runId: string, repositoryRoot: string, task: Task, baseCommit: string): Promise<RunReport> {
+    const directory = runDirectory(this.home, runId);
     mkdirSync(directory, { recursive: true, mode: 0o700 });
     // The task as this host sees it (its workspace is your repository): `runner batch verify` regrades from it.
     writeAtomically(join(directory, RUN_FILES.task), `${JSON.stringify(task, null, 2)}\n`);
@@ -267,22 +275,40 @@ export class NatsBatchRunner implements BatchRunner {
     }
     const bytes = async (name: string) => (await this.queue.getObject(name)) ?? new Uint8Array();
     const workerReport = JSON.parse(Buffer.from(await bytes(result.objects.report)).toString("utf8")) as RunReport;
-    let report: RunReport = { ...workerReport, deliveries } as RunReport;
+    // The run id the submitter checked, not the one the worker's report.json says (the orchestrator rewrites report.json by it).
+    let report: RunReport = { ...workerReport, run_id: runId, deliveries } as RunReport;
     if (!existsSync(join(directory, RUN_FILES.events))) writeFileSync(join(directory, RUN_FILES.events), await bytes(result.objects.events), { mode: 0o600 });
     if (result.objects.patch) writeFileSync(join(directory, RUN_FILES.patch), await bytes(result.objects.patch), { mode: 0o600 });
     let landed: string | null = null;
-    if (workerReport.branch && workerReport.base_commit) {
+    const candidates = runBranchCandidates(taskSlug(task), runId);
+    // Not a name this run could have had, or not the commit the job started from (without commits of its own the
+    // branch would be made there: any commit of your repository): the worker's report is refused, no branch is made.
+    const refusal =
+      workerReport.branch && !candidates.includes(workerReport.branch)
+        ? `named the run's branch ${JSON.stringify(workerReport.branch)}, which is not one of run ${runId}'s names (${candidates[0]} …)`
+        : workerReport.base_commit && workerReport.base_commit !== baseCommit
+          ? `named the run's base commit ${JSON.stringify(workerReport.base_commit)}, not the job's ${baseCommit}`
+          : null;
+    if (refusal !== null) {
+      report = {
+        ...report,
+        branch: null,
+        status: "error",
+        reason: "worker_result_invalid",
+        error: `worker ${result.worker ?? "(unnamed)"} ${refusal}: no branch is made`,
+      };
+    } else if (workerReport.branch && workerReport.base_commit) {
       const branch = await bytes(result.objects.branch);
       try {
         // The worker named the branch in its own clone; here another run of the task may hold that name already.
-        const alternatives = runBranchCandidates(taskSlug(task), runId);
         landed = await landBranch(
           repositoryRoot,
           workerReport.branch,
-          alternatives,
+          candidates,
           workerReport.base_commit,
           branch.length > 0 ? branch : null,
           join(this.home, "tmp"),
+          recordedBranch(directory),
         );
         report = { ...report, branch: landed };
       } catch (error) {
@@ -308,6 +334,46 @@ export class NatsBatchRunner implements BatchRunner {
     }
     return report;
   }
+}
+
+/** The branch a run's report.json in `directory` names (an earlier landing of the same result), or null. */
+function recordedBranch(directory: string): string | null {
+  try {
+    const branch = (JSON.parse(readFileSync(join(directory, RUN_FILES.report), "utf8")) as { branch?: unknown }).branch;
+    return typeof branch === "string" ? branch : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `$RUNNER_HOME/runs/<run-id>/` of a run id from a worker, which must be a run id ({@link isRunId}) and so stays inside
+ * `runs/`; throws RunnerError (`worker_result_invalid`) otherwise, before anything is written.
+ */
+export function runDirectory(home: string, runId: string): string {
+  const runs = join(home, "runs");
+  const directory = join(runs, runId);
+  const inside = relative(runs, directory);
+  if (!isRunId(runId) || inside !== runId) throw refusedRunId(runId, null);
+  return directory;
+}
+
+/**
+ * The error for a run id from NATS that is not a run id (docs/scale-out.md "What the submitter checks of a worker's
+ * result"): status `error` (whoever holds the pool's credentials forged or broke it: infrastructure, not the agent),
+ * naming the worker.
+ */
+function refusedRunId(runId: unknown, worker: string | null): RunnerError {
+  return new RunnerError(
+    `worker ${worker ?? "(unnamed)"} named its run ${JSON.stringify(runId)}, which is not a run id (YYYYMMDD-HHMMSS-xxxx): its result is refused and nothing of it is recorded`,
+    3,
+    { reason: "worker_result_invalid" },
+  );
+}
+
+/** The outcome of a result refused before anything of it was written: an infrastructure error saying why. */
+function refusedResultReport(runId: string, task: string, error: RunnerError): RunReport {
+  return { ...cancelledReport(runId, task, error.message), status: "error", reason: error.reason } as RunReport;
 }
 
 /** A report for a run this process no longer waits for (or that left no records): the fields a batch reads. */

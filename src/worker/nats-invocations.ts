@@ -1,7 +1,8 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { emittedEventProblem, MAX_EMITTED_EVENTS } from "../agency/agent-task.js";
 import type { InvocationExecutor, InvocationRequest, InvocationRun } from "../agency/invocation-executor.js";
-import type { AgencyEvent } from "../bus/event-bus.js";
+import { MAX_EVENT_DATA_BYTES, type AgencyEvent } from "../bus/event-bus.js";
 import { validateTask } from "../config/load-task.js";
 import { CancelledError } from "../errors.js";
 import { RUN_FILES, writeAtomically } from "../run/run-store.js";
@@ -11,7 +12,7 @@ import { mergeIntoBranch } from "../workspace/merge.js";
 import { branchHead, resolveRepository } from "../workspace/run-worktree.js";
 import { driverOverrides } from "../workspace/safe-git.js";
 import { invocationKey, type InvocationJob } from "./invocation-job.js";
-import { NatsBatchRunner } from "./nats-batch-runner.js";
+import { NatsBatchRunner, runDirectory } from "./nats-batch-runner.js";
 import { wireTask } from "./task-job.js";
 import type { WorkQueue } from "./work-queue.js";
 
@@ -29,7 +30,11 @@ import type { WorkQueue } from "./work-queue.js";
  * - When the result exists: the run's records are copied into
  *   `$RUNNER_HOME/runs/<run-id>/` and its branch (`runner/<task-name>-<short-id>`) is made in
  *   your repository from the worker's commits (NatsBatchRunner); the events
- *   the agent emitted are queued in the invocation's outbox (`request.emit`);
+ *   the agent emitted, each checked as this process's `emit_event` would have
+ *   built it, are queued in the invocation's outbox (`request.emit`): one that
+ *   fails makes the invocation `error` / `worker_result_invalid` (the worker's
+ *   doing, not the agent's, whose events the worker's tool builds), with
+ *   none queued and nothing merged;
  *   a writing agent's success is merged into the agency branch here, by the
  *   rule a local run's `mergeInto` follows (only a `succeeded` run — verified,
  *   or without a verify command — through `mergeIntoBranch`, conflicts
@@ -98,7 +103,9 @@ export class NatsInvocations implements InvocationExecutor {
     const stop = () => void handle.cancel("the agency stopped waiting");
     request.signal.addEventListener("abort", stop, { once: true });
     const result = handle.result
-      .then(async (report) => (report.status === "cancelled" ? null : this.landed(request, job, withRunFields(report), repository.root)))
+      .then(async (report) =>
+        report.status === "cancelled" ? null : this.landed(request, job, withRunFields(report), handle.id, handle.worker, repository.root),
+      )
       .catch((error: unknown) => {
         if (error instanceof CancelledError) return null;
         throw error;
@@ -130,27 +137,84 @@ export class NatsInvocations implements InvocationExecutor {
     if (this.ownsConnection) await this.queue.connection.close();
   }
 
-  /** The emitted events queued, the success merged into the agency branch; report.json rewritten with `merge`. */
-  private async landed(request: InvocationRequest, job: InvocationJob, report: RunReport, repositoryRoot: string): Promise<RunReport> {
-    const stored = await this.queue.result(job.key);
-    const emitted = stored?.objects?.emitted ? await this.queue.getObject(stored.objects.emitted) : null;
-    for (const line of Buffer.from(emitted ?? new Uint8Array())
-      .toString("utf8")
-      .split("\n")) {
-      if (line) await request.emit(JSON.parse(line) as AgencyEvent);
+  /**
+   * The emitted events queued, the success merged into the agency branch; report.json rewritten with `merge`.
+   * `runId`: the run id the submitter checked (the handle's), never the worker's report's.
+   */
+  private async landed(
+    request: InvocationRequest,
+    job: InvocationJob,
+    report: RunReport,
+    runId: string,
+    worker: string | null,
+    repositoryRoot: string,
+  ): Promise<RunReport> {
+    // Refused already (its run id): nothing of that result is used.
+    if (report.reason === "worker_result_invalid") return report;
+    const emitted = await this.emittedEvents(request, job);
+    if (typeof emitted === "string") {
+      const error = `worker ${worker ?? "(unnamed)"} returned events the agent could not have emitted (${emitted}): none is published, nothing is merged`;
+      const refused: RunReport = { ...report, status: "error", reason: "worker_result_invalid", error };
+      this.rewriteReport(runId, { status: refused.status, reason: refused.reason, error });
+      return refused;
     }
+    for (const event of emitted) await request.emit(event);
     const target = request.embedding.mergeInto;
     if (target === undefined || report.status !== "succeeded" || !report.branch) return report;
     const model = (job.task.model as { name?: string; provider?: string } | undefined) ?? {};
     const authorship = await commitAuthorship(repositoryRoot, this.environment, model.name ?? model.provider ?? "model");
     const gitConfig = [...(await driverOverrides(repositoryRoot)), ...authorshipConfig(authorship)];
-    const message = `agent-runner: merge ${report.branch} (${job.name}, run ${report.run_id})`;
+    const message = `agent-runner: merge ${report.branch} (${job.name}, run ${runId})`;
     const merged: RunReport = { ...report, merge: await mergeIntoBranch(repositoryRoot, gitConfig, report.branch, target, message) };
-    const file = join(this.submitter.home, "runs", report.run_id, RUN_FILES.report);
-    writeAtomically(file, `${JSON.stringify({ ...(JSON.parse(readFileSync(file, "utf8")) as object), merge: merged.merge }, null, 2)}\n`);
+    this.rewriteReport(runId, { merge: merged.merge });
     return merged;
   }
+
+  /** Run `runId`'s report.json (copied from its worker) with `fields` changed; nothing when it was never written (a refused result). */
+  private rewriteReport(runId: string, fields: Partial<RunReport>): void {
+    const file = join(runDirectory(this.submitter.home, runId), RUN_FILES.report);
+    if (!existsSync(file)) return;
+    writeAtomically(file, `${JSON.stringify({ ...(JSON.parse(readFileSync(file, "utf8")) as object), ...fields }, null, 2)}\n`);
+  }
+
+  /**
+   * The events the worker says the agent emitted (`emitted` of the job's result, JSON lines), each checked as the
+   * orchestrator's own `emit_event` would have built it ({@link emittedEventProblem}); at most
+   * {@link MAX_EMITTED_EVENTS} of at most {@link MAX_EMITTED_EVENT_BYTES} bytes each. A string says what is wrong
+   * (the first problem found): then none of them is queued.
+   */
+  private async emittedEvents(request: InvocationRequest, job: InvocationJob): Promise<AgencyEvent[] | string> {
+    const stored = await this.queue.result(job.key);
+    const name = stored?.objects?.emitted;
+    if (!name) return [];
+    const size = (await this.queue.objectSize(name)) ?? 0;
+    if (size > MAX_EMITTED_EVENTS * MAX_EMITTED_EVENT_BYTES)
+      return `${name} is ${size} bytes, over ${MAX_EMITTED_EVENTS} events of ${MAX_EMITTED_EVENT_BYTES} bytes`;
+    const lines = Buffer.from((await this.queue.getObject(name)) ?? new Uint8Array())
+      .toString("utf8")
+      .split("\n")
+      .filter(Boolean);
+    if (lines.length > MAX_EMITTED_EVENTS) return `${lines.length} events, over the ${MAX_EMITTED_EVENTS} an invocation may emit`;
+    const expected = { agencyId: request.agencyId, traceId: request.traceId, invocationId: request.invocationId, agent: request.agent, cause: request.event };
+    const events: AgencyEvent[] = [];
+    for (const [index, line] of lines.entries()) {
+      if (Buffer.byteLength(line) > MAX_EMITTED_EVENT_BYTES) return `event ${index + 1} is ${Buffer.byteLength(line)} bytes, over ${MAX_EMITTED_EVENT_BYTES}`;
+      let event: unknown;
+      try {
+        event = JSON.parse(line);
+      } catch {
+        return `event ${index + 1} is not JSON`;
+      }
+      const problem = emittedEventProblem(event, expected);
+      if (problem) return `event ${index + 1}: ${problem}`;
+      events.push(event as AgencyEvent);
+    }
+    return events;
+  }
 }
+
+/** Most bytes of one emitted event's JSON line: its data (at most MAX_EVENT_DATA_BYTES, 16 KiB) and the envelope's attributes, with room to spare. */
+const MAX_EMITTED_EVENT_BYTES = 4 * MAX_EVENT_DATA_BYTES;
 
 /** A report as the orchestrator reads it: a dead letter's (no run finished) has none of a run's fields, which then say so (null). */
 function withRunFields(report: RunReport): RunReport {

@@ -17,7 +17,18 @@ import type { Lease, LeaseAttempt } from "./work-queue.js";
  */
 export type PoolRunEvent =
   | { kind: "event"; sequence: number; streamSequence: number; envelope: RunEnvelope; line: string }
-  | { kind: "reference"; sequence: number; streamSequence: number; reference: string; id: string | null; type: string | null };
+  | { kind: "reference"; sequence: number; streamSequence: number; reference: string; id: string | null; type: string | null }
+  | { kind: "malformed"; sequence: number; streamSequence: number; note: string };
+
+/**
+ * Most bytes of a run's stored events.jsonl that `runner logs` reads from the object store (it holds the object in
+ * memory): 64 MiB, many times a long run's events (their data is bounded: tool outputs go in as excerpts). A choice
+ * of this project; a larger object is left out with a note, and the run's copied records have it.
+ */
+export const MAX_STORED_EVENTS_BYTES = 64 * 1024 * 1024;
+
+/** A run's stored events.jsonl: its lines; or none, with its size when it is over the cap (null: not stored, or expired). */
+export type StoredRunEvents = { lines: string[] } | { lines: null; bytes: number | null };
 
 /**
  * Reads the events stream `RUNNER_EVENTS_<pool>` (subject
@@ -134,17 +145,23 @@ export class PoolRunEvents {
 
   /**
    * The object a reference names (`run/<run-id>/events.jsonl`), as its
-   * lines (one envelope each) in order; null while the worker has not stored it (the run goes
-   * on) or after it expired. Only names under `run/` are read.
+   * lines (one envelope each) in order; none while the worker has not stored it (the run goes
+   * on), after it expired, or when it is over `maxBytes` (default {@link MAX_STORED_EVENTS_BYTES}:
+   * then its size says so, and it is not read). Only names under `run/` are read.
    */
-  async storedEvents(reference: string): Promise<string[] | null> {
-    if (!/^run\/[\w.-]+\/events\.jsonl$/.test(reference)) return null;
-    const bytes = await this.object(reference);
-    if (!bytes) return null;
-    return Buffer.from(bytes)
-      .toString("utf8")
-      .split("\n")
-      .filter((line) => line.trim() !== "");
+  async storedEvents(reference: string, maxBytes = MAX_STORED_EVENTS_BYTES): Promise<StoredRunEvents> {
+    if (!/^run\/[\w.-]+\/events\.jsonl$/.test(reference) || !this.objects) return { lines: null, bytes: null };
+    const info = await this.objects.info(reference);
+    if (!info || info.deleted) return { lines: null, bytes: null };
+    if (info.size > maxBytes) return { lines: null, bytes: info.size };
+    const bytes = await this.objects.getBlob(reference);
+    if (!bytes) return { lines: null, bytes: null };
+    return {
+      lines: Buffer.from(bytes)
+        .toString("utf8")
+        .split("\n")
+        .filter((line) => line.trim() !== ""),
+    };
   }
 
   private async object(name: string): Promise<Uint8Array | null> {
@@ -175,7 +192,13 @@ async function* readRunMessages(consumer: Consumer, signal?: AbortSignal): Async
     let sequence = 0;
     for await (const message of messages) {
       const line = message.string();
-      const parsed = JSON.parse(line) as RunEnvelope | { reference: string; id?: string; type?: string };
+      const parsed = parseObject(line) as RunEnvelope | { reference: string; id?: string; type?: string } | null;
+      if (parsed === null) {
+        // Whoever holds the pool's credentials can publish here: one bad message is left out, not the end of the reading.
+        const note = `message ${message.seq} of ${message.subject} (${Buffer.byteLength(line)} bytes) is not a JSON object: skipped`;
+        yield { kind: "malformed", sequence: sequence++, streamSequence: message.seq, note };
+        continue;
+      }
       if ("reference" in parsed && typeof parsed.reference === "string") {
         yield {
           kind: "reference",
@@ -195,5 +218,15 @@ async function* readRunMessages(consumer: Consumer, signal?: AbortSignal): Async
   } finally {
     signal?.removeEventListener("abort", stop);
     stop();
+  }
+}
+
+/** `text` parsed when it is a JSON object; null for anything else (not JSON, an array, a number). */
+function parseObject(text: string): object | null {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? value : null;
+  } catch {
+    return null;
   }
 }

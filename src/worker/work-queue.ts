@@ -243,6 +243,12 @@ export class WorkQueue {
     return this.retrying(`JetStream did not return object ${name}`, () => this.objects.getBlob(name));
   }
 
+  /** An object's size in bytes (from its info, without reading it); null when there is none. */
+  async objectSize(name: string): Promise<number | null> {
+    const info = await this.retrying(`JetStream did not describe object ${name}`, () => this.objects.info(name));
+    return info === null || info.deleted ? null : info.size;
+  }
+
   async hasObject(name: string): Promise<boolean> {
     const info = await this.retrying(`JetStream did not describe object ${name}`, () => this.objects.info(name));
     return info !== null && !info.deleted;

@@ -15,7 +15,9 @@ import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runBatch, type BatchProgress } from "../../src/batch/run-batch.js";
 import { cloudEventType } from "../../src/events/event-catalogue.js";
+import { newRunId } from "../../src/run/run-id.js";
 import { NatsBatchRunner } from "../../src/worker/nats-batch-runner.js";
+import { PoolRunEvents } from "../../src/worker/pool-run-events.js";
 import { WorkQueue, type WorkQueueOptions } from "../../src/worker/work-queue.js";
 import { Gates, toolCall, writeScriptedTask } from "../helpers/fake-runner.js";
 import { temporaryDirectory } from "../helpers/git-repository.js";
@@ -236,5 +238,28 @@ describe("runner logs of a run on a NATS worker", () => {
     const typo = await runCli(["logs", "20990101-000000-nobody", "--nats", cluster.url, "--pool", "no-such-pool"], { RUNNER_HOME: home.path });
     expect(typo.code).toBe(2);
     expect(typo.stderr).toContain(`pool no-such-pool: no stream RUNNER_EVENTS_no-such-pool at ${cluster.url} (check --pool`);
+  }, 60_000);
+
+  it("messages anyone with the pool's credentials can publish: one that is not JSON is skipped with a note; --json prints each event on one line; a stored events.jsonl over the cap is not read", async () => {
+    await using queue = await pool();
+    await using home = temporaryDirectory("nats-logs-forged-");
+    const runId = newRunId();
+    const envelope = (id: string) => ({ specversion: "1.0", id, source: "urn:example:worker", type: "dev.example.note", data: { text: "a\nb" } });
+    const subject = queue.queue.eventsSubject(runId);
+    await queue.queue.client.publish(subject, JSON.stringify(envelope("e1"), null, 2));
+    await queue.queue.client.publish(subject, "{not json");
+    await queue.queue.client.publish(subject, "42");
+    await queue.queue.client.publish(subject, JSON.stringify(envelope("e2")));
+    const logs = await runCli(["logs", "--json", runId, "--nats", cluster.url, "--pool", queue.settings.pool!], { RUNNER_HOME: home.path });
+    expect(logs.code).toBe(0);
+    const lines = logs.stdout.split("\n").filter(Boolean);
+    expect(lines.map((line) => JSON.parse(line) as unknown)).toEqual([envelope("e1"), envelope("e2")]);
+    expect(logs.stderr.match(/is not a JSON object: skipped/g)).toHaveLength(2);
+
+    const reference = `run/${runId}/events.jsonl`;
+    await queue.queue.putObject(reference, Buffer.from(`${JSON.stringify(envelope("e3"))}\n`));
+    const events = await PoolRunEvents.open(queue.queue.connection, queue.settings.pool!, cluster.urls);
+    expect(await events.storedEvents(reference)).toEqual({ lines: [JSON.stringify(envelope("e3"))] });
+    expect(await events.storedEvents(reference, 10)).toEqual({ lines: null, bytes: Buffer.byteLength(`${JSON.stringify(envelope("e3"))}\n`) });
   }, 60_000);
 });
