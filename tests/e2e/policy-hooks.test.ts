@@ -19,7 +19,7 @@ import { startCliOnTerminal } from "../helpers/terminal-cli.js";
 
 /** The reason the shipped worker and ci policies give for `git push` (policies/worker.yaml, commands.git-push). */
 const PUSH_REASON =
-  "publishes commits to a remote outside the sandbox; the runner already delivers the work as the branch runner/<run-id> for you to review and push";
+  "publishes commits to a remote outside the sandbox; the runner already delivers the work as a branch runner/<task-name>-<short-id> for you to review and push";
 /** What `git push` prints in the sandbox: it ran, and found nowhere to push to. */
 const PUSH_RAN = "^exit_code: 128\\nstdout:\\n\\(empty\\)\\nstderr:\\nfatal: ";
 
