@@ -1,5 +1,6 @@
 import { formatRate, runCount, type BatchReport } from "./batch-report.js";
 import { formatUsd } from "../model/pricing.js";
+import { oneLine } from "../terminal-text.js";
 
 /** The batch as a plain-text table (`runner batch show`, the end of `batch run`): one row per task, then the totals and the gate. */
 export function formatBatchTable(report: BatchReport): string {
@@ -48,8 +49,7 @@ function counted(count: number, noun: string): string {
 function reasonText(task: { status: string; reason: string; error: string | null }, max: number): string {
   const reason = task.reason.replace(/\s+/g, " ");
   if (task.status !== "error" || !task.error) return reason;
-  const message = task.error.replace(/\s+/g, " ").trim();
-  return `${reason}: ${message.length > max ? `${message.slice(0, max - 1)}…` : message}`;
+  return `${reason}: ${oneLine(task.error, max)}`;
 }
 
 /** `$GITHUB_STEP_SUMMARY` takes at most 1 MiB per step (GitHub Actions docs, "Adding a job summary"). */

@@ -1,7 +1,7 @@
 import type { BatchReport } from "../batch/batch-report.js";
 import type { Outcome } from "../batch/outcomes.js";
 import type { BatchProgress } from "../batch/run-batch.js";
-import { terminalSafe } from "../terminal-text.js";
+import { oneLine, terminalSafe } from "../terminal-text.js";
 
 /**
  * How often the one-line status is printed while runs go on, ms: often
@@ -69,7 +69,7 @@ export class BatchProgressView implements BatchProgress {
     this.write(
       terminalSafe(
         `[${settled.done}/${settled.total}] ${task}${attemptText(attempt, tryNumber)}: ${outcome.status} (${outcome.reason})${runId ? ` run ${runId}` : ""}` +
-          (outcome.status === "error" && outcome.error ? `: ${errorGist(outcome.error)}` : ""),
+          (outcome.status === "error" && outcome.error ? `: ${oneLine(outcome.error, ERROR_GIST_CHARACTERS)}` : ""),
       ),
     );
   }
@@ -111,8 +111,5 @@ function duration(ms: number): string {
   return `${Math.floor(minutes / 60)}h${String(minutes % 60).padStart(2, "0")}m`;
 }
 
-/** An error message on one line, at most 200 characters: what a progress line shows of why a task errored (the reports keep it whole). */
-function errorGist(message: string): string {
-  const line = message.replace(/\s+/g, " ").trim();
-  return line.length > 200 ? `${line.slice(0, 199)}…` : line;
-}
+/** How much of an error message a progress line shows (on one line; the reports keep it whole). */
+const ERROR_GIST_CHARACTERS = 200;
